@@ -1,0 +1,62 @@
+"""The command line: a thin layer over `postmortem.pipeline`.
+
+Exit status: 0 when the analysis ran (whatever it found), 1 when `--fail-on`
+asked for it and a finding that severe is present, 2 for usage errors.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from . import __version__
+from .model import SEVERITIES, severity_rank
+from .pipeline import analyze as run_analysis
+from .render import FORMATS
+from .signatures import SignatureError, load, load_default
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="postmortem")
+def main() -> None:
+    """Tell why a GPU job died, from the files it left behind."""
+
+
+@main.command()
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True, allow_dash=True))
+@click.option("--format", "fmt", type=click.Choice(sorted(FORMATS)), default="text", show_default=True,
+              help="Output format.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, allow_dash=True), default="-",
+              help="Write the report here instead of standard output.")
+@click.option("--fail-on", type=click.Choice(SEVERITIES[1:]), default=None,
+              help="Exit 1 when a finding of this severity or worse is present.")
+@click.option("--signatures", "signature_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              default=None, help="Use this signature directory instead of the bundled one.")
+def analyze(inputs: tuple[str, ...], fmt: str, output: str, fail_on: str | None, signature_dir: Path | None) -> None:
+    """Analyse crash artifacts: files, directories, archives, or - for stdin.
+
+    Every input is sniffed by content; compressed files (.gz .xz .bz2 .zst)
+    and archives (.tar*, .zip) are read without extracting them.
+    """
+    try:
+        database = load(signature_dir) if signature_dir else load_default()
+    except SignatureError as exc:
+        raise click.UsageError(f"signature database: {exc}") from exc
+    report = run_analysis(list(inputs), database)
+    text = FORMATS[fmt](report)
+    if output == "-":
+        click.echo(text, nl=False)
+    else:
+        _write_new(Path(output), text, [p for p in inputs if p != "-"])
+    if fail_on and any(severity_rank(f.severity) >= severity_rank(fail_on) for f in report.findings):
+        sys.exit(1)
+
+
+def _write_new(path: Path, text: str, inputs: list[str]) -> None:
+    """Write the report, refusing to overwrite one of the inputs."""
+    target = path.resolve()
+    if any(Path(p).resolve() == target for p in inputs):
+        raise click.UsageError(f"--output {path} is one of the inputs; inputs are never modified")
+    path.write_text(text, encoding="utf-8")

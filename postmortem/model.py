@@ -1,0 +1,129 @@
+"""The event model: the plain data every stage passes to the next.
+
+Sources turn bytes into `Event`s, the signature engine turns events into
+`Finding`s, ranking orders findings, renderers print a `Report`. All of it is
+frozen dataclasses so a stage cannot reach back and change an earlier one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Mapping
+
+SEVERITIES = ("info", "warning", "error", "critical")
+"""Severity names, weakest first; `severity_rank` orders them."""
+
+
+def severity_rank(severity: str) -> int:
+    """Position of a severity in SEVERITIES (unknown names rank lowest)."""
+    return SEVERITIES.index(severity) if severity in SEVERITIES else -1
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where an event's evidence lies: a display path and a 1-based line range.
+
+    `path` names archive members as `bundle.tar.gz!/var/log/kern.log`.
+    Binary inputs use `offset` instead of lines.
+    """
+
+    path: str
+    line: int | None = None
+    end_line: int | None = None
+    offset: int | None = None
+
+
+@dataclass(frozen=True)
+class Event:
+    """One observation from one input: an Xid line, a traceback, an OOM kill.
+
+    `fields` hold the typed values signatures match on (xid, pci, pid,
+    process, error, rank, ...). `time` is set when the input says when;
+    `clock` says how it was derived ("wall", "wall-no-year", "boot+uptime").
+    `count` > 1 when identical reports (the same traceback from 64 ranks) were
+    folded into this one event.
+    """
+
+    kind: str
+    where: Location
+    text: str
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    time: datetime | None = None
+    clock: str | None = None
+    count: int = 1
+    id: str = ""
+
+
+@dataclass(frozen=True)
+class InputInfo:
+    """One input as read: its display path, detected formats and diagnostics."""
+
+    path: str
+    format: str
+    size: int
+    sha256: str
+    diagnostics: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A signature that matched, with the events that prove it.
+
+    `confidence` is 0..1 and `confidence_reason` says in one line why.
+    `consequence_of` names the signature of a root finding that explains this
+    one (an illegal-address traceback right after an ECC Xid on that GPU).
+    """
+
+    signature: str
+    cause: str
+    severity: str
+    confidence: float
+    confidence_reason: str
+    title: str
+    explanation: str
+    actions: tuple[str, ...]
+    evidence: tuple[str, ...]
+    references: tuple[str, ...] = ()
+    consequence_of: str | None = None
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything one analysis produced, in the shape of the JSON contract."""
+
+    tool: Mapping[str, str]
+    inputs: tuple[InputInfo, ...]
+    events: tuple[Event, ...]
+    facts: Mapping[str, Any]
+    findings: tuple[Finding, ...]
+    cores: tuple[Mapping[str, Any], ...] = ()
+
+    @property
+    def verdict(self) -> Finding | None:
+        """The best finding, or None when nothing matched (cause `unknown`)."""
+        return self.findings[0] if self.findings else None
+
+    def event(self, event_id: str) -> Event | None:
+        """The event with this id, if any."""
+        return next((e for e in self.events if e.id == event_id), None)
+
+
+def to_plain(value: Any) -> Any:
+    """Turn model objects into JSON-ready dicts, lists and strings.
+
+    The one place that knows how datetimes and dataclasses serialise.
+    """
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        return {str(k): to_plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = [to_plain(v) for v in value]
+        return sorted(items, key=str) if isinstance(value, (set, frozenset)) else items
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value

@@ -1,0 +1,134 @@
+"""open -> sources -> facts -> match -> rank: one analysis, as plain functions.
+
+`analyze(paths)` is the API the CLI, the tests and notebooks call; it returns a
+`Report` and never raises for bad input: what cannot be read becomes a
+diagnostic on that input.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Iterable
+from functools import cache
+
+from . import __version__
+from .facts import collect_facts
+from .inputs import Blob, open_inputs
+from .model import Event, InputInfo, Report
+from .prefilter import Prefilter
+from .rank import rank
+from .reader import BytesReader
+from .signatures import Database, load_default, match
+from .sources import TEXT_SOURCES
+from .text import TextDoc, detect_encoding
+
+
+@cache
+def text_prefilter() -> Prefilter:
+    """The one prefilter over every text source's anchors (compiled once)."""
+    return Prefilter({source.NAME: source.ANCHORS for source in TEXT_SOURCES})
+
+
+def analyze(paths: list[str], database: Database | None = None) -> Report:
+    """Read every input under `paths` and explain what happened."""
+    return analyze_blobs(open_inputs(paths), database)
+
+
+def analyze_text(text: str, name: str = "<text>", database: Database | None = None) -> Report:
+    """Analyse a string as if it were a file (signature examples, notebooks)."""
+    return analyze_blobs([Blob(name, BytesReader(text.encode("utf-8")))], database)
+
+
+def analyze_blobs(blobs: Iterable[Blob], database: Database | None = None) -> Report:
+    """The pipeline over already opened inputs."""
+    database = database or load_default()
+    inputs: list[InputInfo] = []
+    events: list[Event] = []
+    for blob in blobs:
+        info, found = read_blob(blob)
+        inputs.append(info)
+        events.extend(found)
+    events = _number(_dedupe(events))
+    facts = collect_facts(events)
+    findings = rank(match(database, events), events, database.causes)
+    tool = {"name": "postmortem", "version": __version__, "signatures": database.version}
+    return Report(tool, tuple(inputs), tuple(events), facts, tuple(findings))
+
+
+def read_blob(blob: Blob) -> tuple[InputInfo, list[Event]]:
+    """Parse one input with every source that applies; failures become diagnostics."""
+    diagnostics = list(blob.diagnostics)
+    if blob.reader is None:
+        return InputInfo(blob.path, "unreadable", 0, "", tuple(diagnostics)), []
+    size = blob.reader.size
+    if blob.kind == "elf":
+        diagnostics.append("ELF file (core or binary): not analysed by this version")
+        return InputInfo(blob.path, "elf", size, _digest(blob), tuple(diagnostics)), []
+    if size == 0:
+        return InputInfo(blob.path, "empty", 0, _digest(blob), ("empty file",)), []
+    head = blob.reader.read_at(0, 64 * 1024)
+    doc = TextDoc(blob.reader, blob.path, detect_encoding(head))
+    events: list[Event] = []
+    formats: list[str] = []
+    try:
+        lines = doc.scan(text_prefilter())
+        for source in TEXT_SOURCES:
+            mine = [line for line in lines if source.NAME in line.groups]
+            if not mine:
+                continue
+            found = list(source.parse(doc, mine))
+            if found:
+                formats.append(source.NAME)
+                events.extend(found)
+    except OSError as exc:
+        diagnostics.append(f"read error: {exc}")
+    if not formats:
+        diagnostics.append(_nothing_found(head))
+    info = InputInfo(blob.path, "+".join(formats) or _plain_kind(head), size, doc.sha256, tuple(diagnostics))
+    return info, events
+
+
+def _digest(blob: Blob) -> str:
+    sha = hashlib.sha256()
+    offset = 0
+    while block := blob.reader.read_at(offset, 8 * 1024 * 1024):
+        sha.update(block)
+        offset += len(block)
+    return sha.hexdigest()
+
+
+def _plain_kind(head: bytes) -> str:
+    return "binary" if _binary_share(head) > 0.1 else "text"
+
+
+def _binary_share(head: bytes) -> float:
+    controls = sum(1 for b in head if b < 9 or 13 < b < 32 or b == 127)
+    return controls / max(1, len(head))
+
+
+def _nothing_found(head: bytes) -> str:
+    if _binary_share(head) > 0.1:
+        return "binary data in no format this version reads; no events"
+    return "no known error pattern in this text"
+
+
+def _dedupe(events: list[Event]) -> list[Event]:
+    """Keep one event per (input, line, kind) when two sources report the same line.
+
+    Repeats across ranks or threads are folded by the sources themselves,
+    which know what a rank prefix looks like in their format.
+    """
+    seen: set[tuple] = set()
+    kept: list[Event] = []
+    for event in events:
+        place = (event.where.path, event.where.line, event.where.offset, event.kind)
+        if place not in seen:
+            seen.add(place)
+            kept.append(event)
+    return kept
+
+
+def _number(events: list[Event]) -> list[Event]:
+    return [dataclasses.replace(event, id=f"e{i + 1}") for i, event in enumerate(events)]
+

@@ -1,0 +1,54 @@
+"""The JSON contract of DESIGN.md: findings best first, events, inputs, facts, cores."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..model import Event, Report, to_plain
+
+SCHEMA_VERSION = 1
+
+
+def as_dict(report: Report) -> dict[str, Any]:
+    """The report as the plain dict that `--format json` prints."""
+    verdict = report.verdict
+    return {
+        "schema": SCHEMA_VERSION,
+        "tool": dict(report.tool),
+        "verdict": {
+            "cause": verdict.cause if verdict else "unknown",
+            "signature": verdict.signature if verdict else None,
+            "confidence": verdict.confidence if verdict else 0.0,
+        },
+        "findings": [to_plain(f) for f in report.findings],
+        "events": [_event(e) for e in report.events],
+        "inputs": [to_plain(i) for i in report.inputs],
+        "facts": to_plain(report.facts),
+        "cores": to_plain(report.cores),
+    }
+
+
+def _event(event: Event) -> dict[str, Any]:
+    source: dict[str, Any] = {"path": event.where.path}
+    if event.where.line is not None:
+        source["line"] = event.where.line
+        if event.where.end_line not in (None, event.where.line):
+            source["end_line"] = event.where.end_line
+    if event.where.offset is not None:
+        source["offset"] = event.where.offset
+    return {
+        "id": event.id,
+        "kind": event.kind,
+        "time": event.time.isoformat() if event.time else None,
+        "clock": event.clock,
+        "source": source,
+        "text": event.text,
+        "fields": to_plain(event.fields),
+        "count": event.count,
+    }
+
+
+def render(report: Report) -> str:
+    """Pretty JSON; non-ASCII kept readable."""
+    return json.dumps(as_dict(report), indent=2, ensure_ascii=False) + "\n"

@@ -1,0 +1,279 @@
+"""The signature database: YAML entries that turn events into findings.
+
+Each `signatures/*.yaml` file holds `signatures:` (a list of entries) and may
+hold `causes:` (the cause vocabulary with its layer and rank). Loading checks
+every entry and fails with the file and entry at fault; conditions are
+compiled once, so matching is a walk over events with no re-parsing.
+
+A condition is a mapping; every key present must hold:
+
+- `kind`: an event kind, or a list of kinds;
+- `text`: a regex searched in the event's verbatim text;
+- `fields`: {name: expected}; expected is a value, a list of values, or a
+  mapping with one of `regex`, `gte`, `lte`, `exists`;
+- `any` / `all`: lists of conditions; `not`: one condition.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import string
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import regex
+import yaml
+
+from .model import SEVERITIES, Event, Finding
+
+Condition = Callable[[Event], bool]
+
+REQUIRED = ("id", "title", "cause", "severity", "confidence", "match", "explain", "actions")
+OPTIONAL = ("references", "examples", "notes")
+
+
+class SignatureError(Exception):
+    """A signature file or entry is invalid; the message names file and entry."""
+
+
+@dataclass(frozen=True)
+class Cause:
+    """One entry of the cause vocabulary (causes.md): its layer and how it ranks.
+
+    `rank` orders causes when findings compete: a higher rank is more likely
+    the root (bad memory explains the illegal-address error that follows it).
+    """
+
+    name: str
+    layer: str
+    rank: int
+    summary: str
+
+
+@dataclass(frozen=True)
+class Signature:
+    """One known cause pattern, loaded and compiled."""
+
+    id: str
+    title: str
+    cause: str
+    severity: str
+    confidence: float
+    explain: str
+    actions: tuple[str, ...]
+    references: tuple[str, ...]
+    examples: Mapping[str, tuple[str, ...]]
+    condition: Condition
+    origin: str
+
+
+@dataclass(frozen=True)
+class Database:
+    """All signatures and causes, in file order."""
+
+    signatures: tuple[Signature, ...]
+    causes: Mapping[str, Cause]
+    version: str
+
+
+def default_directory() -> Path:
+    """The bundled signatures: inside the installed package, else the repo's top level."""
+    packaged = Path(__file__).parent / "signatures"
+    return packaged if packaged.is_dir() else Path(__file__).parent.parent / "signatures"
+
+
+@cache
+def load_default() -> Database:
+    """The bundled database, loaded once per process."""
+    return load(default_directory())
+
+
+def load(directory: Path) -> Database:
+    """Load and validate every `*.yaml` under `directory`."""
+    signatures: list[Signature] = []
+    causes: dict[str, Cause] = {}
+    files = sorted(directory.glob("*.yaml"))
+    if not files:
+        raise SignatureError(f"{directory}: no signature files")
+    for path in files:
+        try:
+            document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as exc:
+            raise SignatureError(f"{path}: not valid YAML: {exc}") from exc
+        if not isinstance(document, dict):
+            raise SignatureError(f"{path}: top level must be a mapping")
+        for name, entry in (document.get("causes") or {}).items():
+            causes[name] = _cause(path, name, entry)
+        for index, entry in enumerate(document.get("signatures") or []):
+            signatures.append(_signature(path, index, entry))
+    _check_references(signatures, causes)
+    digest = hashlib.sha256(b"".join(path.read_bytes() for path in files)).hexdigest()[:12]
+    return Database(tuple(signatures), causes, f"{len(signatures)} signatures, {digest}")
+
+
+def _cause(path: Path, name: str, entry: Any) -> Cause:
+    if not isinstance(entry, dict) or not {"layer", "rank", "summary"} <= entry.keys():
+        raise SignatureError(f"{path}: cause {name!r} needs layer, rank and summary")
+    return Cause(name, str(entry["layer"]), int(entry["rank"]), str(entry["summary"]))
+
+
+def _signature(path: Path, index: int, entry: Any) -> Signature:
+    label = f"{path}: entry {index}" + (f" ({entry.get('id')})" if isinstance(entry, dict) else "")
+    if not isinstance(entry, dict):
+        raise SignatureError(f"{label}: must be a mapping")
+    missing = [key for key in REQUIRED if key not in entry]
+    unknown = [key for key in entry if key not in REQUIRED + OPTIONAL]
+    if missing or unknown:
+        raise SignatureError(f"{label}: missing {missing} unknown {unknown}")
+    if entry["severity"] not in SEVERITIES:
+        raise SignatureError(f"{label}: severity must be one of {SEVERITIES}")
+    confidence = entry["confidence"]
+    if not isinstance(confidence, (int, float)) or not 0 < confidence <= 1:
+        raise SignatureError(f"{label}: confidence must be a number in (0, 1]")
+    examples = entry.get("examples") or {}
+    if not isinstance(examples, dict) or not examples.get("positive") or not examples.get("negative"):
+        raise SignatureError(f"{label}: needs examples.positive and examples.negative")
+    try:
+        condition = compile_condition(entry["match"])
+    except (SignatureError, regex.error, TypeError, ValueError) as exc:
+        raise SignatureError(f"{label}: bad match: {exc}") from exc
+    return Signature(
+        id=str(entry["id"]),
+        title=str(entry["title"]),
+        cause=str(entry["cause"]),
+        severity=entry["severity"],
+        confidence=float(confidence),
+        explain=str(entry["explain"]).strip(),
+        actions=tuple(str(a) for a in entry["actions"]),
+        references=tuple(str(r) for r in entry.get("references") or ()),
+        examples={k: tuple(str(v) for v in examples.get(k) or ()) for k in ("positive", "negative")},
+        condition=condition,
+        origin=label,
+    )
+
+
+def _check_references(signatures: Sequence[Signature], causes: Mapping[str, Cause]) -> None:
+    seen: set[str] = set()
+    for signature in signatures:
+        if signature.id in seen:
+            raise SignatureError(f"{signature.origin}: duplicate id {signature.id!r}")
+        seen.add(signature.id)
+        if signature.cause not in causes:
+            raise SignatureError(f"{signature.origin}: cause {signature.cause!r} is not in the cause vocabulary")
+
+
+def compile_condition(spec: Any) -> Condition:
+    """Turn a YAML condition into a predicate over events."""
+    if not isinstance(spec, dict) or not spec:
+        raise SignatureError(f"a condition must be a non-empty mapping, got {spec!r}")
+    parts: list[Condition] = []
+    for key, value in spec.items():
+        if key == "kind":
+            kinds = frozenset(_as_list(value))
+            parts.append(lambda e, kinds=kinds: e.kind in kinds)
+        elif key == "text":
+            pattern = regex.compile(value)
+            parts.append(lambda e, p=pattern: p.search(e.text) is not None)
+        elif key == "fields":
+            if not isinstance(value, dict):
+                raise SignatureError("fields must be a mapping")
+            parts.extend(_field_test(name, expected) for name, expected in value.items())
+        elif key in ("any", "all"):
+            subs = [compile_condition(sub) for sub in _as_list(value)]
+            test = any if key == "any" else all
+            parts.append(lambda e, subs=subs, test=test: test(sub(e) for sub in subs))
+        elif key == "not":
+            sub = compile_condition(value)
+            parts.append(lambda e, sub=sub: not sub(e))
+        else:
+            raise SignatureError(f"unknown condition key {key!r}")
+    return lambda e: all(part(e) for part in parts)
+
+
+def _field_test(name: str, expected: Any) -> Condition:
+    if isinstance(expected, dict):
+        if len(expected) != 1:
+            raise SignatureError(f"field {name}: one operator per field")
+        (op, operand), = expected.items()
+        if op == "regex":
+            pattern = regex.compile(operand)
+            return lambda e: name in e.fields and pattern.search(str(e.fields[name])) is not None
+        if op in ("gte", "lte"):
+            bound = float(operand)
+            sign = 1 if op == "gte" else -1
+            return lambda e: _number(e.fields.get(name)) is not None and sign * (_number(e.fields[name]) - bound) >= 0
+        if op == "exists":
+            return lambda e: (name in e.fields and e.fields[name] is not None) == bool(operand)
+        raise SignatureError(f"field {name}: unknown operator {op!r}")
+    allowed = frozenset(_normal(v) for v in _as_list(expected))
+    return lambda e: name in e.fields and _normal(e.fields[name]) in allowed
+
+
+def _as_list(value: Any) -> list:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _normal(value: Any) -> str:
+    """Compare YAML scalars and event fields loosely: 79, "79" and 79.0 are equal."""
+    number = _number(value)
+    if number is not None and float(number).is_integer():
+        return str(int(number))
+    return str(value).lower() if isinstance(value, str) else str(value)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        return float(str(value))
+    except (TypeError, ValueError):
+        return None
+
+
+class _Blank(dict):
+    def __missing__(self, key: str) -> str:
+        return "?"
+
+
+def render_explanation(template: str, fields: Mapping[str, Any]) -> str:
+    """Fill `{field}` placeholders from the first evidence event; unknown ones show '?'."""
+    try:
+        return string.Formatter().vformat(template, (), _Blank({k: v for k, v in fields.items()}))
+    except (ValueError, IndexError, KeyError, AttributeError):
+        return template
+
+
+def match(database: Database, events: Iterable[Event]) -> list[Finding]:
+    """One Finding per signature that matched, with every matching event as evidence."""
+    events = list(events)
+    findings: list[Finding] = []
+    for signature in database.signatures:
+        hits = [e for e in events if signature.condition(e)]
+        if not hits:
+            continue
+        findings.append(finding_for(signature, hits))
+    return findings
+
+
+def finding_for(signature: Signature, hits: Sequence[Event]) -> Finding:
+    """The Finding of `signature` proven by `hits` (confidence settled later by ranking)."""
+    occurrences = sum(e.count for e in hits)
+    places = len({e.where.path for e in hits})
+    reason = f"{occurrences} matching event{'s' * (occurrences != 1)} in {places} input{'s' * (places != 1)}"
+    return Finding(
+        signature=signature.id,
+        cause=signature.cause,
+        severity=signature.severity,
+        confidence=signature.confidence,
+        confidence_reason=reason,
+        title=signature.title,
+        explanation=render_explanation(signature.explain, hits[0].fields),
+        actions=signature.actions,
+        evidence=tuple(e.id for e in hits),
+        references=signature.references,
+    )

@@ -1,0 +1,179 @@
+"""Text inputs as candidate lines: decoding, line numbers, context on demand.
+
+A `TextDoc` never holds a whole file as a Python string. It reads the bytes in
+windows, asks the prefilter where anchors are, and decodes only those lines
+(and, when a source asks, the lines that follow one of them).
+"""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import regex
+
+from .model import Event, Location
+from .prefilter import Prefilter
+from .reader import ByteReader
+
+WINDOW = 16 * 1024 * 1024
+"""Bytes read per scan step; bounds memory whatever the file size."""
+
+MAX_LINE = 8192
+"""Longest line text kept; longer lines keep an excerpt around the match."""
+
+_ANSI = regex.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Za-z0-9]")
+
+
+@dataclass(frozen=True)
+class Line:
+    """One decoded line: 1-based number, byte span, text, and which sources it concerns."""
+
+    number: int
+    start: int
+    end: int
+    text: str
+    groups: frozenset[str] = frozenset()
+
+
+def clean(text: str) -> str:
+    """Drop ANSI colour codes and a trailing carriage return."""
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    return text.rstrip("\r")
+
+
+def detect_encoding(head: bytes) -> str:
+    """Codec for a text input, judged on its first bytes.
+
+    UTF-8 unless the bytes fail badly as UTF-8 and read cleanly as GB18030
+    (logs from Chinese-locale Windows machines). UTF-16 is converted before
+    this is asked (see `reader.utf16_to_utf8`).
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    utf8_errors = decoder.decode(head, final=False).count("\ufffd")
+    if utf8_errors < 4:
+        return "utf-8"
+    gb_errors = head.decode("gb18030", "replace").count("\ufffd")
+    return "gb18030" if gb_errors * 4 < utf8_errors else "utf-8"
+
+
+class TextDoc:
+    """A text input opened for scanning: candidate lines and context lines."""
+
+    def __init__(self, reader: ByteReader, path: str, encoding: str = "utf-8"):
+        self.reader = reader
+        self.path = path
+        self.encoding = encoding
+        self.sha256 = ""
+
+    def decode(self, raw: bytes) -> str:
+        """Bytes to clean text; undecodable bytes become U+FFFD, never an error."""
+        return clean(raw.decode(self.encoding, "replace"))
+
+    def scan(self, prefilter: Prefilter) -> list[Line]:
+        """Every line holding an anchor, with the groups (sources) it concerns.
+
+        Also sets `sha256`, the digest of the whole input, from the same reads.
+        """
+        lines: list[Line] = []
+        pos, line_number, hashed_to = 0, 1, 0
+        digest = hashlib.sha256()
+        size = self.reader.size
+        while pos < size:
+            chunk = self.reader.read_at(pos, WINDOW)
+            if not chunk:
+                break
+            if pos + len(chunk) > hashed_to:
+                digest.update(chunk[hashed_to - pos :])
+                hashed_to = pos + len(chunk)
+            if pos + len(chunk) < size:
+                cut = chunk.rfind(b"\n")
+                if cut == -1:  # one line longer than the window: scan it in pieces
+                    lines.extend(self._scan_long_line(prefilter, pos, chunk, line_number))
+                    pos += len(chunk) - prefilter.longest + 1
+                    continue
+                chunk = chunk[: cut + 1]
+            lines.extend(self._scan_chunk(prefilter, pos, chunk, line_number))
+            line_number += chunk.count(b"\n")
+            pos += len(chunk)
+        self.sha256 = digest.hexdigest()
+        return _merge_same_lines(lines)
+
+    def _scan_chunk(self, prefilter: Prefilter, base: int, chunk: bytes, first_number: int) -> Iterator[Line]:
+        number, counted_to = first_number, 0
+        start = end = -1
+        groups: set[str] = set()
+        for match_end, literal in prefilter.matches(chunk):
+            if match_end > end:
+                if groups:
+                    yield self._line(number, base, chunk, start, end, groups)
+                start = chunk.rfind(b"\n", counted_to, match_end) + 1 or counted_to
+                number += chunk.count(b"\n", counted_to, start)
+                counted_to = start
+                end = chunk.find(b"\n", match_end)
+                end = len(chunk) if end == -1 else end
+                groups = set()
+            groups |= prefilter.owners[literal]
+        if groups:
+            yield self._line(number, base, chunk, start, end, groups)
+
+    def _line(self, number: int, base: int, chunk: bytes, start: int, end: int, groups: set[str]) -> Line:
+        raw = chunk[start:end]
+        if len(raw) > MAX_LINE:
+            raw = raw[:MAX_LINE]
+        return Line(number, base + start, base + end, self.decode(raw), frozenset(groups))
+
+    def _scan_long_line(self, prefilter: Prefilter, base: int, chunk: bytes, number: int) -> Iterator[Line]:
+        for match_end, literal in prefilter.matches(chunk):
+            lo = max(0, match_end - MAX_LINE // 2)
+            text = self.decode(chunk[lo : match_end + MAX_LINE // 2])
+            yield Line(number, base + lo, base + match_end, text, prefilter.owners[literal])
+
+    def event(self, kind: str, first: Line, fields: dict | None = None, *,
+              last: Line | None = None, text: str | None = None, **extra) -> Event:
+        """An Event located at lines `first`..`last`; its text defaults to those lines."""
+        if text is None:
+            text = first.text if last is None else "\n".join(
+                l.text for l in [first, *self.following(first, last.number - first.number)])
+        where = Location(self.path, first.number, (last or first).number)
+        return Event(kind=kind, where=where, text=text, fields=fields or {}, **extra)
+
+    def following(self, line: Line, limit: int = 200, max_bytes: int = 1 << 20) -> list[Line]:
+        """Up to `limit` lines after `line` (for tracebacks and other blocks)."""
+        raw = self.reader.read_at(line.end + 1, max_bytes)
+        out: list[Line] = []
+        offset = line.end + 1
+        for i, piece in enumerate(raw.split(b"\n")[:limit]):
+            out.append(Line(line.number + 1 + i, offset, offset + len(piece), self.decode(piece[:MAX_LINE])))
+            offset += len(piece) + 1
+        if out and line.end + 1 + len(raw) < self.reader.size and len(out) < limit:
+            out.pop()  # the last piece may be cut at max_bytes
+        return out
+
+    def preceding(self, line: Line, limit: int = 3, max_bytes: int = 64 * 1024) -> list[Line]:
+        """Up to `limit` lines before `line`, nearest last (context for evidence)."""
+        lo = max(0, line.start - max_bytes)
+        raw = self.reader.read_at(lo, line.start - lo)
+        pieces = raw.split(b"\n")[:-1]  # the piece after the last newline is `line` itself
+        if lo > 0 and pieces:
+            pieces = pieces[1:]  # the first piece may be cut
+        pieces = pieces[-limit:] if limit else []
+        out, offset = [], line.start
+        for i, piece in enumerate(reversed(pieces)):
+            offset -= len(piece) + 1
+            out.append(Line(line.number - 1 - i, offset, offset + len(piece), self.decode(piece[:MAX_LINE])))
+        return out[::-1]
+
+
+def _merge_same_lines(lines: list[Line]) -> list[Line]:
+    """Join candidates that a window boundary split into two for one line."""
+    merged: list[Line] = []
+    for line in lines:
+        if merged and merged[-1].start == line.start:
+            last = merged.pop()
+            line = Line(last.number, last.start, max(last.end, line.end), last.text, last.groups | line.groups)
+        merged.append(line)
+    return merged

@@ -1,0 +1,106 @@
+"""The signature database: every entry's real examples, and the loader's checks."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from postmortem.pipeline import analyze_text
+from postmortem.signatures import SignatureError, default_directory, load, load_default
+
+DATABASE = load_default()
+CAUSES_MD = Path(__file__).parent.parent.parent / "shared" / "spec" / "causes.md"
+
+
+def _examples(kind: str):
+    for signature in DATABASE.signatures:
+        for i, text in enumerate(signature.examples[kind]):
+            yield pytest.param(signature.id, text, id=f"{signature.id}-{kind}-{i}")
+
+
+@pytest.mark.parametrize(("signature", "text"), list(_examples("positive")))
+def test_positive_example_fires(signature, text):
+    report = analyze_text(text, "example.log")
+    assert signature in [f.signature for f in report.findings]
+
+
+@pytest.mark.parametrize(("signature", "text"), list(_examples("negative")))
+def test_negative_example_does_not_fire(signature, text):
+    report = analyze_text(text, "example.log")
+    assert signature not in [f.signature for f in report.findings]
+
+
+def test_database_covers_the_required_causes():
+    causes = {s.cause for s in DATABASE.signatures}
+    required = {
+        "arch-mismatch", "illegal-memory-access", "gpu-memory-ecc", "gpu-off-bus", "gpu-oom",
+        "device-assert", "host-oom", "nccl-timeout", "shm-exhausted", "native-crash",
+        "gpu-firmware", "gpu-hang",
+    }
+    assert required <= causes
+
+
+@pytest.mark.skipif(not CAUSES_MD.exists(), reason="shared spec not beside the checkout")
+def test_cause_vocabulary_matches_the_spec():
+    spec = {line.split("`")[1] for line in CAUSES_MD.read_text().splitlines() if line.startswith("| `")}
+    assert set(DATABASE.causes) == spec
+
+
+def _copy_db(tmp_path: Path) -> Path:
+    target = tmp_path / "signatures"
+    shutil.copytree(default_directory(), target)
+    return target
+
+
+ENTRY = """
+signatures:
+  - id: test-entry
+    title: t
+    cause: {cause}
+    severity: error
+    confidence: 0.5
+    match: {match}
+    explain: x
+    actions: [y]
+    examples: {{positive: [a], negative: [b]}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("cause", "match", "message"),
+    [
+        ("not-a-cause", "{kind: xid}", "cause 'not-a-cause'"),
+        ("gpu-hang", "{kind: xid, text: '(unclosed'}", "bad match"),
+        ("gpu-hang", "{colour: red}", "unknown condition key"),
+        ("gpu-hang", "{fields: {xid: {between: 3}}}", "unknown operator"),
+    ],
+)
+def test_broken_entries_are_named(tmp_path, cause, match, message):
+    directory = _copy_db(tmp_path)
+    bad = directory / "zz-bad.yaml"
+    bad.write_text(ENTRY.format(cause=cause, match=match))
+    with pytest.raises(SignatureError) as error:
+        load(directory)
+    assert "zz-bad.yaml" in str(error.value)
+    assert message in str(error.value)
+
+
+def test_missing_examples_and_duplicates_are_refused(tmp_path):
+    directory = _copy_db(tmp_path)
+    (directory / "zz-bad.yaml").write_text(ENTRY.format(cause="gpu-hang", match="{kind: xid}").replace(
+        "examples: {positive: [a], negative: [b]}", "examples: {positive: [a]}"))
+    with pytest.raises(SignatureError, match="examples"):
+        load(directory)
+    (directory / "zz-bad.yaml").write_text(ENTRY.format(cause="gpu-hang", match="{kind: xid}") * 1
+                                           + ENTRY.format(cause="gpu-hang", match="{kind: xid}").replace("signatures:\n", ""))
+    with pytest.raises(SignatureError, match="duplicate id"):
+        load(directory)
+
+
+def test_invalid_yaml_is_named(tmp_path):
+    directory = _copy_db(tmp_path)
+    (directory / "zz-bad.yaml").write_text("signatures: [\n")
+    with pytest.raises(SignatureError, match="zz-bad.yaml: not valid YAML"):
+        load(directory)
