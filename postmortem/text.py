@@ -104,12 +104,13 @@ class TextDoc:
 
     def _scan_chunk(self, prefilter: Prefilter, base: int, chunk: bytes, first_number: int) -> Iterator[Line]:
         number, counted_to = first_number, 0
-        start = end = -1
+        start = end = anchor = -1
         groups: set[str] = set()
         for match_end, literal in prefilter.matches(chunk):
             if match_end > end:
                 if groups:
-                    yield self._line(number, base, chunk, start, end, groups)
+                    yield self._line(number, base, chunk, (start, end, anchor), groups)
+                anchor = match_end
                 start = chunk.rfind(b"\n", counted_to, match_end) + 1 or counted_to
                 number += chunk.count(b"\n", counted_to, start)
                 counted_to = start
@@ -118,12 +119,16 @@ class TextDoc:
                 groups = set()
             groups |= prefilter.owners[literal]
         if groups:
-            yield self._line(number, base, chunk, start, end, groups)
+            yield self._line(number, base, chunk, (start, end, anchor), groups)
 
-    def _line(self, number: int, base: int, chunk: bytes, start: int, end: int, groups: set[str]) -> Line:
-        raw = chunk[start:end]
-        if len(raw) > MAX_LINE:
-            raw = raw[:MAX_LINE]
+    def _line(self, number: int, base: int, chunk: bytes, span: tuple[int, int, int], groups: set[str]) -> Line:
+        """The line at span (start, end, first anchor's end); an over-long one keeps the text around the anchor."""
+        start, end, anchor = span
+        if end - start <= MAX_LINE:
+            raw = chunk[start:end]
+        else:
+            lo = max(start, anchor - MAX_LINE // 2)
+            raw = chunk[lo : min(end, lo + MAX_LINE)]
         return Line(number, base + start, base + end, self.decode(raw), frozenset(groups))
 
     def _scan_long_line(self, prefilter: Prefilter, base: int, chunk: bytes, number: int) -> Iterator[Line]:

@@ -16,6 +16,6 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import debugger_log, framework_log, gpu_tools, kernel_log, nccl_log
+from . import coredump_log, framework_log, gdb_log, gpu_tools, kernel_log, nccl_log, sanitizer
 
-TEXT_SOURCES: tuple[ModuleType, ...] = (kernel_log, framework_log, nccl_log, gpu_tools, debugger_log)
+TEXT_SOURCES: tuple[ModuleType, ...] = (kernel_log, framework_log, nccl_log, gpu_tools, sanitizer, gdb_log, coredump_log)

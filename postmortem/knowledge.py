@@ -1,0 +1,163 @@
+"""Fact tables every source shares: CUDA error codes, Linux signals, Windows exception codes.
+
+The CUDA table (data/cuda-errors.tsv) is copied from NVIDIA's headers and
+cudaGetErrorString(); each row keeps the sources it was checked against.
+Logs name a CUDA error in many ways (`cudaErrorIllegalAddress`,
+`CUDA_ERROR_ILLEGAL_ADDRESS`, `error 700`, `error=700`, `CUDA failure 700`, or
+only the message "an illegal memory access was encountered"); `cuda_error`
+maps any of them to the one record.
+
+Numbers are those of current CUDA. Old toolkits numbered errors differently
+(Lua Torch printed "error=59" for device-side asserts), so a message or name
+found in the same line wins over a number.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+import regex
+
+
+@dataclass(frozen=True)
+class CudaError:
+    """One CUDA runtime/driver error code."""
+
+    number: int
+    runtime_name: str | None
+    driver_name: str | None
+    message: str | None
+    cause: str | None
+    sticky: str
+    """"yes" when the error corrupts the context (every later call fails too), "no" or "unknown"."""
+
+    @property
+    def name(self) -> str:
+        """The runtime name, else the driver name (a few codes exist only in the driver API)."""
+        return self.runtime_name or self.driver_name or f"cuda error {self.number}"
+
+
+def _dash(value: str) -> str | None:
+    return None if value.strip() in ("", "-") else value.strip()
+
+
+@cache
+def cuda_errors() -> tuple[CudaError, ...]:
+    """Every row of data/cuda-errors.tsv, loaded once."""
+    text = resources.files("postmortem").joinpath("data/cuda-errors.tsv").read_text(encoding="utf-8")
+    rows = csv.DictReader(text.splitlines(), delimiter="\t")
+    return tuple(
+        CudaError(
+            number=int(row["number"]),
+            runtime_name=_dash(row["runtime_name"]),
+            driver_name=_dash(row["driver_name"]),
+            message=_dash(row["message"]),
+            cause=_dash(row["cause"]),
+            sticky=row["sticky"].strip(),
+        )
+        for row in rows
+    )
+
+
+@cache
+def _index() -> dict[str, CudaError]:
+    """Lower-cased names, messages and numbers to records."""
+    index: dict[str, CudaError] = {}
+    for record in cuda_errors():
+        for key in (record.runtime_name, record.driver_name, record.message, str(record.number)):
+            if key:
+                index.setdefault(key.lower(), record)
+    return index
+
+
+_NUMBERED = regex.compile(
+    r"(?i)(?:cuda\s+failure|cuda\s+error|runtime\s+error|error\s+code|error|code)\s*[:=]?\s*\(?(\d{1,5})(?!\d)\)?"
+)
+_NAME = regex.compile(r"\b(cudaError[A-Za-z]+|CUDA_ERROR_[A-Z_]+)\b")
+
+
+@cache
+def _message_pattern() -> regex.Pattern:
+    """One alternation of every message, longest first, so the most specific wins."""
+    messages = sorted({r.message for r in cuda_errors() if r.message and len(r.message) > 8}, key=len, reverse=True)
+    return regex.compile("|".join(regex.escape(m) for m in messages), regex.IGNORECASE)
+
+
+def cuda_error(token: str | int) -> CudaError | None:
+    """The record a single token names: a runtime or driver name, a number, a message,
+    or a numbered phrase such as `error 700`, `error=700`, `CUDA failure 700`."""
+    key = str(token).strip().strip("'\"`.").lower()
+    if key in _index():
+        return _index()[key]
+    numbered = _NUMBERED.fullmatch(key)
+    return _index().get(numbered.group(1)) if numbered else None
+
+
+def find_cuda_error(text: str) -> tuple[CudaError | None, int | None]:
+    """The CUDA error a log line reports, and the number it printed (if any).
+
+    Names are searched first, then messages, then a number after words such as
+    `CUDA failure`, `error=`, `error (59)`.
+    """
+    numbered = _NUMBERED.search(text)
+    number = int(numbered.group(1)) if numbered else None
+    name = _NAME.search(text)
+    if name and name.group(1).lower() in _index():
+        return _index()[name.group(1).lower()], number
+    message = _message_pattern().search(text)
+    if message:
+        return _index()[message.group(0).lower()], number
+    if number is not None:
+        return _index().get(str(number)), number
+    return None, None
+
+
+SIGNALS: dict[int, str] = {
+    1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT", 7: "SIGBUS",
+    8: "SIGFPE", 9: "SIGKILL", 10: "SIGUSR1", 11: "SIGSEGV", 12: "SIGUSR2", 13: "SIGPIPE",
+    14: "SIGALRM", 15: "SIGTERM", 16: "SIGSTKFLT", 17: "SIGCHLD", 18: "SIGCONT", 19: "SIGSTOP",
+    20: "SIGTSTP", 21: "SIGTTIN", 22: "SIGTTOU", 23: "SIGURG", 24: "SIGXCPU", 25: "SIGXFSZ",
+    26: "SIGVTALRM", 27: "SIGPROF", 28: "SIGWINCH", 29: "SIGIO", 30: "SIGPWR", 31: "SIGSYS",
+}
+"""Linux signal numbers (x86-64 and arm64 agree on these)."""
+
+SIGNAL_DESCRIPTIONS: dict[str, str] = {
+    "segmentation fault": "SIGSEGV",
+    "bus error": "SIGBUS",
+    "aborted": "SIGABRT",
+    "abort": "SIGABRT",
+    "floating point exception": "SIGFPE",
+    "floating-point exception": "SIGFPE",
+    "illegal instruction": "SIGILL",
+    "killed": "SIGKILL",
+    "terminated": "SIGTERM",
+    "trace/breakpoint trap": "SIGTRAP",
+}
+"""strsignal() wording, as shells, faulthandler and PyTorch's DataLoader print it."""
+
+
+def signal_name(value: int | str | None) -> str | None:
+    """SIGSEGV from 11, -11 (a negative exit code), "SIGSEGV" or "Segmentation fault"."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    if text.lstrip("-").isdigit():
+        return SIGNALS.get(abs(int(text)))
+    if text.upper().startswith("SIG"):
+        return text.upper()
+    return SIGNAL_DESCRIPTIONS.get(text.lower().rstrip(". "))
+
+
+WINDOWS_EXCEPTIONS: dict[int, tuple[str, str | None]] = {
+    0xC0000005: ("STATUS_ACCESS_VIOLATION", "SIGSEGV"),
+    0xC000001D: ("STATUS_ILLEGAL_INSTRUCTION", "SIGILL"),
+    0xC0000094: ("STATUS_INTEGER_DIVIDE_BY_ZERO", "SIGFPE"),
+    0xC00000FD: ("STATUS_STACK_OVERFLOW", "SIGSEGV"),
+    0xC0000374: ("STATUS_HEAP_CORRUPTION", "SIGABRT"),
+    0xC0000409: ("STATUS_STACK_BUFFER_OVERRUN", "SIGABRT"),
+}
+"""NTSTATUS codes a crashed Windows process exits with, and the nearest POSIX signal.
+0xC0000409 is also how the MSVC runtime reports abort() and fail-fast exits."""

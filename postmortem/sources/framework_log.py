@@ -1,0 +1,811 @@
+"""Logs that training and inference jobs write: PyTorch, TensorFlow, JAX/XLA, Lua Torch,
+ONNX Runtime, llama.cpp/ggml/ollama, vLLM, ComfyUI, torchrun.
+
+Each framework words the same few failures its own way (a CUDA error, GPU memory
+exhausted, a kernel without code for this GPU, a native crash, a dead worker).
+Every candidate line goes through a list of detectors, first match wins; a
+detector reads the lines that belong to its report (a traceback, an error's
+continuation lines, a faulthandler dump) and returns a `_Found`. At the end,
+reports of one incident are folded: adjacent same-error lines become one block,
+and the same report from many ranks becomes one event with a count and ranks.
+
+Lines may carry launcher prefixes (`[rank3]:`, `[default0]:`, `rank3:`,
+`(VllmWorker TP1 pid=409) ERROR 09-14 03:15:31 [file.py:596]`, glog and ISO
+timestamps, `> ` quotes); `_split_prefix` takes them off and keeps the rank or
+process tag so interleaved ranks do not mix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import regex
+
+from ..knowledge import WINDOWS_EXCEPTIONS, find_cuda_error, signal_name
+from ..model import Event
+from ..text import Line, TextDoc
+
+NAME = "framework-log"
+ANCHORS: tuple[bytes, ...] = (
+    b"Traceback (most recent call last)", b"stack traceback:",
+    b"CUDA error", b"CUDA Error", b"cuda error", b"CUDA failure", b"Cuda failure", b"cuda runtime error",
+    b"CUDA_ERROR_", b"cudaError", b"THCudaCheck FAIL",
+    b"illegal memory access", b"no kernel image is available", b"unspecified launch failure",
+    b"device-side assert", b"uncorrectable ECC error", b"too many resources requested",
+    b"launch timed out", b"illegal instruction was encountered", b"misaligned address",
+    b"driver version is insufficient", b"invalid device function",
+    b"out of memory", b"OutOfMemoryError", b"Allocation on device", b"RESOURCE_EXHAUSTED", b"OOM when allocating",
+    b"with CUDA capability sm_", b"PyTorch no longer supports this GPU", b"The minimum required Cuda capability",
+    b"Assertion `",
+    b"_STATUS_", b"CUBLAS failure", b"Failed to get convolution algorithm",
+    b"Found no NVIDIA driver", b"NVIDIA driver on your system is too old",
+    b"encountered in worker", b"is killed by signal: ", b"exited unexpectedly",
+    b"failed (exitcode: ", b"ChildFailedError:",
+    b"Fatal Python error: ", b"received by PID", b"*** Aborted at", b"SIGSEGV", b"SIGBUS", b"SIGABRT",
+    b"SIGILL", b"SIGFPE", b"Segmentation fault", b"Bus error", b"Aborted", b"Illegal instruction",
+    b"Floating point exception", b"terminate called",
+    b"Exception Code: 0x", b"Exception code: 0x", b"exception code 0x", b"exit status 0xc", b"exit status 0xC",
+    b"(0xC0000", b"(0xc0000",
+)
+
+FOLLOW_LIMIT = 400
+"""Most lines one report (a traceback, a dump) may span."""
+BLOCK_GAP = 6
+"""Same-error reports at most this many lines apart form one block."""
+
+
+# ---------------------------------------------------------------- prefixes
+
+_PREFIX_PIECES = regex.compile(
+    r"""
+      \[(?:rank|default)(?P<rank>\d+)\]:\s?
+    | rank(?P<rank>\d+):\s
+    | \((?P<proc>[A-Za-z][\w.\- ]*?\bpid=\d+)\)\s+
+    | (?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d\s+\d\d:\d\d:\d\d(?:\.\d+)?\s+\[[^\]]*\][ ]?
+    | (?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:
+    | >[ ]?
+    | [ \t]*(?P<iso>\d{4}-\d\d-\d\d[ T_]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?)(?:Z|[+-]\d\d:?\d\d)?:?[ ]?
+    | -\s+[\w.]+\s+-\s+[A-Z]+\s+-\s+
+    | \[?[IWEF](?:\d{4}\s+\d\d:\d\d:\d\d\.\d+)?\s+(?:\d+\s+)?[\w/.\-]+:\d+\][ ]?
+    """,
+    regex.VERBOSE,
+)
+
+
+@dataclass(frozen=True)
+class _Prefixed:
+    """A line with its launcher/log prefix taken off."""
+
+    body: str
+    tag: str | None
+    """The rank or process the line belongs to, when the prefix says."""
+    shape: int
+    """How many prefix pieces were removed (lines of one report share it)."""
+    time: datetime | None
+
+
+def _split_prefix(text: str) -> _Prefixed:
+    pos, tag, pieces, moment = 0, None, 0, None
+    while pieces < 8:
+        match = _PREFIX_PIECES.match(text, pos)
+        if not match or match.end() == pos:
+            break
+        if match.group("rank"):
+            tag = f"rank{match.group('rank')}"
+        elif match.group("proc"):
+            tag = match.group("proc")
+        elif match.group("iso") and moment is None:
+            moment = _iso_time(match.group("iso"))
+        pos, pieces = match.end(), pieces + 1
+    return _Prefixed(text[pos:], tag, pieces, moment)
+
+
+def _iso_time(text: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(text.replace(",", ".").replace("_", " "))
+    except ValueError:
+        return None
+
+
+# ---------------------------------------------------------------- found reports
+
+@dataclass
+class _Found:
+    """One report before folding: its kind, line span and typed fields."""
+
+    kind: str
+    first: Line
+    last: Line
+    fields: dict[str, Any]
+    key: tuple
+    time: datetime | None = None
+    count: int = 1
+    tags: set[str] = field(default_factory=set)
+    """Rank or process tags of the lines folded into this report."""
+
+
+@dataclass
+class _Context:
+    """What the detectors share while one input is parsed."""
+
+    doc: TextDoc
+    consumed: dict[str, set[int]] = field(default_factory=dict)
+    """Line numbers already part of a report, per kind, so a dump is not reported twice."""
+
+    def taken(self, kind: str, line: Line) -> bool:
+        return line.number in self.consumed.get(kind, ())
+
+    def take(self, kind: str, lines: list[Line]) -> None:
+        self.consumed.setdefault(kind, set()).update(l.number for l in lines)
+
+
+def _same_source(head: _Prefixed, other: _Prefixed) -> bool:
+    return head.tag == other.tag
+
+
+def _follow(ctx: _Context, line: Line, limit: int) -> Iterator[tuple[Line, _Prefixed]]:
+    """The lines after `line` that come from the same rank or process, read lazily
+    in small steps (most reports end within a few lines)."""
+    head = _split_prefix(line.text)
+    current, left = line, limit
+    while left > 0:
+        step = ctx.doc.following(current, min(left, 16), 64 * 1024)
+        if not step:
+            return
+        for nxt in step:
+            pre = _split_prefix(nxt.text)
+            if _same_source(head, pre):
+                yield nxt, pre
+        current, left = step[-1], left - len(step)
+
+
+_TAIL = regex.compile(
+    r"""^(?:CUDA\ kernel\ errors\ might|For\ debugging\ consider\ passing|Compile\ with\ .TORCH_USE_CUDA_DSA
+    |Search\ for\ .cuda|',\ please\ check|You\ can\ try\ to\ repro|BufferAssignment|\S+:\d+:\ CUDA\ error\s*$
+    |Exception\ raised\ from|frame\ \#\d+|0\ successful\ operations|\d+\ derived\ errors)""",
+    regex.VERBOSE,
+)
+_REPRO = regex.compile(r"^You can try to repro")
+_NEW_RECORD = regex.compile(r"^(?:Traceback|During handling|The above exception|\S+(?:Error|Exception):)")
+
+
+def _continuation(ctx: _Context, line: Line, limit: int = 40) -> Line:
+    """The last line of an error message that spans several lines.
+
+    Indented lines and the fixed hint lines frameworks append belong to the
+    message; PyTorch's cuDNN repro snippet (blank lines included) does too.
+    """
+    last, repro, blanks = line, False, 0
+    for nxt, pre in _follow(ctx, line, limit):
+        body = pre.body
+        if not body.strip():
+            blanks += 1
+            if not repro or blanks > 1:
+                break
+            continue
+        blanks = 0
+        if repro and not _NEW_RECORD.match(body):
+            last = nxt
+        elif body[:1].isspace() and not body.lstrip().startswith('File "') or _TAIL.match(body):
+            repro = repro or bool(_REPRO.match(body))
+            last = nxt
+        else:
+            break
+    return last
+
+
+def _block_text(ctx: _Context, first: Line, last: Line) -> list[str]:
+    """The bodies (prefixes off) of the lines first..last, for reading fields."""
+    count = last.number - first.number
+    lines = [first] + ctx.doc.following(first, count, min(1 << 20, (count + 1) * 8192))
+    return [_split_prefix(l.text).body for l in lines]
+
+
+# ---------------------------------------------------------------- python tracebacks
+
+_TB_HEADER = regex.compile(r"Traceback \(most recent call last\):")
+_PY_FRAME = regex.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+)(?:,? in (?P<func>\S.*))?$')
+_EXC_LINE = regex.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::\s?(?P<msg>.*))?$")
+_CHAIN = regex.compile(r"^(?:During handling of the above exception|The above exception was the direct cause)")
+
+
+def _traceback(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
+    if ctx.taken("python-exception", line) or not _TB_HEADER.search(pre.body):
+        return []
+    chain: list[dict[str, Any]] = []
+    frames: list[dict[str, Any]] = []
+    last, headers = line, [line]
+    state = "frames"
+    for nxt, p in _follow(ctx, line, FOLLOW_LIMIT):
+        body = p.body
+        if state == "frames":
+            frame = _PY_FRAME.match(body)
+            if frame:
+                frames.append({"file": frame["file"], "line": int(frame["line"]), "function": frame["func"] or ""})
+                last = nxt
+            elif body[:1].isspace() or not body.strip():
+                continue
+            elif exc := _exception_line(body):
+                chain.append({"exc_type": exc["type"], "message": (exc["msg"] or "").strip(), "frames": frames})
+                frames, last, state = [], nxt, "after"
+            else:
+                break
+        elif state == "after":
+            if _CHAIN.match(body):
+                state, last = "chain", nxt
+            elif _TB_HEADER.match(body) and chain:
+                headers.append(nxt)
+                state, last = "frames", nxt
+            elif (body[:1].isspace() or _TAIL.match(body)) and len(chain[-1]["message"]) < 2000 and nxt.number - last.number == 1:
+                chain[-1]["message"] += "\n" + body.strip()
+                last = nxt
+            elif body.strip():
+                break
+        elif state == "chain":
+            if _TB_HEADER.match(body):
+                headers.append(nxt)
+                state, last = "frames", nxt
+            elif body.strip():
+                break
+    if not chain:
+        return []
+    ctx.take("python-exception", headers)
+    final = chain[-1]
+    top = [f"{f['file']}:{f['line']} in {f['function']}" for f in final["frames"][-5:]]
+    fields = {
+        "exc_type": final["exc_type"],
+        "message": final["message"][:1000],
+        "frames": final["frames"][-5:][::-1],
+        "top_frame": top[-1] if top else None,
+    }
+    if len(chain) > 1:
+        fields["chain"] = [{"exc_type": c["exc_type"], "message": c["message"][:300]} for c in chain]
+    key = ("python-exception", final["exc_type"], _digits_off(final["message"][:200]), tuple(top))
+    return [_Found("python-exception", line, last, fields, key, pre.time)]
+
+
+def _exception_line(body: str) -> regex.Match | None:
+    """The `Type: message` line that ends a traceback (dotted names or the usual suffixes)."""
+    match = _EXC_LINE.match(body.strip())
+    if match and ("." in match["type"] or _EXCEPTION_NAME.search(match["type"])):
+        return match
+    return None
+
+
+_EXCEPTION_NAME = regex.compile(r"(?:Error|Exception|Exit|Interrupt|Failure|Fault|Warning)$")
+
+
+def _digits_off(text: str) -> str:
+    return regex.sub(r"\d+", "#", text)
+
+
+_LUA_FRAME = regex.compile(r"^\t(?P<frame>\S.*)$")
+
+
+def _lua_traceback(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
+    """Lua (Torch7) errors: the message line, then `stack traceback:` and tab-indented frames."""
+    if pre.body.strip() != "stack traceback:":
+        return []
+    before = ctx.doc.preceding(line, 1)
+    if not before:
+        return []
+    message = _split_prefix(before[0].text).body.strip()
+    frames, last = [], line
+    for nxt, p in _follow(ctx, line, 60):
+        if not (frame := _LUA_FRAME.match(p.body)):
+            break
+        frames.append(frame["frame"])
+        last = nxt
+    fields = {"message": message[:1000], "frames": frames[:5], "top_frame": frames[0] if frames else None}
+    return [_Found("lua-error", before[0], last, fields, ("lua-error", _digits_off(message[:200])), pre.time)]
+
+
+def _frames_before(ctx: _Context, line: Line) -> tuple[Line, str | None]:
+    """Where a traceback whose header was cut off begins, and its innermost frame.
+
+    Logs quoted in issues and shipped by launchers often start mid-traceback; the
+    frames just above an error line still say where it was raised.
+    """
+    head = _split_prefix(line.text)
+    first, top = line, None
+    for earlier in reversed(ctx.doc.preceding(line, 8)):
+        pre = _split_prefix(earlier.text)
+        if pre.tag != head.tag or not pre.body[:1].isspace():
+            break
+        first = earlier
+        if top is None and (frame := _PY_FRAME.match(pre.body)):
+            top = f"{frame['file']}:{frame['line']} in {frame['func'] or ''}"
+    return (first, top) if top else (line, None)
+
+
+# ---------------------------------------------------------------- GPU architecture
+
+_ARCH_TORCH = regex.compile(
+    r"(?:^|:\s+)(?P<gpu>[A-Z][\w\- ]*?) with CUDA capability (?P<sm>sm_\d+[a-z]?) is not compatible"
+)
+_ARCH_SUPPORTED = regex.compile(r"supports CUDA capabilities (?P<list>(?:sm_\d+[a-z]?\s*)+)")
+_ARCH_WANT = regex.compile(r"If you want to use the (?P<gpu>.+?) GPU with PyTorch")
+_ARCH_OLD = regex.compile(
+    r"Found GPU(?P<idx>\d+) (?P<gpu>.+?) which is of cuda capability (?P<cc>\d+\.\d+)\."
+    r".*?minimum cuda capability (?:supported by this library|that we support) is (?P<min>\d+\.\d+)"
+)
+_ARCH_TF = regex.compile(
+    r"device: (?P<idx>\d+), name: (?P<gpu>[^,]+), pci bus id: (?P<pci>[^,]+), compute capability: (?P<cc>\d+\.\d+)\)"
+    r".*?minimum required Cuda capability is (?P<min>\d+\.\d+)"
+)
+
+
+def _sm(capability: str) -> str:
+    return "sm_" + capability.replace(".", "")
+
+
+def _arch(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
+    body = pre.body
+    if match := _ARCH_TORCH.search(body):
+        fields: dict[str, Any] = {"gpu_name": match["gpu"].strip(), "sm": match["sm"], "framework": "pytorch"}
+        last = line
+        for nxt, p in _follow(ctx, line, 4):
+            if supported := _ARCH_SUPPORTED.search(p.body):
+                fields["supported_archs"] = supported["list"].split()
+                last = nxt
+            elif want := _ARCH_WANT.search(p.body):
+                fields["gpu_name"] = want["gpu"].strip()
+                last = nxt
+    elif match := _ARCH_OLD.search(body) or _ARCH_TF.search(body):
+        fields = {"gpu_name": match["gpu"].strip(), "sm": _sm(match["cc"]), "gpu_index": int(match["idx"]),
+                  "min_capability": match["min"], "framework": "pytorch" if "PyTorch" in body else "tensorflow"}
+        last = line
+    else:
+        return []
+    return [_Found("arch-unsupported", line, last, fields, ("arch-unsupported", fields["sm"]), pre.time)]
+
+
+# ---------------------------------------------------------------- device asserts
+
+_ASSERT = regex.compile(
+    r"(?P<file>[^\s:]+\.cuh?):(?P<line>\d+): (?P<func>.*?):?\s*block: \[(?P<block>[\d, ]+)\],\s*thread: \[(?P<thread>[\d, ]+)\]"
+    r"\s*Assertion `(?P<cond>.*)` failed"
+)
+
+
+def _device_assert(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
+    match = _ASSERT.search(pre.body)
+    if not match:
+        return []
+    fields = {
+        "file": match["file"], "file_line": int(match["line"]), "function": match["func"].strip()[:300],
+        "block": match["block"], "thread": match["thread"], "assertion": match["cond"],
+    }
+    key = ("device-assert", match["file"], match["line"], match["cond"])
+    return [_Found("device-assert", line, line, fields, key, pre.time)]
+
+
+# ---------------------------------------------------------------- cuBLAS / cuDNN
+
+_STATUS = regex.compile(r"\b(?P<status>(?P<lib>CUBLAS|CUDNN|CUFFT|CUSOLVER|CUSPARSE|CURAND|CUTENSOR|NVRTC)_STATUS_[A-Z0-9_]+)")
+_LIB_NUMBER = regex.compile(r"\b(?P<lib>CUBLAS|CUDNN|cuBLAS|cuDNN) (?:failure|error)\s*(?P<num>\d+)")
+_CUDNN_INIT = regex.compile(r"Failed to get convolution algorithm\. This is probably because cuDNN failed to initialize")
+_NODE = regex.compile(r"\{\{node (?P<node>[^}]+)\}\}")
+
+
+def _library(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
+    body = pre.body
+    status, number = _STATUS.search(body), _LIB_NUMBER.search(body)
+    if status:
+        fields: dict[str, Any] = {"library": status["lib"].lower(), "status": status["status"]}
+    elif _CUDNN_INIT.search(body):
+        fields = {"library": "cudnn", "status": None, "reason": "cuDNN failed to initialize"}
+    else:
+        return []
+    if number:
+        fields["number"] = int(number["num"])
+    last = _continuation(ctx, line)
+    block = "\n".join(_block_text(ctx, line, last))
+    fields.update(_call_site(block))
+    if node := _NODE.search(block):
+        fields["node"] = node["node"]
+    key = ("library-error", fields["library"], fields["status"])
+    return [_Found("library-error", line, last, fields, key, pre.time)]
+
+
+# ---------------------------------------------------------------- GPU out of memory
+
+_OOM = regex.compile(
+    r"(?:CUDA|GPU|cuda)\s+out of memory|OutOfMemoryError|Allocation on device"
+    r"|RESOURCE_EXHAUSTED:.*?(?:[Oo]ut of memory|allocat)|OOM when allocating"
+)
+_SIZE = r"(\d+(?:\.\d+)?\s*(?:[KMGTP]i?B|bytes|B))"
+_OOM_FIELDS: tuple[tuple[str, regex.Pattern], ...] = tuple(
+    (name, regex.compile(pattern))
+    for name, pattern in (
+        ("requested", r"[Tt]ried to allocate " + _SIZE),
+        ("requested", r"trying to allocate " + _SIZE),
+        ("gpu_index", r"\(GPU (\d+);|GPU (\d+) has a total"),
+        ("total_capacity", _SIZE + r" total capacity|total capac(?:i)?ty of " + _SIZE),
+        ("free", _SIZE + r" free\b|of which " + _SIZE + r" is free"),
+        ("allocated", _SIZE + r" already allocated|" + _SIZE + r" is allocated by PyTorch"),
+        ("reserved", _SIZE + r" reserved in total|" + _SIZE + r" is reserved by PyTorch"),
+        ("process_in_use", r"this process has " + _SIZE + r" memory in use"),
+        ("total_allocation", r"total allocation:\s*" + _SIZE),
+        ("shape", r"tensor with shape\s*\[([^\]]*)\]"),
+        ("device", r" on (/job:\S+|/device:\S+)"),
+    )
+)
+
+
+def _oom(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
+    if not _OOM.search(pre.body):
+        return []
+    last = _continuation(ctx, line)
+    block = "\n".join(_block_text(ctx, line, last))
+    fields: dict[str, Any] = {}
+    for name, pattern in _OOM_FIELDS:
+        if name not in fields and (match := pattern.search(block)):
+            value = next(g for g in match.groups() if g is not None)
+            fields[name] = int(value) if name == "gpu_index" else value.strip()
+    if "requested" in fields:
+        fields["requested_bytes"] = _bytes(fields["requested"])
+    fields["framework"] = _framework(block)
+    key = ("gpu-oom", fields.get("requested"), fields.get("gpu_index"))
+    return [_Found("gpu-oom", line, last, fields, key, pre.time)]
+
+
+def _bytes(size: str) -> int | None:
+    match = regex.match(r"(\d+(?:\.\d+)?)\s*([KMGTP]?)(i?)B?", size.replace("bytes", "B"))
+    if not match:
+        return None
+    power = " KMGTP".index(match[2] or " ")
+    return int(float(match[1]) * (1024 if match[3] or power else 1000) ** power)
+
+
+def _framework(text: str) -> str | None:
+    for name, marker in (("jax", "XlaRuntimeError"), ("jax", "jaxlib"), ("tensorflow", "tensorflow"),
+                         ("tensorflow", "OOM when allocating"), ("pytorch", "PyTorch"), ("pytorch", "torch")):
+        if marker in text:
+            return name
+    return None
+
+
+# ---------------------------------------------------------------- CUDA errors (and driver errors)
+
+_CUDA_CONTEXT = regex.compile(r"(?i)cuda|cublas|cudnn|\bgpu\b|\bTHC|ggml")
+_DRIVER_PHRASES = regex.compile(
+    r"Found no NVIDIA driver on your system|NVIDIA driver on your system is too old(?: \(found version (?P<found>\d+)\))?"
+)
+_API = regex.compile(
+    r"expr=(?P<a>[A-Za-z_]\w*)|failed call to (?P<a>[A-Za-z_]\w*)|when calling `(?P<a>[A-Za-z_]\w*)"
+    r"|in function (?P<f>[A-Za-z_]\w*)|(?P<a>cu[A-Z]\w+|cuda[A-Z]\w+)\(|\((?P<f>[A-Za-z_]\w*) at \S+:\d+\)"
+)
+_FILE_LINE = (
+    regex.compile(r"file=(?P<file>.+?)\s*;?\s*line=(?P<line>\d+)"),
+    regex.compile(r"(?P<file>(?:[A-Za-z]:)?[^\s:'\"(\[]+\.(?:cu|cuh|cpp|cc|c|h|hpp|py|lua)):(?P<line>\d+)"),
+)
+_GPU_INDEX = regex.compile(r"GPU=(?P<i>\d{1,3})\b|current device: (?P<i>\d+)|device ordinal (?P<i>\d+)")
+_HOSTNAME = regex.compile(r"hostname=(?P<h>[\w.\-]+)")
+_GGML_OP = regex.compile(r"^ggml_\w+: (?P<op>\S+) failed\s*$")
+_RANK = regex.compile(r"\bRank (?P<r>\d+)\]|local_rank: (?P<r>\d+)")
+
+
+def _call_site(block: str) -> dict[str, Any]:
+    """API, function, file:line, GPU and host a CUDA or library error report names."""
+    fields: dict[str, Any] = {}
+    for match in _API.finditer(block):
+        if match["a"] and "api" not in fields:
+            fields["api"] = match["a"]
+        if match["f"] and "function" not in fields:
+            fields["function"] = match["f"]
+    if where := next(filter(None, (pattern.search(block) for pattern in _FILE_LINE)), None):
+        fields["file"], fields["file_line"] = where["file"].strip(), int(where["line"])
+    if gpu := _GPU_INDEX.search(block):
+        fields["gpu_index"] = int(gpu["i"])
+    if host := _HOSTNAME.search(block):
+        fields["host"] = host["h"]
+    if rank := _RANK.search(block):
+        fields["rank"] = int(rank["r"])
+    return fields
+
+
+def _cuda(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
+    body = pre.body
+    record, number = find_cuda_error(body)
+    phrase = _DRIVER_PHRASES.search(body)
+    if record is None and phrase is None:
+        return []
+    if record is not None and not _CUDA_CONTEXT.search(body) and (record.cause is None or len(record.message or "") < 20):
+        return []
+    last, first = _continuation(ctx, line), line
+    fields: dict[str, Any] = _call_site("\n".join(_block_text(ctx, line, last)))
+    before = ctx.doc.preceding(line, 1)
+    if before and (op := _GGML_OP.match(_split_prefix(before[0].text).body)):
+        first, fields["op"] = before[0], op["op"]
+    elif _exception_line(body):
+        first, fields["top_frame"] = _frames_before(ctx, line)
+    if record is not None:
+        fields.update(error=record.name, code=record.number, message=record.message, sticky=record.sticky)
+        if record.driver_name:
+            fields["driver_error"] = record.driver_name
+        if number is not None:
+            fields["number"] = number
+    if phrase is not None:
+        fields["message"] = phrase.group(0)
+        if phrase["found"]:
+            fields["driver_version_found"] = phrase["found"]
+    cause = record.cause if record is not None else "driver-mismatch"
+    kind = {"driver-mismatch": "driver-error", "gpu-oom": "gpu-oom"}.get(cause or "", "cuda-error")
+    key = (kind, fields.get("error") or fields.get("message"))
+    return [_Found(kind, first, last, fields, key, pre.time)]
+
+
+# ---------------------------------------------------------------- workers and children
+
+_SHM = regex.compile(r"Unexpected bus error encountered in worker|insufficient shared memory \(shm\)")
+_WORKER_SIGNAL = regex.compile(r"DataLoader worker \(pid (?P<pid>\d+)\) is killed by signal: (?P<sig>[^.]+)")
+_WORKER_FAULT = regex.compile(r"Unexpected (?P<what>segmentation fault|floating point exception|illegal instruction) encountered in worker")
+_WORKER_EXIT = regex.compile(r"DataLoader worker \(pid\(s\) (?P<pids>[\d, ]+)\) exited unexpectedly")
+_ELASTIC = regex.compile(
+    r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<rank>\d+) \(pid: (?P<pid>\d+)\)(?: of binary: (?P<binary>\S+))?"
+)
+_CHILD_FAILED = regex.compile(r"ChildFailedError:")
+_ROOT_FIELDS = regex.compile(
+    r"^\s*(?:time\s*:\s*(?P<time>\S+)|host\s*:\s*(?P<host>\S+)|rank\s*:\s*(?P<rank>\d+)(?: \(local_rank: (?P<local>\d+)\))?"
+    r"|exitcode\s*:\s*(?P<code>-?\d+)(?: \(pid: (?P<pid>\d+)\))?|traceback\s*:\s*(?P<tb>.*))"
+)
+
+
+def _workers(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
+    body = pre.body
+    if _SHM.search(body):
+        fields: dict[str, Any] = {"process": "DataLoader worker", "signal": "SIGBUS", "shm": True}
+        return [_Found("bus-error", line, line, fields, ("bus-error",), pre.time)]
+    if match := _WORKER_SIGNAL.search(body):
+        signal = signal_name(match["sig"].strip()) or match["sig"].strip()
+        fields = {"process": "DataLoader worker", "pid": int(match["pid"]), "signal": signal}
+        kind = "bus-error" if signal == "SIGBUS" else "child-failed"
+        return [_Found(kind, line, line, fields, (kind, signal), pre.time)]
+    if match := _WORKER_FAULT.search(body):
+        fields = {"process": "DataLoader worker", "signal": signal_name(match["what"])}
+        return [_Found("fatal-signal", line, line, fields, ("fatal-signal", fields["signal"], "worker"), pre.time)]
+    if match := _WORKER_EXIT.search(body):
+        fields = {"process": "DataLoader worker", "pids": [int(p) for p in regex.findall(r"\d+", match["pids"])]}
+        return [_Found("child-failed", line, line, fields, ("child-failed", "worker-exit"), pre.time)]
+    if match := _ELASTIC.search(body):
+        fields = _child_fields(match["code"], match["pid"], match["rank"])
+        fields["binary"] = match["binary"]
+        return [_Found("child-failed", line, line, fields, _child_key(fields), pre.time)]
+    if _CHILD_FAILED.search(body):
+        return _child_failed_block(ctx, line, pre)
+    return []
+
+
+def _child_fields(code: str, pid: str | None, rank: str | None) -> dict[str, Any]:
+    exitcode = int(code)
+    fields: dict[str, Any] = {"exitcode": exitcode, "pid": int(pid) if pid else None}
+    if rank is not None:
+        fields["rank"] = int(rank)
+    fields["signal"] = signal_name(exitcode) if exitcode < 0 else None
+    return fields
+
+
+def _child_key(fields: dict[str, Any]) -> tuple:
+    return ("child-failed", fields.get("exitcode"), fields.get("pid"))
+
+
+def _child_failed_block(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
+    """The summary table torchrun prints: one entry per failed rank under `[N]:`."""
+    found: list[_Found] = []
+    entry: dict[str, Any] | None = None
+    rules, last = 0, line
+    for nxt, p in _follow(ctx, line, 120):
+        body = p.body
+        if body.startswith("====="):
+            rules += 1
+            last = nxt
+            if rules == 2:
+                break
+            continue
+        if regex.match(r"^\s*\[\d+\]:", body):
+            entry = {}
+            found.append(_Found("child-failed", nxt, nxt, entry, (), pre.time))
+        elif entry is not None and (match := _ROOT_FIELDS.match(body)):
+            for name, value in match.groupdict().items():
+                if value is not None:
+                    entry[name] = value
+            found[-1].last = nxt
+        last = nxt
+    ctx.take("fatal-signal", [l for l, _ in _follow(ctx, line, last.number - line.number)])
+    events = []
+    for item in found:
+        raw = item.fields
+        if "code" not in raw:
+            continue
+        fields = _child_fields(raw["code"], raw.get("pid"), raw.get("rank"))
+        fields.update({k: raw[k] for k in ("host", "tb") if k in raw})
+        if "tb" in fields:
+            fields["traceback"] = fields.pop("tb")
+        if "local" in raw:
+            fields["local_rank"] = int(raw["local"])
+        events.append(_Found("child-failed", line, last, fields, _child_key(fields), pre.time))
+    return events
+
+
+# ---------------------------------------------------------------- fatal signals and native crashes
+
+_FAULTHANDLER = regex.compile(r"Fatal Python error: (?P<what>[^:]+?)\s*$")
+_FH_LINE = regex.compile(
+    r'^(?:\s*$|(?:Current thread|Thread) 0x[0-9a-f]+ \(most recent call first\):|Stack \(most recent call first\):'
+    r'|\s+File ".*", line \d+ in |\s+<no Python frame>|\s+Garbage-collecting|Extension modules:|<Cannot show all threads)'
+)
+_FH_FRAME = regex.compile(r'^\s+File "(?P<file>.*)", line (?P<line>\d+) in (?P<func>.+)$')
+_NATIVE_HEAD = regex.compile(
+    r"\*\*\* (?:Aborted at .*\*\*\*|(?P<sig>SIG[A-Z]+)\b.*?received by PID (?P<pid>\d+))"
+    r"|(?P<sig>SIG(?:SEGV|BUS|ABRT|ILL|FPE))\s+(?:encountered|caught|received)"
+    r"|[Cc]aught signal (?P<num>\d+)|received signal (?P<sig>SIG[A-Z]+)"
+)
+_NATIVE_FRAME = regex.compile(
+    r"^\s*(?:@\s+0x[0-9a-f]+|PC: @|\*\*\* SIG|#\d+\s+0x[0-9a-f]+|frame #\d+:|\S+\([^)]*\)\s*\[0x[0-9a-f]+\]"
+    r"|\[0x[0-9a-f]+\]|backtrace\(\) returned|stack trace:|Stack trace|\[bt\])",
+    regex.IGNORECASE,
+)
+_SHELL = regex.compile(
+    r"(?:\S+: line \d+:\s+\d+\s+)?(?P<what>Segmentation fault|Bus error|Aborted|Illegal instruction|Floating point exception)"
+    r"(?P<core>\s+\(core dumped\))?(?:\s+.*)?"
+)
+_GLIBC = regex.compile(r"^(?:malloc|free|realloc|double free|corrupted|munmap_chunk|malloc_consolidate)\S*.*")
+_WINDOWS = regex.compile(r"(?i)(?:exit status|exception code|exit code)[:\s]+(?:-?\d+\s+\()?(?P<code>0xc[0-9a-f]{7})\b")
+_TERMINATE = regex.compile(r"terminate called (?:after throwing an instance of '(?P<type>[^']+)'|without an active exception|recursively)")
+_WHAT = regex.compile(r"^\s*what\(\):\s*(?P<what>.*)")
+
+
+def _fatal(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
+    if ctx.taken("fatal-signal", line):
+        return []
+    for detector in (_faulthandler, _native_backtrace, _windows_exit, _terminate, _shell_signal):
+        found = detector(ctx, line, pre)
+        if found:
+            ctx.take("fatal-signal", [l for l, _ in _follow(ctx, line, found.last.number - line.number)])
+            return [found]
+    return []
+
+
+def _faulthandler(ctx: _Context, line: Line, pre: _Prefixed) -> _Found | None:
+    match = _FAULTHANDLER.search(pre.body)
+    if not match or not signal_name(match["what"]):
+        return None
+    last, threads = line, []
+    for nxt, p in _follow(ctx, line, FOLLOW_LIMIT):
+        if not _FH_LINE.match(p.body):
+            break
+        if p.body.strip():
+            last = nxt
+        if p.body.startswith(("Current thread", "Thread", "Stack")):
+            threads.append((not p.body.startswith("Thread"), []))
+        elif (frame := _FH_FRAME.match(p.body)) and threads:
+            threads[-1][1].append(f"{frame['file']}:{frame['line']} in {frame['func']}")
+    stacks = [frames for current, frames in threads if current and frames] + [frames for _, frames in threads if frames]
+    fields = {"signal": signal_name(match["what"]), "reason": match["what"], "source": "faulthandler",
+              "frames": stacks[0][:8] if stacks else []}
+    return _Found("fatal-signal", line, last, fields, ("fatal-signal", fields["signal"], "faulthandler"), pre.time)
+
+
+def _native_backtrace(ctx: _Context, line: Line, pre: _Prefixed) -> _Found | None:
+    match = _NATIVE_HEAD.search(pre.body)
+    if not match:
+        return None
+    signal = signal_name(match["sig"] or match["num"])
+    last, frames = line, []
+    for nxt, p in _follow(ctx, line, FOLLOW_LIMIT):
+        if not _NATIVE_FRAME.match(p.body):
+            break
+        last = nxt
+        if signal is None and (inner := regex.search(r"\*\*\* (SIG[A-Z]+)", p.body)):
+            signal = inner.group(1)
+        if len(frames) < 12 and not regex.match(r"\s*(?:stack trace|backtrace\(\)|Stack trace)", p.body, regex.I):
+            frames.append(p.body.strip())
+    fields = {"signal": signal, "pid": int(match["pid"]) if match["pid"] else None, "frames": frames,
+              "source": "native-backtrace"}
+    return _Found("fatal-signal", line, last, fields, ("fatal-signal", signal, "native", tuple(frames[:3])), pre.time)
+
+
+def _windows_exit(ctx: _Context, line: Line, pre: _Prefixed) -> _Found | None:
+    match = _WINDOWS.search(pre.body)
+    if not match:
+        return None
+    code = int(match["code"], 16)
+    status, signal = WINDOWS_EXCEPTIONS.get(code, (None, None))
+    fields = {"exception_code": f"0x{code:08x}", "status": status, "signal": signal, "platform": "windows"}
+    return _Found("fatal-signal", line, line, fields, ("fatal-signal", code), pre.time)
+
+
+def _terminate(ctx: _Context, line: Line, pre: _Prefixed) -> _Found | None:
+    match = _TERMINATE.search(pre.body)
+    if not match:
+        return None
+    fields: dict[str, Any] = {"signal": "SIGABRT", "source": "c++ terminate", "exception_type": match["type"]}
+    last = line
+    following = list(_follow(ctx, line, 1))
+    if following and (what := _WHAT.match(following[0][1].body)):
+        fields["what"] = what["what"][:500]
+        last = following[0][0]
+    return _Found("fatal-signal", line, last, fields, ("fatal-signal", "terminate", match["type"]), pre.time)
+
+
+def _shell_signal(ctx: _Context, line: Line, pre: _Prefixed) -> _Found | None:
+    body = pre.body.strip().lstrip("^C")
+    match = _SHELL.fullmatch(body)
+    if not match or (not match["core"] and body not in (match["what"], match["what"] + ".") and ": line " not in body):
+        return None
+    first = line
+    before = ctx.doc.preceding(line, 1)
+    fields: dict[str, Any] = {"signal": signal_name(match["what"]), "source": "shell",
+                              "core_dumped": bool(match["core"])}
+    if before and _GLIBC.match(_split_prefix(before[0].text).body):
+        first = before[0]
+        fields["glibc_message"] = _split_prefix(before[0].text).body.strip()
+    return _Found("fatal-signal", first, line, fields, ("fatal-signal", fields["signal"], "shell"), pre.time)
+
+
+# ---------------------------------------------------------------- dispatch and folding
+
+_DETECTORS: tuple[Callable[[_Context, Line, _Prefixed], list[_Found]], ...] = (
+    _traceback, _lua_traceback, _arch, _device_assert, _library, _oom, _workers, _cuda, _fatal,
+)
+"""Tried in order on each candidate line; the first that recognises it wins."""
+
+
+def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
+    """Events from the candidate lines of one input (see the module docstring)."""
+    ctx = _Context(doc)
+    found: list[_Found] = []
+    for line in lines:
+        pre = _split_prefix(line.text)
+        for detector in _DETECTORS:
+            try:
+                hits = detector(ctx, line, pre)
+            except (ValueError, IndexError, KeyError, OverflowError):
+                hits = []
+            if hits:
+                for hit in hits:
+                    if pre.tag:
+                        hit.tags.add(pre.tag)
+                found.extend(hits)
+                break
+    for item in _fold(found):
+        yield _event(doc, item)
+
+
+def _fold(found: list[_Found]) -> list[_Found]:
+    """One block per burst of the same report; one event per report repeated elsewhere."""
+    kept: list[_Found] = []
+    by_key: dict[tuple, _Found] = {}
+    for item in sorted(found, key=lambda f: f.first.number):
+        earlier = by_key.get(item.key) if item.key else None
+        if earlier is None:
+            by_key[item.key] = item
+            kept.append(item)
+            continue
+        earlier.count += 1
+        earlier.tags |= item.tags
+        if item.first.number - earlier.last.number <= BLOCK_GAP and item.last.number > earlier.last.number:
+            earlier.last = item.last
+        for name, value in item.fields.items():
+            earlier.fields.setdefault(name, value)
+    return kept
+
+
+def _event(doc: TextDoc, item: _Found) -> Event:
+    fields = dict(item.fields)
+    ranks = sorted(int(tag[4:]) for tag in item.tags if tag.startswith("rank") and tag[4:].isdigit())
+    processes = sorted(tag for tag in item.tags if not tag.startswith("rank"))
+    if ranks:
+        fields["ranks"] = ranks
+        if len(ranks) == 1:
+            fields.setdefault("rank", ranks[0])
+    if processes:
+        fields["processes"] = processes
+    fields = {k: v for k, v in fields.items() if v is not None}
+    clock = "wall" if item.time else None
+    return doc.event(item.kind, item.first, fields, last=item.last if item.last.number > item.first.number else None,
+                     time=item.time, clock=clock, count=item.count)

@@ -1,0 +1,584 @@
+"""Kernel logs: dmesg, dmesg -T, kern.log/syslog, journalctl (short, short-iso, json).
+
+The same kernel message reaches us under many prefixes: `[ 123.456]`,
+`[Fri Aug 30 11:43:09 2024]`, `Sep 18 20:07:01 host kernel:`, an RFC 3339
+stamp, a journald JSON object, a syslogd wall broadcast, or a `> ` quote pasted
+into an issue. Each line is split into a prefix (when, where) and a body; the
+body patterns are searched, never anchored, so unknown prefixes do not matter.
+
+Times:
+- dmesg seconds since boot go into fields["uptime"].
+- Wall stamps become `Event.time`: naive unless the log gives a zone.
+- Syslog stamps carry no year. Convention: the year is taken from the first
+  stamp in the same input that has one (dmesg -T, ISO, journald JSON); when
+  none does, the placeholder year 1904 is used (a leap year, so Feb 29 parses,
+  and obviously not a real one), and the clock says "wall-no-year". A month
+  that goes backwards (Dec -> Jan) moves to the next year.
+- A line with both a wall stamp and an uptime fixes the boot time; uptime-only
+  lines of the same input and boot are then placed on the wall clock too
+  (clock "uptime+boot").
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import regex
+
+from ..model import Event
+from ..text import Line, TextDoc
+
+NAME = "kernel-log"
+ANCHORS: tuple[bytes, ...] = (
+    b"NVRM: Xid",
+    b"SXid (PCI:",
+    b"fallen off the bus",
+    b"RmInitAdapter failed",
+    b"rm_init_adapter failed",
+    b"NVRM: GPU at PCI:",
+    b"NVRM: loading NVIDIA",
+    b"Linux version ",
+    b": segfault at ",
+    b"general protection fault ip:",
+    b"trap invalid opcode ip:",
+    b"Killed process ",
+    b"Kill process ",
+    b"oom-kill:",
+    b"blocked for more than",
+    b"soft lockup",
+    b"hard LOCKUP",
+    b"detected stall",
+    b"detected expedited stall",
+    b"AER: ",
+    b"PCIe Bus Error",
+    b"Machine Check Exception",
+    b"Fatal machine check",
+    b"[Hardware Error]",
+    b"EDAC ",
+)
+
+PREFIX_REACH = 200
+"""How far into a line a wall-clock prefix is looked for (quoting and alert text come first;
+dates inside a message body further on are not the line's time)."""
+
+PLACEHOLDER_YEAR = 1904
+"""Year given to syslog stamps when nothing in the input says which year it is."""
+
+_MONTHS = {
+    name: number
+    for number, names in enumerate(
+        [
+            ("jan", "jän"), ("feb",), ("mar", "mär", "mrz"), ("apr",), ("may", "mai"), ("jun",),
+            ("jul",), ("aug",), ("sep",), ("oct", "okt"), ("nov",), ("dec", "dez"),
+        ],
+        start=1,
+    )
+    for name in names
+}
+"""Month abbreviations: English, and German (journals from de_DE machines)."""
+
+# --- prefixes -----------------------------------------------------------------
+_DMESG_T = regex.compile(
+    r"\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?P<mon>[A-Z][a-z]{2}) +(?P<day>\d{1,2}) "
+    r"(?P<hms>\d\d:\d\d:\d\d) (?P<year>\d{4})\]"
+)
+_ISO = regex.compile(
+    r"(?P<date>\d{4}-\d\d-\d\d)[T ](?P<hms>\d\d:\d\d:\d\d)(?:[.,](?P<frac>\d{1,9}))?"
+    r"(?P<tz>Z|[+-]\d\d:?\d\d)?(?P<host>\s+[^\s:\[\]]+(?=\s+kernel:))?"
+)
+_SYSLOG = regex.compile(
+    r"(?<![\w:])(?P<mon>[A-Z][a-zäA-Z]{2})\.? +(?P<day>\d{1,2}) (?P<hms>\d\d:\d\d:\d\d)(?:\.\d+)?"
+    r"(?P<host>\s+[^\s:\[\]]+(?=\s+kernel:))?"
+)
+_UPTIME = regex.compile(r"\[\s*(?P<up>\d+\.\d+)\]")
+_BODY_START = regex.compile(r"^\s*(?:kernel:\s*)?(?:\[\s*\d+\.\d+\]\s*)?(?:\[\s*[TC]\d+\]\s*)?")
+_WALL_BROADCAST = regex.compile(
+    r"Message from syslogd@(?P<host>\S+) at (?P<mon>[A-Z][a-z]{2}) +(?P<day>\d{1,2}) (?P<hms>\d\d:\d\d:\d\d)"
+)
+_BARE_KERNEL = regex.compile(r"^\s*kernel:\s*\[")
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """What a line's prefix says: when (wall and/or uptime), on which host, and the message body."""
+
+    body: str
+    time: datetime | None = None
+    clock: str | None = None
+    uptime: float | None = None
+    host: str | None = None
+    month: int | None = None  # for syslog stamps, to notice a year boundary
+
+
+def _month(name: str) -> int | None:
+    return _MONTHS.get(name.lower()[:3]) or _MONTHS.get(name.lower())
+
+
+def _wall(year: int, month: int, day: int, hms: str) -> datetime | None:
+    try:
+        h, m, s = (int(x) for x in hms.split(":"))
+        return datetime(year, month, day, h, m, s)
+    except ValueError:
+        return None
+
+
+def _json_stamp(text: str) -> Stamp | None:
+    """A journalctl -o json line: MESSAGE plus realtime/monotonic stamps and hostname."""
+    start = text.find("{")
+    if start < 0 or '"MESSAGE"' not in text:
+        return None
+    try:
+        record = json.loads(text[start:])
+    except ValueError:
+        return None
+    if not isinstance(record, dict):
+        return None
+    message = record.get("MESSAGE")
+    if isinstance(message, list):  # journald stores non-UTF-8 messages as byte arrays
+        try:
+            message = bytes(message).decode("utf-8", "replace")
+        except (TypeError, ValueError):
+            return None
+    if not isinstance(message, str):
+        return None
+    moment = uptime = None
+    try:
+        moment = datetime.fromtimestamp(int(record["__REALTIME_TIMESTAMP"]) / 1e6, tz=timezone.utc)
+    except (KeyError, TypeError, ValueError, OverflowError, OSError):
+        pass
+    try:
+        uptime = int(record["_SOURCE_MONOTONIC_TIMESTAMP"]) / 1e6
+    except (KeyError, TypeError, ValueError):
+        pass
+    host = record.get("_HOSTNAME")
+    return Stamp(message, moment, "wall" if moment else None, uptime, host if isinstance(host, str) else None)
+
+
+def stamp(text: str, before: list[Line] | None = None) -> Stamp:
+    """Split one line into its prefix facts and the kernel message body."""
+    if text.lstrip(" >`").startswith("{"):
+        parsed = _json_stamp(text)
+        if parsed:
+            return parsed
+    moment, clock, host, month, end = None, None, None, None, 0
+    if m := _DMESG_T.search(text):
+        month = _month(m["mon"])
+        moment = _wall(int(m["year"]), month, int(m["day"]), m["hms"]) if month else None
+        clock, end = "wall", m.end()
+    elif m := _ISO.search(text, 0, PREFIX_REACH):
+        moment, clock, end = _iso(m), "wall", m.end()
+        host = m["host"].strip() if m["host"] else None
+    elif (m := _SYSLOG.search(text, 0, PREFIX_REACH)) and (month := _month(m["mon"])):
+        moment = _wall(PLACEHOLDER_YEAR, month, int(m["day"]), m["hms"])
+        clock, end = "wall-no-year", m.end()
+        host = m["host"].strip() if m["host"] else None
+    elif before and _BARE_KERNEL.search(text):
+        for previous in reversed(before):
+            if (b := _WALL_BROADCAST.search(previous.text)) and (month := _month(b["mon"])):
+                moment = _wall(PLACEHOLDER_YEAR, month, int(b["day"]), b["hms"])
+                clock, host = "wall-no-year", b["host"]
+                break
+    up = _UPTIME.search(text, end)
+    uptime = float(up["up"]) if up else None
+    rest = text[up.end():] if up else text[end:]
+    body = rest[_BODY_START.match(rest).end():] if not up else rest.lstrip()
+    if moment is None:
+        clock = None
+    return Stamp(body, moment, clock, uptime, host, month if clock == "wall-no-year" else None)
+
+
+def _iso(m: regex.Match) -> datetime | None:
+    try:
+        moment = datetime.fromisoformat(f"{m['date']}T{m['hms']}")
+    except ValueError:
+        return None
+    if m["frac"]:
+        moment += timedelta(microseconds=int(m["frac"][:6].ljust(6, "0")))
+    if m["tz"]:
+        tz = m["tz"].replace(":", "")
+        if tz == "Z":
+            return moment.replace(tzinfo=timezone.utc)
+        offset = timedelta(hours=int(tz[1:3]), minutes=int(tz[3:5]))
+        return moment.replace(tzinfo=timezone(offset if tz[0] == "+" else -offset))
+    return moment
+
+
+def _settle_clocks(stamps: list[Stamp]) -> list[Stamp]:
+    """Give no-year stamps a year and uptime-only stamps a wall time, per the module docstring."""
+    year = next((s.time.year for s in stamps if s.time and s.clock == "wall"), PLACEHOLDER_YEAR)
+    settled, last_month = [], None
+    for s in stamps:
+        if s.clock == "wall-no-year" and s.time and s.month:
+            if last_month and s.month < last_month - 6:
+                year += 1
+            last_month = s.month
+            try:
+                s = replace(s, time=s.time.replace(year=year))
+            except ValueError:  # Feb 29 in a non-leap year: keep the placeholder year
+                pass
+        settled.append(s)
+    return _place_uptimes(settled)
+
+
+def _place_uptimes(stamps: list[Stamp]) -> list[Stamp]:
+    """Convert uptime-only stamps using a boot time fixed by a stamp with both clocks (same boot)."""
+    boots: list[datetime | None] = []
+    boot, previous = None, None
+    segment: list[int] = []
+    for i, s in enumerate(stamps):
+        if s.uptime is not None and previous is not None and s.uptime < previous:
+            boots.extend([boot] * len(segment))  # a reboot: earlier anchors no longer apply
+            boot, segment = None, []
+        if s.uptime is not None:
+            previous = s.uptime
+        if boot is None and s.uptime is not None and s.time is not None:
+            boot = s.time - timedelta(seconds=s.uptime)
+        segment.append(i)
+    boots.extend([boot] * len(segment))
+    return [
+        replace(s, time=b + timedelta(seconds=s.uptime), clock="uptime+boot")
+        if s.time is None and s.uptime is not None and b is not None
+        else s
+        for s, b in zip(stamps, boots)
+    ]
+
+
+# --- message bodies -------------------------------------------------------------
+_PCI = r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?"
+_XID = regex.compile(
+    r"NVRM: Xid \((?:PCI:)?(?P<pci>[^)\s]*)(?: (?P<instance>[^)]*))?\): (?P<xid>\d+)(?:,\s*(?P<rest>.*))?"
+)
+_XID_WHO = regex.compile(r"^(?:pid=(?P<pid>'?<?[\w./]+>?'?|\d+),\s*)?(?:name=(?P<name>[^,]*),\s*)?(?P<msg>.*)$")
+_XID_DETAILS = (
+    regex.compile(r"Graphics (?P<exception>(?:SM )?(?:Warp |Global )?Exception) on \(GPC (?P<gpc>\d+), TPC (?P<tpc>\d+)(?:, SM (?P<sm_id>\d+))?\): (?P<fault_type>[^,]+)"),
+    regex.compile(r"Graphics Exception: (?P<exception>ESR)"),
+    regex.compile(r"MMU Fault: ENGINE (?P<engine>\S+) (?P<client>\S+) faulted @ (?P<fault_address>0x[0-9a-fA-F_]+)\. Fault is of type (?P<fault_type>FAULT_\w+)(?: (?P<access_type>ACCESS_TYPE_\w+))?"),
+    regex.compile(r"\b[Ll]ink (?P<link>-?\d+)"),
+    regex.compile(r"GPU recovery action changed from (?P<recovery_from_code>0x\w+) \((?P<recovery_from>[^)]*)\) to (?P<recovery_code>0x\w+) \((?P<recovery_action>[^)]*)\)"),
+    regex.compile(r"Row Remapp(?:er|ing)(?: Error)?:? (?P<row_remap>.+)"),
+    regex.compile(r"caused by previous Xid (?P<caused_by_xid>\d+)"),
+    regex.compile(r"(?:\bCh(?:annel)?(?: ID)? |channel )(?P<channel>(?:0x)?[0-9a-fA-F]{4,})"),
+    regex.compile(r"errorString (?P<error_string>[^,]+)"),
+    regex.compile(r"Expected function (?P<gsp_function>\d+ \(\w+\))"),
+    regex.compile(r"\b(?P<containment>Contained|Uncontained): (?P<unit>[^.]+)"),
+)
+_INT_FIELDS = {"gpc", "tpc", "sm_id", "link", "caused_by_xid"}
+_SXID = regex.compile(
+    r"nvidia-nvswitch(?P<switch>\d+): SXid \(PCI:(?P<pci>[^)]*)\): (?P<sxid>\d+), (?P<msg>.*)"
+)
+_OFF_BUS = regex.compile(
+    r"NVRM: GPU (?:at (?:PCI:)?)?(?P<pci>" + _PCI + r")(?::| has) (?:GPU )?(?:has )?fallen off the bus"
+)
+_INIT_FAILED = regex.compile(
+    r"NVRM: (?:GPU (?P<pci>" + _PCI + r"): )?(?:(?P<stage>RmInitAdapter) failed! \((?P<code>[^)]*)\)"
+    r"|(?P<stage>rm_init_adapter) failed(?:,? (?:for )?device (?:bearing )?minor number (?P<minor>\d+))?)"
+)
+_GPU_UUID = regex.compile(r"NVRM: GPU at PCI:(?P<pci>[0-9a-fA-F:.]+): (?P<gpu_uuid>GPU-[0-9a-fA-F-]+)")
+_DRIVER = regex.compile(r"NVRM: loading NVIDIA UNIX .*?Kernel Module(?: for \S+)?\s+(?P<driver_version>\d+\.\d+(?:\.\d+)?)")
+_LINUX = regex.compile(r"Linux version (?P<kernel_version>\d+\.\d+\S*) \(")
+_SEGFAULT = regex.compile(
+    r"(?:^|\s)(?:traps: )?(?P<process>[^\s\[\]](?:[^\[\]]{0,62}[^\s\[\]])?)\[(?P<pid>\d+)\]:? "
+    r"(?:(?P<fault>segfault) at (?P<address>[0-9a-fA-F]+) ip (?P<ip>[0-9a-fA-F]+) sp (?P<sp>[0-9a-fA-F]+) error (?P<error>[0-9a-fA-F]+)"
+    r"|(?P<fault>general protection fault|trap invalid opcode) ip:(?P<ip>[0-9a-fA-F]+) sp:(?P<sp>[0-9a-fA-F]+) error:(?P<error>[0-9a-fA-F]+))"
+    r"(?: in (?P<module>[^\[\s]+)\[(?:(?P<offset>[0-9a-fA-F]+),)?(?P<base>[0-9a-fA-F]+)\+(?P<size>[0-9a-fA-F]+)\])?"
+)
+_OOM_KILLED = regex.compile(
+    r"(?:(?P<scope>Memory cgroup out of memory|Out of memory[^:]*): )?Kill(?:ed)? process (?P<pid>\d+) \((?P<process>[^)]*)\)"
+)
+_OOM_SIZE = regex.compile(r"(?P<name>total-vm|anon-rss|file-rss|shmem-rss):(?P<kb>[\d,]+)kB")
+_OOM_CONSTRAINT = regex.compile(r"oom-kill:(?P<pairs>\S+)")
+_HANGS = (
+    ("hung-task", regex.compile(r"INFO: task (?P<task>.+?):(?P<pid>\d+) blocked for more than (?P<seconds>\d+) seconds")),
+    ("soft-lockup", regex.compile(r"BUG: soft lockup - CPU#(?P<cpu>\d+) stuck for (?P<seconds>\d+)s! \[(?P<task>.+?):(?P<pid>\d+)\]")),
+    ("hard-lockup", regex.compile(r"Watchdog detected hard LOCKUP on cpu (?P<cpu>\d+)")),
+    ("rcu-stall", regex.compile(r"(?P<task>rcu_\w+) (?:self-)?detected (?:expedited )?stalls? on CPUs?(?:/tasks)?:?(?:\s*\{\s*(?P<cpu>\d+)\s*\})?")),
+)
+_AER_HEAD = regex.compile(
+    r"(?:(?P<device>" + _PCI + r"): )?AER: (?P<multiple>Multiple )?(?P<sev>Corrected|Correctable|Uncorrected|Uncorrectable)"
+    r"(?: \((?P<fatal>Non-Fatal|Fatal)\))? errors? (?:message )?received(?: from|:)? (?:id=)?(?P<source>[0-9a-fA-F:.]+)"
+)
+_AER_BUS = regex.compile(
+    r"(?:(?P<device>" + _PCI + r"): )?(?:AER: )?PCIe Bus Error: severity=(?P<sev>[^,]+), type=(?P<layer>[^,]+), \((?P<agent>[^)]*)\)"
+)
+_AER_BIT = regex.compile(r"\[\s*\d+\] (?P<name>[A-Za-z][\w/ ]*?)\s*(?:\(First\))?\s*$")
+_MCE_START = regex.compile(r"Machine Check Exception|\[Hardware Error\]|Fatal machine check")
+_MCE_MORE = regex.compile(r"\[Hardware Error\]|^\s*(?:Bank \d|PROCESSOR |Machine check|TSC |ADDR |MISC |RIP )|Fatal machine check")
+_MCE_FIELDS = (
+    regex.compile(r"CPU (?P<cpu>\d+): Machine Check(?: Exception)?: (?P<mcg>\w+)"),
+    regex.compile(r"Bank (?P<bank>\d+): (?P<status>[0-9a-fA-F]{16})"),
+    regex.compile(r"event severity: (?P<event_severity>\w+)"),
+    regex.compile(r"section_type: (?P<section>[^\n]+)"),
+)
+_EDAC = regex.compile(
+    r"EDAC (?:\w+ )?(?P<mc>MC\d+): (?P<count>\d+) (?P<kind>CE|UE) (?P<what>.*?)(?: on (?P<dimm>\S+))?(?: \(|$)"
+)
+
+
+# --- parse ----------------------------------------------------------------------
+def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
+    """Kernel events from the candidate lines of one input, identical repeats folded."""
+    stamps = _settle_clocks([stamp(line.text, _before(doc, line)) for line in lines])
+    by_number = {line.number: s for line, s in zip(lines, stamps)}
+    consumed: set[int] = set()
+    events: list[Event] = []
+    pending_oom: dict[int, tuple[Line, dict]] = {}
+    for line, s in zip(lines, stamps):
+        if line.number in consumed:
+            continue
+        try:
+            events.extend(_events(doc, line, s, by_number, consumed, pending_oom))
+        except (ValueError, IndexError, OverflowError):
+            continue  # one odd line never stops the rest
+    for first, fields in pending_oom.values():
+        events.append(_event(doc, "oom-kill", first, by_number.get(first.number) or stamp(first.text), fields))
+    yield from _fold(sorted(events, key=lambda e: e.where.line or 0))
+
+
+def _before(doc: TextDoc, line: Line) -> list[Line] | None:
+    """The lines above a bare ` kernel:[...]` line, where a wall broadcast names time and host."""
+    return doc.preceding(line, 2) if _BARE_KERNEL.search(line.text) else None
+
+
+def _events(doc: TextDoc, line: Line, s: Stamp, stamps: dict[int, Stamp], consumed: set[int],
+            pending_oom: dict[int, tuple[Line, dict]]) -> Iterator[Event]:
+    body = s.body
+    if m := _XID.search(body):
+        yield _event(doc, "xid", line, s, _xid_fields(m))
+        return
+    if m := _SXID.search(body):
+        yield _event(doc, "sxid", line, s, _sxid_fields(m))
+        return
+    if m := _OFF_BUS.search(body):
+        yield _event(doc, "gpu-off-bus", line, s, {"pci": m["pci"]})
+        return
+    if m := _INIT_FAILED.search(body):
+        fields = {"pci": m["pci"], "stage": m["stage"], "code": m["code"],
+                  "minor": int(m["minor"]) if m["minor"] else None}
+        yield _event(doc, "gpu-init-failed", line, s, fields)
+        return
+    for pattern in (_GPU_UUID, _DRIVER, _LINUX):
+        if m := pattern.search(body):
+            yield _event(doc, "environment", line, s, {k: v for k, v in m.groupdict().items() if v})
+            return
+    if m := _SEGFAULT.search(body):
+        yield _event(doc, "segfault", line, s, _segfault_fields(m))
+        return
+    if m := _OOM_CONSTRAINT.search(body):
+        fields = _constraint_fields(m["pairs"])
+        if fields.get("pid") is not None:
+            pending_oom[fields["pid"]] = (line, fields)
+        return
+    if m := _OOM_KILLED.search(body):
+        yield _oom_event(doc, line, s, m, pending_oom)
+        return
+    for hang, pattern in _HANGS:
+        if m := pattern.search(body):
+            yield _event(doc, "kernel-hang", line, s, _hang_fields(hang, m))
+            return
+    if (m := _AER_HEAD.search(body)) or (m := _AER_BUS.search(body)):
+        yield _aer_event(doc, line, s, m, consumed)
+        return
+    if _MCE_START.search(body):
+        yield _mce_event(doc, line, s, consumed)
+        return
+    if m := _EDAC.search(body):
+        fields = {"mc": m["mc"], "count": int(m["count"]), "corrected": m["kind"] == "CE",
+                  "error": m["what"].strip(), "dimm": m["dimm"]}
+        yield _event(doc, "edac", line, s, fields)
+
+
+def _event(doc: TextDoc, kind: str, line: Line, s: Stamp, fields: dict, last: Line | None = None) -> Event:
+    merged = {k: v for k, v in fields.items() if v is not None}
+    if s.uptime is not None:
+        merged["uptime"] = s.uptime
+    if s.host:
+        merged.setdefault("host", s.host)
+    return doc.event(kind, line, merged, last=last, time=s.time, clock=s.clock)
+
+
+def _xid_fields(m: regex.Match) -> dict[str, Any]:
+    who = _XID_WHO.match(m["rest"] or "")
+    pid = who["pid"] if who else None
+    name = who["name"].strip() if who and who["name"] else None
+    message = (who["msg"] if who else m["rest"] or "").strip()
+    fields: dict[str, Any] = {
+        "xid": int(m["xid"]),
+        "pci": m["pci"] if regex.fullmatch(_PCI + r"|[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.\d)?", m["pci"]) else None,
+        "gpu_instance": m["instance"],
+        "pid": int(pid) if pid and pid.isdigit() else None,
+        "process": name if name and "<" not in name else None,
+        "message": message,
+    }
+    for pattern in _XID_DETAILS:
+        if d := pattern.search(message):
+            for key, value in d.groupdict().items():
+                if value is not None and key not in fields:
+                    fields[key] = int(value) if key in _INT_FIELDS else value.strip()
+    return fields
+
+
+def _sxid_fields(m: regex.Match) -> dict[str, Any]:
+    message = m["msg"].strip()
+    link = regex.search(r"\bLink (\d+)", message)
+    fatal = True if message.startswith("Fatal") else False if message.lower().startswith("non-fatal") else None
+    return {"sxid": int(m["sxid"]), "pci": m["pci"], "switch": int(m["switch"]), "message": message,
+            "fatal": fatal, "link": int(link[1]) if link else None}
+
+
+_PF_ERROR = ((1, "protection violation", "page not present"), (2, "write", "read"), (4, "user", "kernel"))
+
+
+def _segfault_fields(m: regex.Match) -> dict[str, Any]:
+    ip = int(m["ip"], 16)
+    fields: dict[str, Any] = {
+        "process": m["process"].strip(),
+        "pid": int(m["pid"]),
+        "fault": m["fault"],
+        "address": f"0x{int(m['address'], 16):x}" if m["address"] else None,
+        "ip": f"0x{ip:x}",
+        "sp": f"0x{int(m['sp'], 16):x}",
+        "error_code": int(m["error"], 16),
+        "module": m["module"],
+    }
+    if m["fault"] == "segfault":
+        code = fields["error_code"]
+        fields["error_text"] = ", ".join(yes if code & bit else no for bit, yes, no in reversed(_PF_ERROR))
+        if code & 16:
+            fields["error_text"] += ", instruction fetch"
+    if m["base"]:
+        base = int(m["base"], 16)
+        fields["module_base"] = f"0x{base:x}"
+        # newer kernels print the offset into the file ("[af2e1a,75b6d2000000+c00000]"),
+        # which addr2line wants; older ones only the mapping, so compute it from ip
+        offset = int(m["offset"], 16) if m["offset"] else ip - base
+        fields["offset"] = f"0x{offset:x}"
+    return fields
+
+
+def _constraint_fields(pairs: str) -> dict[str, Any]:
+    values = dict(pair.partition("=")[::2] for pair in pairs.split(",") if "=" in pair)
+    pid = values.get("pid", "")
+    return {"constraint": values.get("constraint"), "memcg": values.get("task_memcg") or values.get("oom_memcg"),
+            "process": values.get("task"), "pid": int(pid) if pid.isdigit() else None,
+            "cgroup": values.get("constraint") == "CONSTRAINT_MEMCG" or None}
+
+
+def _oom_event(doc: TextDoc, line: Line, s: Stamp, m: regex.Match, pending: dict[int, tuple[Line, dict]]) -> Event:
+    pid = int(m["pid"])
+    sizes = {d["name"].replace("-", "_") + "_kb": int(d["kb"].replace(",", "")) for d in _OOM_SIZE.finditer(s.body)}
+    rss = sum(v for k, v in sizes.items() if k.endswith("rss_kb"))
+    fields: dict[str, Any] = {"pid": pid, "process": m["process"], **sizes, "rss_kb": rss or None}
+    if m["scope"]:
+        fields["cgroup"] = m["scope"].startswith("Memory cgroup")
+    first = line
+    if pid in pending:
+        constraint_line, constraint = pending.pop(pid)
+        fields = {**{k: v for k, v in constraint.items() if v is not None}, **fields}
+        if 0 < line.number - constraint_line.number <= 3:
+            first = constraint_line
+    return _event(doc, "oom-kill", first, s, fields, last=line if first is not line else None)
+
+
+def _hang_fields(hang: str, m: regex.Match) -> dict[str, Any]:
+    groups = m.groupdict()
+    return {
+        "hang": hang,
+        "task": groups.get("task"),
+        "pid": int(groups["pid"]) if groups.get("pid") else None,
+        "cpu": int(groups["cpu"]) if groups.get("cpu") else None,
+        "seconds": int(groups["seconds"]) if groups.get("seconds") else None,
+    }
+
+
+def _aer_event(doc: TextDoc, line: Line, s: Stamp, m: regex.Match, consumed: set[int]) -> Event:
+    """One AER report: the 'error received' head and the bus-error and bit lines that follow it."""
+    sev = m["sev"].lower()
+    fields: dict[str, Any] = {"device": m["device"], "source": m.groupdict().get("source"),
+                              "severity": "corrected" if sev.startswith("correct") else "uncorrected"}
+    if m.groupdict().get("fatal"):
+        fields["fatal"] = m["fatal"] == "Fatal"
+    if m.groupdict().get("layer"):
+        fields.update(layer=m["layer"].strip(), agent=m["agent"])
+    errors: list[str] = []
+    last = line
+    for follower in doc.following(line, 10):
+        body = stamp(follower.text).body
+        if _AER_HEAD.search(body):
+            break
+        if b := _AER_BUS.search(body):
+            if fields.get("layer"):
+                break  # the next report
+            fields.update(layer=b["layer"].strip(), agent=b["agent"])
+            fields["device"] = fields["device"] or b["device"]
+            if "fatal" not in fields and "Uncorrect" in b["sev"]:
+                fields["fatal"] = "Fatal" in b["sev"] and "Non-Fatal" not in b["sev"]
+        elif bit := _AER_BIT.search(body):
+            errors.append(bit["name"])
+        elif "error status/mask" not in body and "aer_" not in body and "TLP Header" not in body:
+            break
+        consumed.add(follower.number)
+        last = follower
+    fields["errors"] = errors
+    return _event(doc, "pcie-aer", line, s, fields, last=last if last is not line else None)
+
+
+def _mce_event(doc: TextDoc, line: Line, s: Stamp, consumed: set[int]) -> Event:
+    """A machine-check report: consecutive MCE / [Hardware Error] lines, up to the panic line."""
+    block, last = [s.body], line
+    for follower in doc.following(line, 12):
+        body = stamp(follower.text).body
+        if not _MCE_MORE.search(body):
+            break
+        block.append(body)
+        consumed.add(follower.number)
+        last = follower
+    text = "\n".join(block)
+    fields: dict[str, Any] = {}
+    for pattern in _MCE_FIELDS:
+        if d := pattern.search(text):
+            fields.update({k: v for k, v in d.groupdict().items() if v is not None})
+    for key in ("cpu", "bank"):
+        if key in fields:
+            fields[key] = int(fields[key])
+    severity = str(fields.get("event_severity", "")).lower()
+    fields["fatal"] = bool(regex.search(r"Fatal machine check|context corrupt|not syncing", text)) or severity == "fatal"
+    fields["corrected"] = severity == "corrected" or (not fields["fatal"] and "events logged" in text)
+    return _event(doc, "mce", line, s, fields, last=last if last is not line else None)
+
+
+_HEX = regex.compile(r"0x[0-9a-fA-F_]+|\b[0-9a-fA-F]{8,}\b")
+_VOLATILE = {"xid": frozenset({"uptime", "pid", "channel", "message"})}
+"""Fields that may differ between reports folded into one (beyond the time)."""
+
+
+def _fold(events: list[Event]) -> Iterator[Event]:
+    """Identical reports become one event with a count.
+
+    Identical means same kind and fields, apart from the uptime; for Xids also
+    apart from pid, channel and the hex values in the message (one fault hits
+    every channel of a job, ESR registers differ per SM); the pids are kept in
+    fields["pids"].
+    """
+    first: dict[tuple, int] = {}
+    out: list[Event] = []
+    for event in events:
+        volatile = _VOLATILE.get(event.kind, frozenset({"uptime"}))
+        key = (event.kind, _HEX.sub("#", str(event.fields.get("message", ""))),
+               tuple(sorted((k, repr(v)) for k, v in event.fields.items() if k not in volatile)))
+        if key not in first:
+            first[key] = len(out)
+            out.append(event)
+            continue
+        index = first[key]
+        kept = out[index]
+        fields = dict(kept.fields)
+        if event.kind == "xid":
+            pids = {p for p in (kept.fields.get("pid"), event.fields.get("pid"), *kept.fields.get("pids", ())) if p}
+            if len(pids) > 1:
+                fields["pids"] = sorted(pids)
+        out[index] = replace(kept, count=kept.count + event.count, fields=fields)
+    yield from out

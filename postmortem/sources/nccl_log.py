@@ -1,0 +1,340 @@
+"""NCCL's own log lines and PyTorch ProcessGroupNCCL messages, wherever they appear.
+
+A distributed job that dies leaves the same few messages on every rank: the
+watchdog's "collective operation timeout", the "taking the entire process
+down" abort, NCCL's `NCCL WARN` lines (socket, InfiniBand, proxy), and the
+`ncclSystemError`-style result that surfaces in the framework. Ranks
+interleave and repeat each other, so identical reports are folded into one
+event with the ranks that reported it. NCCL INFO lines are kept only where
+they carry a fact (the NCCL version).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import regex
+
+from ..model import Event
+from ..text import Line, TextDoc
+
+NAME = "nccl-log"
+ANCHORS: tuple[bytes, ...] = (
+    b"collective operation timeout",
+    b"WorkNCCL(",
+    b"watchdog thread terminat",
+    b"communicator was aborted",
+    b"To avoid data inconsistency",
+    b"Some NCCL operations have failed or timed out",
+    b"detected by watchdog at work",
+    b"dump debug info",
+    b"dump the debug info",
+    b"Flight Recorder",
+    b"flight recorder",
+    b"NCCL WARN",
+    b"NCCL INFO NCCL version",
+    b"NCCL error",
+    b"NCCL Error",
+    b"NCCL failure",
+    b"ncclUnhandledCudaError",
+    b"ncclSystemError",
+    b"ncclInternalError",
+    b"ncclInvalidUsage",
+    b"ncclRemoteError",
+)
+
+RESULTS: dict[str, tuple[int, str]] = {
+    "ncclUnhandledCudaError": (1, "unhandled cuda error"),
+    "ncclSystemError": (2, "unhandled system error"),
+    "ncclInternalError": (3, "internal error"),
+    "ncclInvalidArgument": (4, "invalid argument"),
+    "ncclInvalidUsage": (5, "invalid usage"),
+    "ncclRemoteError": (6, "remote process exited or there was a network error"),
+    "ncclInProgress": (7, "NCCL operation in progress"),
+}
+"""ncclResult_t names, codes and the start of ncclGetErrorString's text (NCCL src/nccl.h.in, init.cc)."""
+_BY_CODE = {code: name for name, (code, _) in RESULTS.items()}
+
+_GLOBAL_RANK = regex.compile(r"\[rank(\d+)\]:")
+_MSG_RANK = regex.compile(r"\[(?:[^\[\]]*\s)?Rank (\d+)\]")
+_ISO_TIME = regex.compile(r"(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}(?::\d{2})?)")
+
+_SEQ = regex.compile(r"SeqNum=(\d+)")
+_OP = regex.compile(r"OpType=(\w+)")
+_NUMEL_IN = regex.compile(r"NumelIn=(\d+)")
+_NUMEL_OUT = regex.compile(r"NumelOut=(\d+)")
+_TIMEOUT = regex.compile(r"Timeout\(ms\)=(\d+)")
+_RAN = regex.compile(r"ran for (\d+) milliseconds")
+_TIMEOUT_DONE = regex.compile(r"timing out|timed out")
+_PG_PROGRESS = regex.compile(
+    r"detected by watchdog at work: (\d+), last enqueued NCCL work: (-?\d+), last completed NCCL work: (-?\d+)")
+_ABORT_REASON = regex.compile(
+    r"(?:watchdog thread terminated with exception|Original reason for failure was): (?P<reason>.+)")
+_ABORT_PLAIN = regex.compile(r"To avoid data inconsistency|Some NCCL operations have failed or timed out")
+_DUMP = regex.compile(r"(?i)dump(?:ing)? (?:the )?debug info|flight recorder|nccl_trace_rank_")
+_DUMP_PATH = regex.compile(r"(/\S*nccl_trace_rank_\S*)")
+
+_PREFIX = r"(?:(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<device>\d+)\] )?"
+_WARN = regex.compile(_PREFIX + r"(?:(?P<src>[\w./-]+\.\w+:\d+) )?NCCL WARN (?P<message>.*?)\s*$")
+_INFO_VERSION = regex.compile(_PREFIX + r"NCCL INFO NCCL version (?P<version>[\d.]+)(?:\+cuda(?P<cuda>[\d.]+))?")
+_REMOTE = regex.compile(r"(?:peer|to|from) (?P<remote>\S+?)<(?P<port>\d+)>")
+_ERRNO = regex.compile(
+    r"Connection closed by remote peer|Connection refused|Connection reset by peer|Connection timed out"
+    r"|Software caused connection abort|No route to host|Network is unreachable|Broken pipe"
+    r"|Address already in use|Cannot assign requested address|Resource temporarily unavailable"
+    r"|No such device|No space left on device|Cannot allocate memory|Operation now in progress")
+_FOLD_NOISE = regex.compile(r"\S*<\d+>|0x[0-9a-fA-F]+|[0-9a-fA-F]*\d[0-9a-fA-F]*")
+
+_ERROR_IN = regex.compile(
+    r"NCCL error in: (?P<src>\S+?:\d+), (?P<message>.+?)(?:, NCCL version (?P<version>[\w.+-]+))?\s*$")
+_ERROR_CODE = regex.compile(r"NCCL Error (?P<code>\d+): (?P<message>.+?)\s*$")
+_FAILURE = regex.compile(r"NCCL failure (?P<src>\S+:\d+) '(?P<message>[^']+)'")
+_ERROR_NAME = regex.compile(r"\b(nccl(?:UnhandledCuda|System|Internal|InvalidArgument|InvalidUsage|Remote)Error)\b")
+
+WRAP_WIDTH = 80
+"""A line at least this long that stops mid-message may have been hard-wrapped by the pasting terminal."""
+
+
+@dataclass
+class _Fold:
+    """Identical reports (from many ranks, or repeated) gathered into one event."""
+
+    kind: str
+    first: Line
+    last: Line
+    fields: dict
+    text: str
+    time: datetime | None
+    ranks: set[int] = field(default_factory=set)
+    reports: int = 1
+
+
+def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
+    """Events from NCCL/ProcessGroupNCCL candidate lines, repeats folded."""
+    folds: dict[tuple, _Fold] = {}
+    progress: dict[int, tuple[int, int]] = {}
+    consumed = 0
+    for line in lines:
+        if line.number <= consumed:
+            continue
+        try:
+            consumed = _read(doc, line, folds, progress)
+        except (ValueError, IndexError):
+            continue  # an odd line is skipped, never fatal
+    for fold in folds.values():
+        yield _event(doc, fold, progress)
+
+
+def _read(doc: TextDoc, line: Line, folds: dict, progress: dict) -> int:
+    """Add what `line` says to the folds; return the last line number it used."""
+    text = line.text
+    if match := _PG_PROGRESS.search(text):
+        progress[int(match[1])] = (int(match[2]), int(match[3]))
+        return line.number
+    if "NCCL WARN" in text:
+        return _warn(line, folds)
+    if "NCCL INFO" in text:
+        return _info(line, folds)
+    if any(marker in text for marker in ("WorkNCCL(", "operation timeout", "watchdog thread terminat",
+                                         "communicator was aborted")):
+        joined, last = _unwrap(doc, line)
+        if _TIMEOUT_DONE.search(joined) and ("WorkNCCL(" in joined or "operation timeout" in joined):
+            _timeout(line, last, joined, folds)
+            return last.number
+        if reason := _ABORT_REASON.search(joined):
+            _abort(line, last, joined, reason["reason"].strip(), folds)
+            return last.number
+    if _ABORT_PLAIN.search(text):
+        _abort(line, line, text, None, folds)
+        return line.number
+    if _DUMP.search(text):
+        _add(folds, ("dump",), "nccl-flight-recorder", line, line, text, _dump_fields(text))
+        return line.number
+    return _error(doc, line, folds)
+
+
+def _unwrap(doc: TextDoc, line: Line) -> tuple[str, Line]:
+    """The message of `line` joined with the lines a terminal hard-wrapped it into."""
+    joined, last, piece = line.text, line, line.text
+    for nxt in doc.following(line, 4):
+        complete = _TIMEOUT_DONE.search(joined) or (
+            "terminat" not in joined[-12:] and "WorkNCCL(" not in joined and "operation timeout" not in joined)
+        if complete or len(piece) < WRAP_WIDTH or not nxt.text.strip():
+            break
+        joined, last, piece = joined + nxt.text, nxt, nxt.text
+    return joined, last
+
+
+def _ranks(text: str) -> tuple[int | None, int | None]:
+    """The global rank (`[rank3]:` prefix) and the process-group rank (`[Rank 1]`) of a message."""
+    global_rank = _GLOBAL_RANK.search(text)
+    group_rank = _MSG_RANK.search(text)
+    return (int(global_rank[1]) if global_rank else None, int(group_rank[1]) if group_rank else None)
+
+
+def _timeout(first: Line, last: Line, text: str, folds: dict) -> None:
+    fields: dict = {}
+    for name, pattern in (("seq", _SEQ), ("numel_in", _NUMEL_IN), ("numel_out", _NUMEL_OUT),
+                          ("timeout_ms", _TIMEOUT), ("ran_ms", _RAN)):
+        if match := pattern.search(text):
+            fields[name] = int(match[1])
+    if match := _OP.search(text):
+        fields["op_type"] = match[1]
+    key = ("timeout", *(fields.get(k) for k in ("seq", "op_type", "numel_in", "numel_out", "timeout_ms")))
+    _add(folds, key, "nccl-timeout", first, last, text, fields)
+
+
+def _abort(first: Line, last: Line, text: str, reason: str | None, folds: dict) -> None:
+    fields: dict = {}
+    if reason:
+        fields["reason"] = reason
+        if "nccl" in reason.lower() and (result := _result_of(None, reason)):
+            fields["result"] = result
+    _add(folds, ("abort", reason), "nccl-abort", first, last, text, fields)
+
+
+def _dump_fields(text: str) -> dict:
+    match = _DUMP_PATH.search(text)
+    return {"path": match[1]} if match else {}
+
+
+def _warn(line: Line, folds: dict) -> int:
+    match = _WARN.search(line.text)
+    if not match:
+        return line.number
+    message = match["message"]
+    fields = _prefix_fields(match)
+    fields["message"] = message
+    if match["src"]:
+        fields["src"] = match["src"]
+    if remote := _REMOTE.search(message):
+        fields["remote"] = remote["remote"]
+        fields["remote_port"] = int(remote["port"])
+    if errno := _ERRNO.search(message):
+        fields["errno_text"] = errno[0]
+    fields["category"] = _category(message, match["src"] or "")
+    key = ("warn", match["src"], _FOLD_NOISE.sub("#", message))
+    _add(folds, key, "nccl-warn", line, line, line.text, fields)
+    return line.number
+
+
+def _category(message: str, src: str) -> str:
+    """What part of NCCL complained: transport kinds first, since they name the failing link."""
+    lowered = (message + " " + src).lower()
+    for category, markers in (
+        ("shm", ("shared memory", "/dev/shm", "shm_")),
+        ("cuda", ("cuda failure", "cuda error")),
+        ("ib", ("net/ib", "ib_plugin", "ibv_", "net_ib")),
+        ("bootstrap", ("bootstrap",)),
+        ("proxy", ("proxy",)),
+        ("socket", ("socket", "net :", "net/socket", "connect", "connection")),
+    ):
+        if any(marker in lowered for marker in markers):
+            return category
+    return "other"
+
+
+def _prefix_fields(match: regex.Match) -> dict:
+    if not match["host"]:
+        return {}
+    return {"host": match["host"], "pid": int(match["pid"]), "tid": int(match["tid"]), "cuda_device": int(match["device"])}
+
+
+def _info(line: Line, folds: dict) -> int:
+    """The one INFO line with a fact worth keeping: the NCCL version (other INFO lines are noise)."""
+    if match := _INFO_VERSION.search(line.text):
+        fields = _prefix_fields(match) | {"nccl_version": match["version"]}
+        if match["cuda"]:
+            fields["nccl_cuda"] = match["cuda"]
+        _add(folds, ("version", match["version"]), "nccl-version", line, line, line.text, fields)
+    return line.number
+
+
+def _error(doc: TextDoc, line: Line, folds: dict) -> int:
+    """`NCCL error in: ...`, `NCCL failure ...` and `ncclSystemError: ...`, with the lines that belong to them."""
+    text = line.text
+    match = _ERROR_IN.search(text) or _FAILURE.search(text) or _ERROR_CODE.search(text)
+    fields: dict = {}
+    if match:
+        groups = match.groupdict()
+        fields["message"] = groups["message"].strip()
+        if groups.get("src"):
+            fields["src"] = groups["src"]
+        if groups.get("version"):
+            fields["nccl_version"] = groups["version"]
+        if groups.get("code"):
+            fields["code"] = int(groups["code"])
+    name = _ERROR_NAME.search(text)
+    result = name[1] if name else _result_of(fields.get("code"), fields.get("message") or text)
+    last = line
+    if match:  # PyTorch prints the result name and NCCL's "Last error:" right after
+        for nxt in doc.following(line, 4):
+            stripped = nxt.text.strip()
+            named = _ERROR_NAME.match(stripped)
+            if named:
+                result = named[1]
+            elif stripped == "Last error:":
+                pass
+            elif last.text.strip() == "Last error:" and stripped:
+                fields["last_error"] = stripped
+            else:
+                break
+            last = nxt
+    if not result and not match:
+        return line.number
+    if result:
+        fields["result"] = result
+        fields.setdefault("code", RESULTS[result][0])
+    key = ("error", result, fields.get("src"), fields.get("message"))
+    _add(folds, key, "nccl-error", line, last, None, fields)
+    return last.number
+
+
+def _result_of(code: int | None, message: str) -> str | None:
+    """The ncclResult_t name from a numeric code or from ncclGetErrorString's text."""
+    if code in _BY_CODE:
+        return _BY_CODE[code]
+    lowered = message.lower()
+    return next((name for name, (_, text) in RESULTS.items() if text.lower() in lowered), None)
+
+
+def _add(folds: dict, key: tuple, kind: str, first: Line, last: Line, text: str | None, fields: dict) -> None:
+    """Start a fold for `key`, or count one more report of it."""
+    global_rank, group_rank = _ranks(first.text if text is None else text)
+    rank = global_rank if global_rank is not None else group_rank
+    fold = folds.get(key)
+    if fold is None:
+        fields = dict(fields)
+        if rank is not None:
+            fields["rank"] = rank
+        if global_rank is not None and group_rank is not None:
+            fields["group_rank"] = group_rank
+        fold = folds[key] = _Fold(kind, first, last, fields, text, _time(first.text), reports=0)
+    fold.reports += 1
+    if rank is not None:
+        fold.ranks.add(rank)
+
+
+def _time(text: str) -> datetime | None:
+    """A full date on the line (launchers and log collectors add one); glog's year-less stamp is not enough."""
+    match = _ISO_TIME.search(text)
+    if not match:
+        return None
+    try:
+        return datetime.fromisoformat(f"{match[1]} {match[2]}")
+    except ValueError:
+        return None
+
+
+def _event(doc: TextDoc, fold: _Fold, progress: dict) -> Event:
+    fields = dict(fold.fields)
+    if len(fold.ranks) > 1:
+        fields["ranks"] = sorted(fold.ranks)
+    if fold.kind == "nccl-timeout" and fields.get("seq") in progress:
+        fields["last_enqueued"], fields["last_completed"] = progress[fields["seq"]]
+    count = len(fold.ranks) if len(fold.ranks) > 1 else fold.reports
+    extra = {"time": fold.time, "clock": "wall"} if fold.time else {}
+    text = fold.text if fold.text is not None and fold.last is fold.first else None
+    return doc.event(fold.kind, fold.first, fields, last=fold.last, text=text, count=count, **extra)

@@ -1,0 +1,231 @@
+"""framework_log: real training/inference logs in, typed events and the right verdict out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from postmortem import knowledge
+from postmortem.pipeline import analyze, analyze_text
+
+DATA = Path(__file__).parent / "data" / "framework_log"
+
+
+def events_of(name: str, kind: str | None = None):
+    report = analyze([str(DATA / name)])
+    return [e for e in report.events if kind is None or e.kind == kind]
+
+
+def verdict(name: str) -> str:
+    report = analyze([str(DATA / name)])
+    return report.findings[0].cause if report.findings else "unknown"
+
+
+@pytest.mark.parametrize(
+    ("token", "expected"),
+    [
+        ("cudaErrorIllegalAddress", 700),
+        ("CUDA_ERROR_ILLEGAL_ADDRESS", 700),
+        ("error 700", 700),
+        ("error=700", 700),
+        ("CUDA failure 700", 700),
+        ("an illegal memory access was encountered", 700),
+        (209, 209),
+        ("CUDA_ERROR_NO_BINARY_FOR_GPU", 209),
+    ],
+)
+def test_cuda_error_lookup_accepts_every_spelling(token, expected):
+    assert knowledge.cuda_error(token).number == expected
+
+
+def test_cuda_error_message_wins_over_legacy_number():
+    record, number = knowledge.find_cuda_error("cuda runtime error (59) : device-side assert triggered at x.cu:83")
+    assert (record.runtime_name, number) == ("cudaErrorAssert", 59)
+
+
+def test_signal_names():
+    assert knowledge.signal_name(-11) == "SIGSEGV"
+    assert knowledge.signal_name("Bus error") == "SIGBUS"
+    assert knowledge.signal_name("Killed") == "SIGKILL"
+
+
+@pytest.mark.parametrize(
+    ("name", "cause"),
+    [
+        ("backtrace-segv-libcuda-ethminer-01.log", "native-crash"),
+        ("cublas-exec-failed-cntk-02.log", "library-failure"),
+        ("cudnn-internal-repro-02.log", "library-failure"),
+        ("device-assert-lua-nll-02.log", "device-assert"),
+        ("device-assert-spatial-nll-04.log", "device-assert"),
+        ("driver-insufficient-luatorch-04.log", "driver-mismatch"),
+        ("driver-insufficient-onnxruntime-02.log", "driver-mismatch"),
+        ("ecc-uncorrectable-tf-ctxretain-02.log", "gpu-memory-ecc"),
+        ("faulthandler-segv-threestudio-02.log", "native-crash"),
+        ("ggml-illegal-addr-ollama-02.log", "illegal-memory-access"),
+        ("illegal-addr-vllm-02.log", "illegal-memory-access"),
+        ("illegal-addr-vllm-windows-04.log", "illegal-memory-access"),
+        ("jax-illegal-addr-customcall-02.log", "illegal-memory-access"),
+        ("jax-oom-alphafold-02.log", "gpu-oom"),
+        ("launch-failure-deepsdf-02.log", "launch-failure"),
+        ("nokernel-koboldcpp-k80-02.log", "arch-mismatch"),
+        ("oom-torch-legacy-02.log", "gpu-oom"),
+        ("oom-framepack-04.log", "gpu-oom"),
+        ("pytorch-18853-chained.log", "gpu-oom"),
+        ("shm-bus-error-mmf-02.log", "shm-exhausted"),
+        ("sm120-lora-trainer-05.log", "arch-mismatch"),
+        ("tf-cudnn-handle-quoted-02.log", "library-failure"),
+        ("torchrun-sigkill-codellama-04.log", "host-oom"),
+        ("torchrun-sigsegv-flagembedding-02.log", "native-crash"),
+        ("xla-illegal-addr-ptxla-04.log", "illegal-memory-access"),
+        ("cgroup-oomkill-dataloader-01.log", "host-oom"),
+    ],
+)
+def test_verdict(name, cause):
+    assert verdict(name) == cause
+
+
+def test_arch_unsupported_fields():
+    (event,) = events_of("sm120-lora-trainer-05.log", "arch-unsupported")
+    assert event.fields["sm"] == "sm_120"
+    assert event.fields["gpu_name"] == "NVIDIA GeForce RTX 5090"
+    assert event.fields["supported_archs"][-1] == "sm_90"
+    assert (event.where.line, event.where.end_line) == (1, 3)
+
+
+def test_ggml_error_reads_function_file_and_op():
+    (event,) = events_of("nokernel-koboldcpp-k80-02.log", "cuda-error")
+    assert event.fields["error"] == "cudaErrorNoKernelImageForDevice"
+    assert event.fields["function"] == "ggml_cuda_compute_forward"
+    assert event.fields["file"].endswith("ggml-cuda.cu") and event.fields["file_line"] == 2325
+    assert event.fields["op"] == "ADD"
+    assert "ADD failed" in event.text
+
+
+def test_windows_exit_code_is_a_fatal_signal():
+    (event,) = events_of("ggml-illegal-addr-ollama-02.log", "fatal-signal")
+    assert event.fields["exception_code"] == "0xc0000409"
+    assert event.fields["status"] == "STATUS_STACK_BUFFER_OVERRUN"
+
+
+def test_illegal_address_outranks_the_abort_it_caused():
+    report = analyze([str(DATA / "ggml-illegal-addr-ollama-02.log")])
+    assert [f.cause for f in report.findings] == ["illegal-memory-access", "native-crash"]
+    assert report.findings[1].consequence_of == "illegal-memory-access"
+
+
+def test_onnxruntime_failure_fields():
+    (event,) = events_of("driver-insufficient-onnxruntime-02.log", "driver-error")
+    assert event.fields["number"] == 35
+    assert event.fields["api"] == "cudaSetDevice"
+    assert event.fields["host"] == "DESKTOP-F9GHF2T"
+    assert event.fields["file"].endswith("cuda_execution_provider.cc") and event.fields["file_line"] == 236
+
+
+def test_lua_legacy_number_kept_but_error_named_by_message():
+    (event,) = events_of("device-assert-lua-nll-02.log", "cuda-error")
+    assert event.fields["error"] == "cudaErrorAssert"
+    assert event.fields["number"] == 59
+
+
+def test_device_asserts_fold_into_one_event():
+    (event,) = events_of("device-assert-spatial-nll-04.log", "device-assert")
+    assert event.count == 7
+    assert (event.where.line, event.where.end_line) == (1, 7)
+    assert event.fields["assertion"] == "t >= 0 && t < n_classes"
+    assert event.fields["file_line"] == 106
+
+
+def test_same_error_from_many_threads_is_one_block():
+    (event,) = events_of("xla-illegal-addr-ptxla-04.log", "cuda-error")
+    assert event.count == 4
+    assert "Deallocating stream with pending work" in event.text
+    assert "xrt_state_ops.h:350" in event.text
+
+
+def test_vllm_prefix_and_headless_traceback():
+    (event,) = events_of("illegal-addr-vllm-02.log", "cuda-error")
+    assert event.fields["processes"] == ["VllmWorker TP1 pid=409"]
+    assert event.fields["top_frame"].endswith("activation.py:734 in forward")
+    assert event.where.line == 1 and "F.gelu" in event.text
+
+
+def test_oom_sizes():
+    (event,) = events_of("oom-framepack-04.log", "gpu-oom")
+    assert event.fields["requested"] == "30.29 GiB"
+    assert event.fields["total_capacity"] == "10.74 GiB"
+    assert event.fields["gpu_index"] == 0
+    (jax,) = events_of("jax-oom-alphafold-02.log", "gpu-oom")
+    assert jax.fields["requested_bytes"] == 4770354232
+    assert jax.fields["framework"] == "jax"
+    assert "14.44GiB" in jax.text
+
+
+def test_python_traceback_fields():
+    events = events_of("launch-failure-deepsdf-02.log", "python-exception")
+    (event,) = events
+    assert event.fields["exc_type"] == "RuntimeError"
+    assert event.fields["message"] == "CUDA error: unspecified launch failure"
+    assert event.fields["frames"][0] == {"file": "train_deep_sdf.py", "line": 501, "function": "main_function"}
+    assert (event.where.line, event.where.end_line) == (1, 6)
+
+
+def test_terminate_is_read_with_its_what_line():
+    (event,) = events_of("launch-failure-deepsdf-02.log", "fatal-signal")
+    assert event.fields["exception_type"] == "c10::Error"
+    assert "insert_events" in event.fields["what"]
+
+
+def test_faulthandler_dump():
+    (event,) = events_of("faulthandler-segv-threestudio-02.log", "fatal-signal")
+    assert event.fields["signal"] == "SIGSEGV"
+    assert event.fields["frames"][0].endswith("threading.py:324 in wait")
+    assert event.where.end_line == 11
+
+
+def test_glibc_backtrace_and_shell_abort():
+    events = events_of("backtrace-segv-libcuda-ethminer-01.log", "fatal-signal")
+    first, *_, last = events
+    assert first.fields["signal"] == "SIGSEGV"
+    assert any("cuMemcpyHtoD_v2" in frame for frame in first.fields["frames"])
+    assert last.fields["signal"] == "SIGABRT"
+    assert last.fields["glibc_message"] == "malloc_consolidate(): invalid chunk size"
+
+
+def test_torchrun_child_failure():
+    (event,) = events_of("torchrun-sigsegv-flagembedding-02.log", "child-failed")
+    assert (event.fields["exitcode"], event.fields["signal"], event.fields["pid"], event.fields["rank"]) == (
+        -11, "SIGSEGV", 28773, 0)
+    assert event.time is None
+
+
+def test_cudnn_repro_snippet_belongs_to_the_error():
+    (event,) = events_of("cudnn-internal-repro-02.log", "library-error")
+    assert event.fields["status"] == "CUDNN_STATUS_INTERNAL_ERROR"
+    assert "ConvolutionParams" in event.text and "CUDNN_DATA_FLOAT" in event.text
+
+
+def test_repeated_cudnn_handle_errors_and_tf_node():
+    events = events_of("tf-cudnn-handle-quoted-02.log", "library-error")
+    assert events[0].count == 4
+    assert events[-1].fields["node"] == "FlowNet2/FlowNetSD/conv0/Conv2D"
+
+
+def test_cublas_status_call_site():
+    (event,) = events_of("cublas-exec-failed-cntk-02.log", "library-error")
+    assert event.fields["status"] == "CUBLAS_STATUS_EXECUTION_FAILED"
+    assert event.fields["number"] == 13 and event.fields["gpu_index"] == 1
+    assert event.fields["api"] == "cublas_gemm"
+
+
+def test_kernel_oom_line_is_not_a_gpu_oom():
+    report = analyze_text(
+        "Memory cgroup out of memory: Killed process 629 (onmt_train) total-vm:14119556kB, anon-rss:6538204kB,"
+        " file-rss:80652kB, shmem-rss:16kB, UID:0 pgtables:13432kB oom_score_adj:0"
+    )
+    assert not [e for e in report.events if e.kind in ("gpu-oom", "cuda-error")]
+
+
+def test_garbage_does_not_raise():
+    text = "CUDA error\x00\xff\nTraceback (most recent call last):\n\nfailed (exitcode: x)\nFatal Python error: \n"
+    analyze_text(text)

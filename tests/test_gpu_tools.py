@@ -1,0 +1,161 @@
+"""nvidia-smi -q reports, nvidia-smi/NVML errors, DCGM health and Fabric Manager lines."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from postmortem.prefilter import Prefilter
+from postmortem.reader import BytesReader
+from postmortem.signatures import load, match
+from postmortem.sources import gpu_tools
+from postmortem.text import TextDoc
+
+DATA = Path(__file__).parent / "data" / "gpu_tools"
+SIGNATURES = Path(__file__).parent.parent / "signatures"
+
+
+def parse_bytes(raw: bytes, name: str = "sample.txt"):
+    doc = TextDoc(BytesReader(raw), name)
+    return list(gpu_tools.parse(doc, doc.scan(Prefilter({gpu_tools.NAME: gpu_tools.ANCHORS}))))
+
+
+def events(name: str):
+    return parse_bytes((DATA / name).read_bytes(), name)
+
+
+@pytest.fixture(scope="module")
+def database(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("signatures")
+    for name in ("causes.yaml", "gpu_tools.yaml"):
+        shutil.copy(SIGNATURES / name, directory)
+    return load(directory)
+
+
+def signatures_for(database, found):
+    return {f.signature for f in match(database, found)}
+
+
+def test_row_remap_report_fields_and_evidence():
+    [gpu] = events("nvsmi-q-a10-rowremap.txt")
+    assert gpu.kind == "gpu-state"
+    assert (gpu.where.line, gpu.where.end_line) == (8, 201)
+    f = gpu.fields
+    assert f["pci"] == "0000:07:00.0" and f["bus_id"] == "00000000:07:00.0"
+    assert (f["gpu_name"], f["driver_version"], f["cuda_version"]) == ("NVIDIA A10", "535.129.03", "12.2")
+    assert f["gpu_uuid"] == "GPU-73d12ef7-f589-f867-4259-c7090ab44736"
+    assert (f["remapped_rows_uncorrectable"], f["remap_pending"], f["remap_failure"]) == (4, True, False)
+    assert f["ecc_volatile_uncorrectable"] == 0 and f["ecc_aggregate_uncorrectable"] == 0
+    assert "retired_pages_dbe" not in f  # N/A on this GPU
+    assert f["temp_c"] == 33 and f["clock_graphics_mhz"] == 225
+    assert "Uncorrectable Error               : 4" in gpu.text
+    assert "Pending                           : Yes" in gpu.text
+    assert "Remapped Rows" in gpu.text  # the section header keeps the excerpt readable
+
+
+def test_power_brake_report():
+    [gpu] = events("nvsmi-q-h100-powerbrake.txt")
+    f = gpu.fields
+    assert f["throttle_active"] == ["HW Slowdown", "HW Power Brake Slowdown"]
+    assert (f["temp_c"], f["clock_graphics_mhz"], f["clock_sm_mhz"]) == (29, 86, 86)
+    assert f["pcie_replays"] == 67
+    for line in ("HW Power Brake Slowdown       : Active", "HW Slowdown                       : Active",
+                 "GPU Current Temp                  : 29 C", "86 MHz"):
+        assert line in gpu.text
+
+
+def test_report_signatures(database):
+    assert signatures_for(database, events("nvsmi-q-a10-rowremap.txt")) == {"nvsmi-row-remap"}
+    assert signatures_for(database, events("nvsmi-q-h100-powerbrake.txt")) == {"nvsmi-hw-slowdown"}
+
+
+def test_older_layout_with_double_bit_totals_and_two_gpus(database):
+    """Pre-Ampere drivers nest Single/Double Bit with a Total; two GPUs make two events."""
+    report = b"""==============NVSMI LOG==============
+
+Driver Version                      : 410.72
+CUDA Version                        : 10.0
+
+Attached GPUs                       : 2
+GPU 00000000:01:00.0
+    Product Name                    : Tesla V100-SXM2-16GB
+    ECC Errors
+        Volatile
+            Double Bit
+                Device Memory       : 2
+                Register File       : 0
+                Total               : 2
+        Aggregate
+            Double Bit
+                Device Memory       : 3
+                Total               : 3
+    Retired Pages
+        Single Bit ECC              : 0
+        Double Bit ECC              : 1
+        Pending                     : No
+GPU 00000000:02:00.0
+    Product Name                    : Tesla V100-SXM2-16GB
+    Clocks Throttle Reasons
+        Idle                        : Active
+        SW Thermal Slowdown         : Active
+"""
+    first, second = parse_bytes(report)
+    assert (first.fields["ecc_volatile_uncorrectable"], first.fields["ecc_aggregate_uncorrectable"]) == (2, 3)
+    assert (first.fields["retired_pages_dbe"], first.fields["retired_pages_pending"]) == (1, False)
+    assert second.fields["gpu_index"] == 1 and second.fields["throttle_active"] == ["SW Thermal Slowdown"]
+    assert signatures_for(database, [first]) == {"nvsmi-ecc-uncorrectable"}
+    assert signatures_for(database, [second]) == set()  # software thermal throttling alone is normal
+
+
+@pytest.mark.parametrize(("name", "error", "signature"), [
+    ("nvml-version-mismatch.txt", "Driver/library version mismatch", "nvsmi-driver-mismatch"),
+    ("nvsmi-cant-communicate.txt", "couldn't communicate with the NVIDIA driver", "nvsmi-no-driver"),
+    ("nvsmi-unknown-error.txt", "Unknown Error", "nvsmi-device-handle-lost"),
+])
+def test_nvidia_smi_errors(database, name, error, signature):
+    [event] = events(name)
+    assert event.kind == "nvml-error" and event.fields["error"] == error
+    assert signatures_for(database, [event]) == {signature}
+
+
+def test_nvml_version_and_bus_id():
+    [mismatch] = events("nvml-version-mismatch.txt")
+    assert mismatch.fields["nvml_version"] == "570.124"
+    assert (mismatch.where.line, mismatch.where.end_line) == (2, 3)
+    [lost] = events("nvsmi-unknown-error.txt")
+    assert lost.fields["pci"] == "0000:07:00.0"
+
+
+def test_dcgm_health(database):
+    [health] = events("nv-hostengine-thermal.log")
+    assert health.kind == "dcgm-health"
+    assert (health.fields["system"], health.fields["level"], health.fields["gpu_index"]) == ("Thermal", "warning", 2)
+    assert signatures_for(database, [health]) == {"dcgm-thermal-violation"}
+
+
+def test_fabric_manager_errors(database):
+    [nonfatal] = events("fabricmanager-12028.log")
+    assert nonfatal.kind == "sxid" and nonfatal.where.line == 9
+    assert nonfatal.fields["sxid"] == 12028 and nonfatal.fields["fatal"] is False
+    assert (nonfatal.fields["pci"], nonfatal.fields["switch"], nonfatal.fields["port"]) == ("0000:86:00.0", 3, 61)
+    assert nonfatal.time.year == 2025 and nonfatal.time.hour == 15
+    [fatal] = events("fabricmanager-fatal.log")
+    assert fatal.fields["sxid"] == 20034 and fatal.fields["fatal"] is True
+    assert signatures_for(database, [nonfatal]) == {"fm-nvswitch-nonfatal"}
+    assert signatures_for(database, [fatal]) == {"fm-nvswitch-fatal"}
+
+
+def test_table_header_gives_versions_and_junk_is_skipped():
+    raw = (b"| NVIDIA-SMI 535.129.03   Driver Version: 535.129.03   CUDA Version: 12.2     |\n"
+           b"Driver Version : \xff\xfe\nAttached GPUs : x\nGPU zz:07\n")
+    found = parse_bytes(raw)
+    [versions] = [e for e in found if e.kind == "nvsmi-versions"]
+    assert versions.fields["driver_version"] == "535.129.03" and versions.fields["cuda_version"] == "12.2"
+    assert not [e for e in found if e.kind == "gpu-state"]
+
+
+def test_repeated_error_lines_fold():
+    [event] = parse_bytes(b"No devices were found\nNo devices were found\n")
+    assert event.count == 2

@@ -1,0 +1,285 @@
+"""Kernel-log source: prefixes, clocks, every event kind, folding, and the corpus cases of this format.
+
+All inputs are real public text from tests/data/kernel_log (see SOURCES.md).
+The source is run alone (its own prefilter), so these tests do not depend on
+what other sources make of the same lines.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+import yaml
+
+from postmortem import pipeline
+from postmortem.model import Event, to_plain
+from postmortem.prefilter import Prefilter
+from postmortem.reader import BytesReader
+from postmortem.sources import kernel_log
+from postmortem.text import TextDoc
+
+DATA = Path(__file__).parent / "data" / "kernel_log"
+CORPUS = Path(__file__).parent.parent.parent / "shared" / "corpus" / "cases"
+
+
+def parse_text(text: str) -> list[Event]:
+    doc = TextDoc(BytesReader(text.encode("utf-8")), "<test>")
+    lines = doc.scan(Prefilter({kernel_log.NAME: kernel_log.ANCHORS}, use_hyperscan=False))
+    return list(kernel_log.parse(doc, lines))
+
+
+def parse_file(name: str) -> list[Event]:
+    return parse_text((DATA / name).read_text(encoding="utf-8"))
+
+
+def only(events: list[Event], kind: str) -> Event:
+    matching = [e for e in events if e.kind == kind]
+    assert len(matching) == 1, [(e.kind, dict(e.fields)) for e in events]
+    return matching[0]
+
+
+# --- Xid ---------------------------------------------------------------------------------
+def test_xid13_dmesg_ctime_with_quote_prefix():
+    events = parse_file("xid13-109-pt-main-thread-05.dmesg.txt")
+    assert [(e.kind, e.fields["xid"]) for e in events] == [("xid", 13)] * 3 + [("xid", 109)]
+    warp = events[0]
+    assert warp.where.line == 2
+    assert warp.fields["pci"] == "0000:cb:00"
+    assert "pid" not in warp.fields and "process" not in warp.fields  # pid='<unknown>', name=<unknown>
+    assert (warp.fields["gpc"], warp.fields["tpc"], warp.fields["sm_id"]) == (7, 7, 0)
+    assert warp.fields["fault_type"] == "Illegal Instruction Parameter"
+    assert warp.time == datetime(2024, 8, 30, 11, 43, 9) and warp.clock == "wall"
+    ctx = events[3]
+    assert ctx.fields["pid"] == 1797828 and ctx.fields["process"] == "pt_main_thread"
+    assert ctx.fields["error_string"] == "CTX SWITCH TIMEOUT"
+
+
+def test_xid31_mmu_fault_fields_and_repeats_folded():
+    events = parse_file("xid31-fault-pde-tinygrad-01.dmesg.txt")
+    env = only(events, "environment")
+    assert env.fields["gpu_uuid"] == "GPU-af4f89ae-d08b-1b53-9938-c9ed209a3513"
+    xid = only(events, "xid")
+    assert xid.count == 2 and xid.fields["pids"] == [14292, 14566]
+    assert xid.fields["fault_type"] == "FAULT_PDE"
+    assert xid.fields["access_type"] == "ACCESS_TYPE_VIRT_READ"
+    assert xid.fields["engine"] == "HOST0" and xid.fields["fault_address"] == "0x10_00200000"
+    assert xid.fields["uptime"] == pytest.approx(22859.08186)
+
+
+def test_xid13_esr_lines_fold_into_one_event():
+    xid = only(parse_file("xid13-graphics-exc-vllm-02.dmesg.txt"), "xid")
+    assert xid.count == 6 and xid.where.line == 1
+    assert xid.fields["exception"] == "ESR" and xid.fields["pci"] == "0000:43:00"
+
+
+def test_old_xid_forms_without_pid():
+    events = parse_file("xid32-xid31-laptop-02.dmesg.txt")
+    assert [(e.fields["xid"], e.count) for e in events] == [(32, 2), (31, 1)]
+    assert events[1].fields["channel"] == "00000003"
+
+
+def test_nvlink5_link_and_redacted_pci():
+    events = parse_file("xid145-137-nvlink-nccl-01.dmesg.txt")
+    assert [(e.fields["xid"], e.fields["link"]) for e in events] == [(145, 11), (137, 11)]
+    assert all("pci" not in e.fields for e in events)  # "PCI:..." is not an address
+
+
+def test_xid154_recovery_action_and_off_bus_forms():
+    events = parse_file("xid79-154-pf-flr-02.dmesg.txt")
+    assert [e.kind for e in events] == ["environment", "xid", "gpu-off-bus", "xid"]
+    assert events[1].fields["xid"] == 79
+    assert events[2].fields["pci"] == "0000:01:00.0"
+    assert events[3].fields["recovery_action"] == "PF FLR"
+
+
+def test_xid_syslog_without_host_and_new_channel_form():
+    events = parse_file("xid109-ctx-switch-02.journal.txt")
+    xid = only(events, "xid")
+    assert xid.count == 3 and xid.fields["pids"] == [8494, 45252, 238459]
+    assert xid.clock == "wall-no-year" and xid.time == datetime(kernel_log.PLACEHOLDER_YEAR, 9, 18, 20, 7, 1)
+    assert "host" not in xid.fields
+
+
+def test_german_journal_and_gsp_panic():
+    events = parse_file("xid120-gsp-panic-02.journal.txt")
+    xid = only(events, "xid")
+    assert xid.fields["xid"] == 120 and xid.fields["host"] == "ANDROMEDA"
+    assert xid.time.month == 5 and xid.time.day == 17
+    assert "GSP task panic" in xid.text
+
+
+def test_xid63_64_prefixed_alert_lines():
+    first, second = parse_file("ecc-xid63-64-training-chronicle-01.dmesg.txt")
+    assert first.fields["row_remap"].startswith("New row marked for remapping")
+    assert first.fields["host"] == "ip-26-0-146-100" and first.fields["uptime"] == 680111.646286
+    assert second.fields["xid"] == 64 and second.fields["pci"] == "0000:90:1c"
+
+
+def test_xid140_inside_other_text():
+    xid = only(parse_file("xid140-ansible.txt"), "xid")
+    assert xid.fields["xid"] == 140 and xid.time == datetime(2024, 8, 25, 20, 10, 45)
+
+
+# --- SXid, init failures ------------------------------------------------------------------
+def test_sxid_fatal_and_severity_lines():
+    events = parse_file("sxid-xid79-quoted.md.txt")
+    sxids = [e for e in events if e.kind == "sxid"]
+    assert [(e.fields["switch"], e.fields["link"], e.fields["fatal"]) for e in sxids[:2]] == [(1, 48, True), (0, 63, True)]
+    assert "fatal" not in sxids[2].fields  # "Severity 1 Engine instance ..." says neither
+    assert [e.kind for e in events[:3]] == ["environment", "xid", "gpu-off-bus"]
+
+
+def test_rminit_failed_folded_with_code_and_minor():
+    init, adapter = parse_file("rminit-failed-0x24-01.syslog.txt")
+    assert (init.kind, init.count, init.fields["code"]) == ("gpu-init-failed", 6, "0x24:0x72:1568")
+    assert adapter.fields["minor"] == 5 and adapter.fields["pci"] == "0000:0a:00.0"
+    assert init.fields["host"] == "worker4"
+
+
+def test_old_off_bus_form_folded():
+    event = only(parse_file("offbus-bumblebee-02.dmesg.txt"), "gpu-off-bus")
+    assert event.count == 2 and event.fields["pci"] == "0000:01:00.0"
+
+
+# --- host events --------------------------------------------------------------------------
+def test_segfault_fields_and_offset():
+    events = parse_file("segfault-libnvidia-01.dmesg.txt")
+    assert [e.kind for e in events] == ["segfault"] * 5
+    first = events[0]
+    assert first.where.line == 4
+    assert first.fields["process"] == "zed-editor" and first.fields["pid"] == 11804
+    assert first.fields["module"] == "libnvidia-glcore.so.575.64.03"
+    assert first.fields["address"] == "0x25c" and first.fields["error_code"] == 4
+    assert first.fields["module_base"] == "0x75b6d2000000"
+    assert first.fields["offset"] == "0xaf2e1a"  # newer kernels print the file offset themselves
+    assert first.fields["error_text"] == "user, read, page not present"
+
+
+def test_oom_kill_cgroup():
+    event = only(parse_file("cgroup-oomkill-dataloader-01.dmesg.txt"), "oom-kill")
+    assert (event.fields["pid"], event.fields["process"], event.fields["cgroup"]) == (629, "onmt_train", True)
+    assert event.fields["rss_kb"] == 6538204 + 80652 + 16
+
+
+def test_oom_kill_constraint_line_merged_and_comma_numbers():
+    event = only(parse_file("oomkill-python-dmesg-t-03.dmesg.txt"), "oom-kill")
+    assert (event.where.line, event.where.end_line) == (5, 6)
+    assert event.fields["constraint"] == "CONSTRAINT_NONE" and event.fields["pid"] == 7899
+    assert event.fields["anon_rss_kb"] == 15370088
+    assert "Killed process 7899" in event.text and "oom-kill:constraint" in event.text
+    assert event.time == datetime(2025, 3, 30, 8, 24)
+
+
+def test_hung_task_after_xid45():
+    events = parse_file("xid45-hung-task-nvsmi-02.dmesg.txt")
+    assert events[0].fields["xid"] == 45 and events[0].count == 6
+    hang = only(events, "kernel-hang")
+    assert hang.fields == {"hang": "hung-task", "task": "cache_mgr_event", "pid": 620917, "seconds": 120}
+
+
+def test_wall_broadcast_lockups_take_time_and_host_from_header():
+    events = parse_file("soft-hard-lockup-wall-02.console.txt")
+    assert len(events) == 9 and {e.kind for e in events} == {"kernel-hang"}
+    soft, hard = events[0], events[3]
+    assert soft.fields["hang"] == "soft-lockup" and soft.fields["cpu"] == 0 and soft.fields["seconds"] == 27
+    assert soft.fields["task"] == "node" and soft.fields["pid"] == 1984
+    assert hard.fields["hang"] == "hard-lockup" and hard.fields["cpu"] == 3
+    assert soft.fields["host"] == "zyr" and soft.time == datetime(kernel_log.PLACEHOLDER_YEAR, 12, 10, 5, 25, 44)
+    assert events[7].fields["task"] == "SCTP timer"
+
+
+def test_aer_corrected_blocks():
+    events = parse_file("aer-correctable-gpu-port-01.syslog.txt")
+    assert [e.fields["errors"] for e in events] == [["Timeout"], ["BadTLP"], []]
+    first = events[0]
+    assert (first.where.line, first.where.end_line) == (1, 4)
+    assert first.fields["device"] == "0000:00:03.1" and first.fields["severity"] == "corrected"
+    assert first.fields["layer"] == "Data Link Layer" and first.fields["host"] == "bubz"
+
+
+def test_aer_uncorrected_block_stops_at_unrelated_lines():
+    event = only(parse_file("aer-uncorrected-thunderbolt.dmesg.txt"), "pcie-aer")
+    assert event.fields["severity"] == "uncorrected" and event.fields["fatal"] is False
+    assert event.fields["errors"] == ["UnsupReq"] and event.fields["layer"] == "Transaction Layer"
+    assert event.where.end_line == 5
+
+
+def test_fatal_machine_check_block():
+    event = only(parse_file("mce-fatal-kdump-04.vmcore-dmesg.txt"), "mce")
+    assert (event.where.line, event.where.end_line) == (1, 5)
+    assert event.fields["fatal"] is True and event.fields["cpu"] == 7 and event.fields["bank"] == 0
+    assert "Fatal machine check" in event.text
+
+
+def test_edac_corrected_dimm():
+    events = parse_file("edac-ce-scrub-syslog-02.syslog.txt")
+    assert [e.kind for e in events] == ["mce", "edac"]
+    assert events[0].fields["corrected"] is True and events[0].fields["fatal"] is False
+    edac = events[1]
+    assert edac.fields["dimm"] == "CPU_SrcID#1_Ha#0_Chan#0_DIMM#0" and edac.fields["corrected"] is True
+    assert edac.fields["error"] == "memory scrubbing error" and edac.where.line == 8
+
+
+# --- clocks -------------------------------------------------------------------------------
+AER_SYSLOG = "Sep 19 16:18:02 bubz kernel: [68183.615790] pcieport 0000:00:03.1: AER: Correctable error message received from 0000:00:00.0"
+OFF_BUS = "[   49.261458] NVRM: GPU at 0000:01:00.0 has fallen off the bus."
+XID119_CTIME = "[Mon Mar  6 21:34:31 2023] NVRM: Xid (PCI:0000:61:00): 119, pid=977823, name=nvidia-smi, Timeout waiting for RPC from GSP! Expected function 76 (GSP_RM_CONTROL) (0x2080014b 0x5)."
+
+
+def test_uptime_only_lines_placed_on_the_wall_clock():
+    off_bus, aer = parse_text(f"{OFF_BUS}\n{AER_SYSLOG}\n")
+    assert off_bus.clock == "uptime+boot" and aer.clock == "wall-no-year"
+    assert (aer.time - off_bus.time).total_seconds() == pytest.approx(68183.615790 - 49.261458)
+
+
+def test_reboot_ends_the_anchor():
+    off_bus, aer = parse_text(f"{OFF_BUS}\n{AER_SYSLOG}\n".replace("[68183.615790]", "[   10.000000]"))
+    assert off_bus.time is None and off_bus.fields["uptime"] == 49.261458
+
+
+def test_syslog_year_taken_from_a_dated_line_of_the_same_input():
+    events = parse_text(f"{XID119_CTIME}\n{AER_SYSLOG}\n")
+    assert events[1].time == datetime(2023, 9, 19, 16, 18, 2) and events[1].clock == "wall-no-year"
+
+
+def test_journal_json_line():
+    # a journalctl -o json record built around a real message (xid119 corpus case)
+    record = {"__REALTIME_TIMESTAMP": "1678138471000000", "_SOURCE_MONOTONIC_TIMESTAMP": "5000000",
+              "_HOSTNAME": "node7", "MESSAGE": XID119_CTIME.split("] ", 1)[1]}
+    event = only(parse_text(json.dumps(record) + "\n"), "xid")
+    assert event.fields["xid"] == 119 and event.fields["host"] == "node7" and event.fields["uptime"] == 5.0
+    assert event.time == datetime(2023, 3, 6, 21, 34, 31, tzinfo=timezone.utc)
+
+
+def test_stamp_iso_with_zone_and_host():
+    s = kernel_log.stamp("2024-08-30T11:43:09.123+0000 gpu-node kernel: " + OFF_BUS)
+    assert s.time == datetime(2024, 8, 30, 11, 43, 9, 123000, tzinfo=timezone.utc)
+    assert s.host == "gpu-node" and s.uptime == 49.261458 and s.body.startswith("NVRM: GPU at")
+
+
+def test_odd_lines_never_raise():
+    junk = "NVRM: Xid (PCI:\nKilled process abc\n{\"MESSAGE\": \"NVRM: Xid broken\nAER: \n[Hardware Error]\n"
+    assert [e.kind for e in parse_text(junk)] == ["mce"]
+
+
+# --- corpus cases of this format -------------------------------------------------------
+CASES = sorted({p.name.split(".")[0] for p in DATA.glob("*-0[0-9].*.txt")})
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus not present")
+@pytest.mark.parametrize("case", CASES)
+def test_corpus_case_top1_and_mentions(case, monkeypatch):
+    monkeypatch.setattr(pipeline, "TEXT_SOURCES", (kernel_log,))
+    pipeline.text_prefilter.cache_clear()
+    try:
+        spec = yaml.safe_load((CORPUS / case / "case.yaml").read_text(encoding="utf-8"))
+        files = [str(p) for p in sorted((CORPUS / case).iterdir()) if p.name != "case.yaml"]
+        report = pipeline.analyze(files)
+    finally:
+        pipeline.text_prefilter.cache_clear()
+    assert report.findings and report.findings[0].cause in spec["expected_causes"]
+    blob = json.dumps(to_plain(report), ensure_ascii=False)
+    assert [m for m in spec["must_mention"] if m not in blob] == []

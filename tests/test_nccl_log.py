@@ -1,0 +1,162 @@
+"""NCCL / ProcessGroupNCCL lines from real training and nccl-tests logs."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from postmortem.prefilter import Prefilter
+from postmortem.reader import BytesReader
+from postmortem.signatures import load, match
+from postmortem.sources import nccl_log
+from postmortem.text import TextDoc
+
+DATA = Path(__file__).parent / "data" / "nccl_log"
+SIGNATURES = Path(__file__).parent.parent / "signatures"
+
+
+def events(name: str):
+    """Parse one sample with this source alone."""
+    doc = TextDoc(BytesReader((DATA / name).read_bytes()), name)
+    lines = doc.scan(Prefilter({nccl_log.NAME: nccl_log.ANCHORS}))
+    return list(nccl_log.parse(doc, lines))
+
+
+def of_kind(found, kind):
+    return [e for e in found if e.kind == kind]
+
+
+@pytest.fixture(scope="module")
+def database(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("signatures")
+    for name in ("causes.yaml", "nccl.yaml"):
+        shutil.copy(SIGNATURES / name, directory)
+    return load(directory)
+
+
+def test_same_timeout_from_many_ranks_is_one_event():
+    [timeout] = events("timeout-llamafactory.log")
+    assert timeout.kind == "nccl-timeout"
+    assert timeout.fields["seq"] == 7753
+    assert timeout.fields["op_type"] == "_REDUCE_SCATTER_BASE"
+    assert timeout.fields["numel_in"] == 544997376
+    assert timeout.fields["numel_out"] == 68124672
+    assert timeout.fields["timeout_ms"] == 600000
+    assert timeout.fields["ran_ms"] == 600061
+    assert timeout.fields["ranks"] == [0, 3, 4]
+    assert timeout.count == 3
+    assert timeout.where.line == 1
+    # the watchdog's "detected by watchdog at work" line adds how far the queue got
+    assert (timeout.fields["last_enqueued"], timeout.fields["last_completed"]) == (7755, 7752)
+
+
+def test_old_format_without_numel_or_rank_prefix():
+    [timeout] = events("timeout-ofa.log")
+    assert timeout.fields["seq"] == 469508
+    assert timeout.fields["op_type"] == "ALLREDUCE"
+    assert timeout.fields["timeout_ms"] == 1800000
+    assert "numel_in" not in timeout.fields
+    assert timeout.fields["ranks"] == [1, 2, 3, 6, 7]
+
+
+def test_different_collectives_stay_apart_and_global_rank_wins():
+    timeouts = of_kind(events("timeout-alltoall.log"), "nccl-timeout")
+    assert [(t.fields["seq"], t.fields["op_type"]) for t in timeouts] == [(216, "ALLTOALL_BASE"), (57, "ALLREDUCE")]
+    assert timeouts[0].fields["rank"] == 13 and timeouts[0].fields["group_rank"] == 1
+    assert timeouts[0].time is not None and timeouts[0].time.year == 2025
+
+
+def test_hard_wrapped_timeout_is_joined():
+    found = events("timeout-wrapped-openr1.log")
+    [timeout] = of_kind(found, "nccl-timeout")
+    assert (timeout.where.line, timeout.where.end_line) == (4, 6)
+    assert timeout.fields["seq"] == 4 and timeout.fields["op_type"] == "BROADCAST"
+    assert timeout.fields["timeout_ms"] == 1800000 and timeout.fields["ran_ms"] == 1800010
+    assert "Timeout(ms)=1800000" in timeout.text
+    [abort] = of_kind(found, "nccl-abort")
+    assert abort.fields["ranks"] == [2, 3, 4]
+
+
+def test_watchdog_exception_keeps_its_cuda_reason(database):
+    [abort] = events("watchdog-cuda-error.log")
+    assert abort.kind == "nccl-abort"
+    assert abort.fields["reason"] == "CUDA error: an illegal memory access was encountered"
+    assert abort.fields["rank"] == 3
+    assert "watchdog thread terminated with exception" in abort.text
+    assert match(database, [abort]) == []  # the CUDA error is the finding, not the abort
+
+
+def test_warn_line_fields():
+    found = events("warn-ib-socket.log")
+    [warn] = of_kind(found, "nccl-warn")
+    assert warn.fields["host"] == "n122-246-085"
+    assert (warn.fields["pid"], warn.fields["tid"], warn.fields["cuda_device"]) == (12251, 12400, 5)
+    assert warn.fields["src"] == "misc/socket.cc:483"
+    assert warn.fields["remote"] == "fe80::966d:ae03:a2:8cf0%ib1"
+    assert warn.fields["errno_text"] == "Software caused connection abort"
+    assert warn.where.line == 17
+    assert not of_kind(found, "nccl-error")  # INFO unwinding lines ("-> 2") are noise, never scanned
+
+
+def test_masked_host_and_remote_closed():
+    found = events("abort-connclosed.log")
+    [warn] = of_kind(found, "nccl-warn")
+    assert warn.fields["host"] == "<merlin-training>"
+    assert warn.fields["errno_text"] == "Connection closed by remote peer"
+    assert warn.fields["remote"] == "<merlin-training>.ap-south-1.compute.internal"
+    assert warn.fields["remote_port"] == 40048
+    [abort] = of_kind(found, "nccl-abort")
+    assert "To avoid data inconsistency" in abort.text
+
+
+def test_nccl_tests_failure_line_names_the_result():
+    found = events("warn-remote-closed.log")
+    [error] = of_kind(found, "nccl-error")
+    assert error.fields == {"message": "unhandled system error", "src": "common.cu:921",
+                            "result": "ncclSystemError", "code": 2}
+
+
+@pytest.mark.parametrize(("name", "category"), [
+    ("warn-proxy.log", "proxy"), ("warn-ib-completion.log", "ib"), ("warn-shm.log", "shm")])
+def test_warn_categories(name, category):
+    assert category in {e.fields["category"] for e in of_kind(events(name), "nccl-warn")}
+
+
+def test_repeated_warn_from_one_rank_folds():
+    [warn] = of_kind(events("warn-ib-completion.log"), "nccl-warn")
+    assert warn.count == 2 and warn.fields["category"] == "ib"
+
+
+def test_shm_warn_keeps_the_wall_clock():
+    warns = of_kind(events("warn-shm.log"), "nccl-warn")
+    assert warns[0].time is not None and warns[0].time.hour == 21
+
+
+@pytest.mark.parametrize(("name", "signature", "cause"), [
+    ("timeout-llamafactory.log", "nccl-watchdog-timeout", "nccl-timeout"),
+    ("warn-proxy.log", "nccl-transport-failure", "nccl-comm-error"),
+    ("warn-ib-completion.log", "nccl-transport-failure", "nccl-comm-error"),
+    ("warn-remote-closed.log", "nccl-transport-failure", "nccl-comm-error"),
+    ("warn-shm.log", "nccl-shm-segment", "shm-exhausted"),
+])
+def test_signatures_on_real_logs(database, name, signature, cause):
+    found = {f.signature: f.cause for f in match(database, events(name))}
+    assert found.get(signature) == cause
+
+
+def test_info_noise_makes_no_finding(database):
+    found = [f.signature for f in match(database, events("timeout-alltoall.log"))]
+    assert found == ["nccl-watchdog-timeout"]
+
+
+def test_version_info_line_and_odd_input():
+    text = (b"gpu1:1:1 [0] NCCL INFO NCCL version 2.18.1+cuda12.1\n"
+            b"gpu1:1:1 [0] NCCL INFO Channel 00/02 :    0   1\n"
+            b"NCCL WARN\n\xff\xfe WorkNCCL( garbage collective operation timeout\n")
+    doc = TextDoc(BytesReader(text), "mixed.log")
+    found = list(nccl_log.parse(doc, doc.scan(Prefilter({nccl_log.NAME: nccl_log.ANCHORS}))))
+    [version] = of_kind(found, "nccl-version")
+    assert version.fields["nccl_version"] == "2.18.1" and version.fields["nccl_cuda"] == "12.1"
+    assert not of_kind(found, "nccl-timeout")
