@@ -24,6 +24,11 @@ from .sources import TEXT_SOURCES
 from .text import TextDoc, detect_encoding
 
 
+MAX_CANDIDATES = 200_000
+"""Candidate lines one source parses in one input: a log made only of errors
+still finishes in bounded time (the rest is named in a diagnostic)."""
+
+
 @cache
 def text_prefilter() -> Prefilter:
     """The one prefilter over every text source's anchors (compiled once)."""
@@ -77,6 +82,10 @@ def read_blob(blob: Blob) -> tuple[InputInfo, list[Event]]:
             mine = [line for line in lines if source.NAME in line.groups]
             if not mine:
                 continue
+            if len(mine) > MAX_CANDIDATES:
+                diagnostics.append(
+                    f"{len(mine)} lines for {source.NAME}; only the first {MAX_CANDIDATES} were parsed")
+                mine = mine[:MAX_CANDIDATES]
             found = list(source.parse(doc, mine))
             if found:
                 formats.append(source.NAME)

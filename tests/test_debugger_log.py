@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from postmortem.pipeline import analyze
-from postmortem.sources.debugger_log import crash_site, exception_number, short_name
+from postmortem.debugging import crash_site, exception_number, short_name
 
 DATA = Path(__file__).parent / "data" / "debugger_log"
 

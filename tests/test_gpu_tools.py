@@ -2,24 +2,20 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
-from postmortem.prefilter import Prefilter
-from postmortem.reader import BytesReader
-from postmortem.signatures import load, match
+from postmortem.signatures import match
 from postmortem.sources import gpu_tools
-from postmortem.text import TextDoc
+
+from helpers import database_with, parse_alone
 
 DATA = Path(__file__).parent / "data" / "gpu_tools"
-SIGNATURES = Path(__file__).parent.parent / "signatures"
 
 
 def parse_bytes(raw: bytes, name: str = "sample.txt"):
-    doc = TextDoc(BytesReader(raw), name)
-    return list(gpu_tools.parse(doc, doc.scan(Prefilter({gpu_tools.NAME: gpu_tools.ANCHORS}))))
+    return parse_alone(gpu_tools, raw, name)
 
 
 def events(name: str):
@@ -28,10 +24,7 @@ def events(name: str):
 
 @pytest.fixture(scope="module")
 def database(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("signatures")
-    for name in ("causes.yaml", "gpu_tools.yaml"):
-        shutil.copy(SIGNATURES / name, directory)
-    return load(directory)
+    return database_with(tmp_path_factory.mktemp("signatures"), "gpu_tools.yaml")
 
 
 def signatures_for(database, found):

@@ -207,3 +207,14 @@ def test_directories_are_walked_in_order(tmp_path):
         str(tmp_path / "a.log"),
         str(tmp_path / "b" / "z.log"),
     ]
+
+
+def test_a_log_made_only_of_errors_is_bounded(tmp_path, monkeypatch):
+    from postmortem import pipeline
+
+    monkeypatch.setattr(pipeline, "MAX_CANDIDATES", 50)
+    path = tmp_path / "flood.log"
+    path.write_bytes(OFFBUS * 40)
+    report = analyze([str(path)])
+    assert any("only the first 50 were parsed" in d for d in report.inputs[0].diagnostics)
+    assert max(e.where.line for e in report.events) <= 50

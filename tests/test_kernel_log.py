@@ -16,19 +16,15 @@ import yaml
 
 from postmortem import pipeline
 from postmortem.model import Event, to_plain
-from postmortem.prefilter import Prefilter
-from postmortem.reader import BytesReader
 from postmortem.sources import kernel_log
-from postmortem.text import TextDoc
+from helpers import parse_alone
 
 DATA = Path(__file__).parent / "data" / "kernel_log"
 CORPUS = Path(__file__).parent.parent.parent / "shared" / "corpus" / "cases"
 
 
 def parse_text(text: str) -> list[Event]:
-    doc = TextDoc(BytesReader(text.encode("utf-8")), "<test>")
-    lines = doc.scan(Prefilter({kernel_log.NAME: kernel_log.ANCHORS}, use_hyperscan=False))
-    return list(kernel_log.parse(doc, lines))
+    return parse_alone(kernel_log, text.encode("utf-8"), use_hyperscan=False)
 
 
 def parse_file(name: str) -> list[Event]:

@@ -2,26 +2,21 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
-from postmortem.prefilter import Prefilter
-from postmortem.reader import BytesReader
-from postmortem.signatures import load, match
+from postmortem.signatures import match
 from postmortem.sources import nccl_log
-from postmortem.text import TextDoc
+
+from helpers import database_with, parse_alone
 
 DATA = Path(__file__).parent / "data" / "nccl_log"
-SIGNATURES = Path(__file__).parent.parent / "signatures"
 
 
 def events(name: str):
     """Parse one sample with this source alone."""
-    doc = TextDoc(BytesReader((DATA / name).read_bytes()), name)
-    lines = doc.scan(Prefilter({nccl_log.NAME: nccl_log.ANCHORS}))
-    return list(nccl_log.parse(doc, lines))
+    return parse_alone(nccl_log, (DATA / name).read_bytes(), name)
 
 
 def of_kind(found, kind):
@@ -30,10 +25,7 @@ def of_kind(found, kind):
 
 @pytest.fixture(scope="module")
 def database(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("signatures")
-    for name in ("causes.yaml", "nccl.yaml"):
-        shutil.copy(SIGNATURES / name, directory)
-    return load(directory)
+    return database_with(tmp_path_factory.mktemp("signatures"), "nccl.yaml")
 
 
 def test_same_timeout_from_many_ranks_is_one_event():
@@ -97,7 +89,9 @@ def test_warn_line_fields():
     assert warn.fields["remote"] == "fe80::966d:ae03:a2:8cf0%ib1"
     assert warn.fields["errno_text"] == "Software caused connection abort"
     assert warn.where.line == 17
-    assert not of_kind(found, "nccl-error")  # INFO unwinding lines ("-> 2") are noise, never scanned
+    [trace] = of_kind(found, "nccl-error")
+    assert trace.fields["result"] == "ncclSystemError" and trace.fields["via"] == "trace"
+    assert trace.count == 18  # the "-> 2" unwinding lines fold into one
 
 
 def test_masked_host_and_remote_closed():
@@ -146,7 +140,7 @@ def test_signatures_on_real_logs(database, name, signature, cause):
     assert found.get(signature) == cause
 
 
-def test_info_noise_makes_no_finding(database):
+def test_info_noise_and_internal_trace_make_no_finding(database):
     found = [f.signature for f in match(database, events("timeout-alltoall.log"))]
     assert found == ["nccl-watchdog-timeout"]
 
@@ -155,8 +149,7 @@ def test_version_info_line_and_odd_input():
     text = (b"gpu1:1:1 [0] NCCL INFO NCCL version 2.18.1+cuda12.1\n"
             b"gpu1:1:1 [0] NCCL INFO Channel 00/02 :    0   1\n"
             b"NCCL WARN\n\xff\xfe WorkNCCL( garbage collective operation timeout\n")
-    doc = TextDoc(BytesReader(text), "mixed.log")
-    found = list(nccl_log.parse(doc, doc.scan(Prefilter({nccl_log.NAME: nccl_log.ANCHORS}))))
+    found = parse_alone(nccl_log, text, "mixed.log")
     [version] = of_kind(found, "nccl-version")
     assert version.fields["nccl_version"] == "2.18.1" and version.fields["nccl_cuda"] == "12.1"
     assert not of_kind(found, "nccl-timeout")

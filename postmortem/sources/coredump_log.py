@@ -18,7 +18,7 @@ import regex
 from ..knowledge import signal_name
 from ..model import Event
 from ..text import Line, TextDoc
-from .debugger_log import crash_site, functions_of
+from ..debugging import crash_site, functions_of
 
 NAME = "systemd-coredump"
 ANCHORS = (b"dumped core.", b"Stack trace of thread ")

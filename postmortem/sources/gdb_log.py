@@ -19,7 +19,7 @@ import regex
 from ..knowledge import signal_name
 from ..model import Event
 from ..text import Line, TextDoc
-from .debugger_log import CUDA_EXCEPTIONS, crash_site, exception_number, functions_of, short_name
+from ..debugging import CUDA_EXCEPTIONS, crash_site, exception_number, functions_of, short_name
 
 NAME = "gdb"
 ANCHORS = (

@@ -6,7 +6,7 @@ down" abort, NCCL's `NCCL WARN` lines (socket, InfiniBand, proxy), and the
 `ncclSystemError`-style result that surfaces in the framework. Ranks
 interleave and repeat each other, so identical reports are folded into one
 event with the ranks that reported it. NCCL INFO lines are kept only where
-they carry a fact (the NCCL version).
+they carry a fact (the NCCL version, the result code an error unwound with).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"flight recorder",
     b"NCCL WARN",
     b"NCCL INFO NCCL version",
+    b".cc:",  # NCCL INFO unwinding lines ("NCCL INFO misc/socket.cc:47 -> 3"); other INFO lines are noise
     b"NCCL error",
     b"NCCL Error",
     b"NCCL failure",
@@ -79,6 +80,7 @@ _DUMP_PATH = regex.compile(r"(/\S*nccl_trace_rank_\S*)")
 _PREFIX = r"(?:(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<device>\d+)\] )?"
 _WARN = regex.compile(_PREFIX + r"(?:(?P<src>[\w./-]+\.\w+:\d+) )?NCCL WARN (?P<message>.*?)\s*$")
 _INFO_VERSION = regex.compile(_PREFIX + r"NCCL INFO NCCL version (?P<version>[\d.]+)(?:\+cuda(?P<cuda>[\d.]+))?")
+_INFO_TRACE = regex.compile(_PREFIX + r"NCCL INFO (?P<src>[\w./-]+\.\w+:\d+) -> (?P<code>\d+)")
 _REMOTE = regex.compile(r"(?:peer|to|from) (?P<remote>\S+?)<(?P<port>\d+)>")
 _ERRNO = regex.compile(
     r"Connection closed by remote peer|Connection refused|Connection reset by peer|Connection timed out"
@@ -243,12 +245,16 @@ def _prefix_fields(match: regex.Match) -> dict:
 
 
 def _info(line: Line, folds: dict) -> int:
-    """The one INFO line with a fact worth keeping: the NCCL version (other INFO lines are noise)."""
+    """INFO lines with a fact: the NCCL version, and the result code an error unwound with."""
     if match := _INFO_VERSION.search(line.text):
         fields = _prefix_fields(match) | {"nccl_version": match["version"]}
         if match["cuda"]:
             fields["nccl_cuda"] = match["cuda"]
         _add(folds, ("version", match["version"]), "nccl-version", line, line, line.text, fields)
+    elif (match := _INFO_TRACE.search(line.text)) and int(match["code"]) in _BY_CODE:
+        code = int(match["code"])
+        fields = _prefix_fields(match) | {"code": code, "result": _BY_CODE[code], "src": match["src"], "via": "trace"}
+        _add(folds, ("trace", code), "nccl-error", line, line, line.text, fields)
     return line.number
 
 

@@ -19,7 +19,7 @@ import regex
 from ..knowledge import cuda_error
 from ..model import Event
 from ..text import Line, TextDoc
-from .debugger_log import EXCEPTION_NAMES, exception_number, short_name
+from ..debugging import EXCEPTION_NAMES, exception_number, short_name
 
 NAME = "compute-sanitizer"
 ANCHORS = (
