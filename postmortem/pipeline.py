@@ -11,6 +11,7 @@ import dataclasses
 import hashlib
 from collections.abc import Iterable
 from functools import cache
+from types import ModuleType
 
 from . import __version__
 from .facts import collect_facts
@@ -21,7 +22,7 @@ from .rank import rank
 from .reader import BytesReader
 from .signatures import Database, load_default, match
 from .sources import TEXT_SOURCES
-from .text import TextDoc, detect_encoding
+from .text import Line, TextDoc, detect_encoding
 
 
 MAX_CANDIDATES = 200_000
@@ -79,14 +80,7 @@ def read_blob(blob: Blob) -> tuple[InputInfo, list[Event]]:
     try:
         lines = doc.scan(text_prefilter())
         for source in TEXT_SOURCES:
-            mine = [line for line in lines if source.NAME in line.groups]
-            if not mine:
-                continue
-            if len(mine) > MAX_CANDIDATES:
-                diagnostics.append(
-                    f"{len(mine)} lines for {source.NAME}; only the first {MAX_CANDIDATES} were parsed")
-                mine = mine[:MAX_CANDIDATES]
-            found = list(source.parse(doc, mine))
+            found = _run_source(source, doc, [line for line in lines if source.NAME in line.groups], diagnostics)
             if found:
                 formats.append(source.NAME)
                 events.extend(found)
@@ -96,6 +90,21 @@ def read_blob(blob: Blob) -> tuple[InputInfo, list[Event]]:
         diagnostics.append(_nothing_found(head))
     info = InputInfo(blob.path, "+".join(formats) or _plain_kind(head), size, doc.sha256, tuple(diagnostics))
     return info, events
+
+
+def _run_source(source: ModuleType, doc: TextDoc, lines: list[Line], diagnostics: list[str]) -> list[Event]:
+    """One source over its candidate lines; its failure is a diagnostic, not the end of the analysis."""
+    if len(lines) > MAX_CANDIDATES:
+        diagnostics.append(f"{len(lines)} lines for {source.NAME}; only the first {MAX_CANDIDATES} were parsed")
+        lines = lines[:MAX_CANDIDATES]
+    if not lines:
+        return []
+    try:
+        return list(source.parse(doc, lines))
+    except Exception as exc:  # noqa: BLE001 - a parser bug must not cost the other sources
+        diagnostics.append(
+            f"{source.NAME} parser failed on this input ({type(exc).__name__}: {exc}); the other formats were still read")
+        return []
 
 
 def _digest(blob: Blob) -> str:

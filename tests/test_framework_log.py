@@ -229,3 +229,15 @@ def test_kernel_oom_line_is_not_a_gpu_oom():
 def test_garbage_does_not_raise():
     text = "CUDA error\x00\xff\nTraceback (most recent call last):\n\nfailed (exitcode: x)\nFatal Python error: \n"
     analyze_text(text)
+
+
+def test_the_same_traceback_from_interleaved_ranks_is_one_event():
+    """torchrun prints every rank's traceback with a [rankN]: prefix, lines interleaved."""
+    lines = (DATA / "launch-failure-deepsdf-02.log").read_text().splitlines()
+    mixed = "\n".join(f"[rank{rank}]: {line}" for line in lines for rank in (0, 1))
+    report = analyze_text(mixed)
+    [exception] = [e for e in report.events if e.kind == "python-exception"]
+    assert exception.count == 2
+    assert exception.fields["ranks"] == [0, 1]
+    assert exception.fields["exc_type"] == "RuntimeError"
+    assert report.findings[0].cause == "launch-failure"

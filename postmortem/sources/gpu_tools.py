@@ -148,7 +148,9 @@ def _fold(seen: dict[tuple, Event], event: Event | None) -> None:
 
 def _pci(bus: str) -> str:
     """A bus id as the kernel prints it: nvidia-smi's 8-digit domain cut to 4 (00000000:07:00.0 -> 0000:07:00.0)."""
-    domain, rest = bus.split(":", 1)
+    domain, colon, rest = bus.partition(":")
+    if not colon:
+        return bus.lower()
     return f"{domain[-4:].rjust(4, '0')}:{rest}".lower()
 
 
