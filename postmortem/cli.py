@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from . import __version__
-from .model import SEVERITIES, severity_rank
+from .model import SEVERITIES, Options, severity_rank
 from .pipeline import analyze as run_analysis
 from .render import FORMATS
 from .signatures import SignatureError, load, load_default
@@ -34,7 +34,13 @@ def main() -> None:
               help="Exit 1 when a finding of this severity or worse is present.")
 @click.option("--signatures", "signature_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
               default=None, help="Use this signature directory instead of the bundled one.")
-def analyze(inputs: tuple[str, ...], fmt: str, output: str, fail_on: str | None, signature_dir: Path | None) -> None:
+@click.option("--sysroot", type=click.Path(exists=True, file_okay=False), default=None,
+              help="Root of a copy of the crashed machine's files: libraries a core names are looked up under it.")
+@click.option("--debug-dir", "debug_dirs", multiple=True, type=click.Path(exists=True, file_okay=False),
+              help="Directory of separate debug files (.build-id/xx/rest.debug layout); repeatable.")
+@click.option("--show-env", is_flag=True, help="Show every environment variable of a core by value (may hold secrets).")
+def analyze(inputs: tuple[str, ...], fmt: str, output: str, fail_on: str | None, signature_dir: Path | None,
+            sysroot: str | None, debug_dirs: tuple[str, ...], show_env: bool) -> None:
     """Analyse crash artifacts: files, directories, archives, or - for stdin.
 
     Every input is sniffed by content; compressed files (.gz .xz .bz2 .zst)
@@ -44,7 +50,8 @@ def analyze(inputs: tuple[str, ...], fmt: str, output: str, fail_on: str | None,
         database = load(signature_dir) if signature_dir else load_default()
     except SignatureError as exc:
         raise click.UsageError(f"signature database: {exc}") from exc
-    report = run_analysis(list(inputs), database)
+    options = Options(sysroot=sysroot, debug_dirs=debug_dirs, show_env=show_env)
+    report = run_analysis(list(inputs), database, options)
     text = FORMATS[fmt](report)
     if output == "-":
         click.echo(text, nl=False)

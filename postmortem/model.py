@@ -90,6 +90,21 @@ class Finding:
 
 
 @dataclass(frozen=True)
+class Options:
+    """How to read inputs that need more than their own bytes (cores on another machine).
+
+    `sysroot` is prefixed to the library paths a core names; `debug_dirs` hold
+    separate debug files in the `.build-id/xx/rest.debug` layout; `show_env`
+    prints every environment variable of a core by value (secrets!), not only
+    the GPU-relevant ones.
+    """
+
+    sysroot: str | None = None
+    debug_dirs: tuple[str, ...] = ()
+    show_env: bool = False
+
+
+@dataclass(frozen=True)
 class Report:
     """Everything one analysis produced, in the shape of the JSON contract."""
 

@@ -16,12 +16,12 @@ from types import ModuleType
 from . import __version__
 from .facts import collect_facts
 from .inputs import Blob, open_inputs
-from .model import Event, InputInfo, Report
+from .model import Event, InputInfo, Options, Report
 from .prefilter import Prefilter
 from .rank import rank
 from .reader import BytesReader
 from .signatures import Database, load_default, match
-from .sources import TEXT_SOURCES
+from .sources import TEXT_SOURCES, core_file
 from .text import Line, TextDoc, detect_encoding
 
 
@@ -36,9 +36,9 @@ def text_prefilter() -> Prefilter:
     return Prefilter({source.NAME: source.ANCHORS for source in TEXT_SOURCES})
 
 
-def analyze(paths: list[str], database: Database | None = None) -> Report:
+def analyze(paths: list[str], database: Database | None = None, options: Options = Options()) -> Report:
     """Read every input under `paths` and explain what happened."""
-    return analyze_blobs(open_inputs(paths), database)
+    return analyze_blobs(open_inputs(paths), database, options)
 
 
 def analyze_text(text: str, name: str = "<text>", database: Database | None = None) -> Report:
@@ -46,20 +46,25 @@ def analyze_text(text: str, name: str = "<text>", database: Database | None = No
     return analyze_blobs([Blob(name, BytesReader(text.encode("utf-8")))], database)
 
 
-def analyze_blobs(blobs: Iterable[Blob], database: Database | None = None) -> Report:
+def analyze_blobs(blobs: Iterable[Blob], database: Database | None = None, options: Options = Options()) -> Report:
     """The pipeline over already opened inputs."""
     database = database or load_default()
     inputs: list[InputInfo] = []
     events: list[Event] = []
+    cores: list = []
     for blob in blobs:
-        info, found = read_blob(blob)
+        if blob.kind == "elf" and blob.reader is not None:
+            info, found, core = read_elf(blob, options)
+            cores.extend([core] if core is not None else [])
+        else:
+            info, found = read_blob(blob)
         inputs.append(info)
         events.extend(found)
     events = _number(_dedupe(events))
     facts = collect_facts(events)
     findings = rank(match(database, events), events, database.causes)
     tool = {"name": "postmortem", "version": __version__, "signatures": database.version}
-    return Report(tool, tuple(inputs), tuple(events), facts, tuple(findings))
+    return Report(tool, tuple(inputs), tuple(events), facts, tuple(findings), tuple(cores))
 
 
 def read_blob(blob: Blob) -> tuple[InputInfo, list[Event]]:
@@ -68,9 +73,6 @@ def read_blob(blob: Blob) -> tuple[InputInfo, list[Event]]:
     if blob.reader is None:
         return InputInfo(blob.path, "unreadable", 0, "", tuple(diagnostics)), []
     size = blob.reader.size
-    if blob.kind == "elf":
-        diagnostics.append("ELF file (core or binary): not analysed by this version")
-        return InputInfo(blob.path, "elf", size, _digest(blob), tuple(diagnostics)), []
     if size == 0:
         return InputInfo(blob.path, "empty", 0, _digest(blob), ("empty file",)), []
     head = blob.reader.read_at(0, 64 * 1024)
@@ -90,6 +92,14 @@ def read_blob(blob: Blob) -> tuple[InputInfo, list[Event]]:
         diagnostics.append(_nothing_found(head))
     info = InputInfo(blob.path, "+".join(formats) or _plain_kind(head), size, doc.sha256, tuple(diagnostics))
     return info, events
+
+
+def read_elf(blob: Blob, options: Options) -> tuple[InputInfo, list[Event], object | None]:
+    """An ELF input: a core file is read by `sources.core_file`; other ELF files are named and skipped."""
+    result = core_file.read(blob.reader, blob.path, options)
+    diagnostics = (*blob.diagnostics, *result.diagnostics)
+    info = InputInfo(blob.path, result.format, blob.reader.size, _digest(blob), diagnostics)
+    return info, list(result.events), result.core
 
 
 def _run_source(source: ModuleType, doc: TextDoc, lines: list[Line], diagnostics: list[str]) -> list[Event]:

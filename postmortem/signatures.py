@@ -65,7 +65,8 @@ class Signature:
     explain: str
     actions: tuple[str, ...]
     references: tuple[str, ...]
-    examples: Mapping[str, tuple[str, ...]]
+    examples: Mapping[str, tuple[str | Mapping[str, str], ...]]
+    """"positive"/"negative" -> real log text, or {file: path} (relative to the repo) for binary inputs such as cores."""
     condition: Condition
     origin: str
 
@@ -149,10 +150,18 @@ def _signature(path: Path, index: int, entry: Any) -> Signature:
         explain=str(entry["explain"]).strip(),
         actions=tuple(str(a) for a in entry["actions"]),
         references=tuple(str(r) for r in entry.get("references") or ()),
-        examples={k: tuple(str(v) for v in examples.get(k) or ()) for k in ("positive", "negative")},
+        examples={k: tuple(_example(label, v) for v in examples.get(k) or ()) for k in ("positive", "negative")},
         condition=condition,
         origin=label,
     )
+
+
+def _example(label: str, value: Any) -> str | Mapping[str, str]:
+    if isinstance(value, dict):
+        if set(value) != {"file"}:
+            raise SignatureError(f"{label}: an example is text or {{file: path}}")
+        return {"file": str(value["file"])}
+    return str(value)
 
 
 def _check_references(signatures: Sequence[Signature], causes: Mapping[str, Cause]) -> None:

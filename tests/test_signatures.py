@@ -7,11 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from postmortem.pipeline import analyze_text
+from postmortem.pipeline import analyze, analyze_text
 from postmortem.signatures import SignatureError, default_directory, load, load_default
 
 DATABASE = load_default()
-CAUSES_MD = Path(__file__).parent.parent.parent / "shared" / "spec" / "causes.md"
+ROOT = Path(__file__).parent.parent
+CAUSES_MD = ROOT.parent / "shared" / "spec" / "causes.md"
+
+
+def fired(example) -> list[str]:
+    """Signatures that fire on an example: log text, or a file (a core) named relative to the repo."""
+    report = analyze([str(ROOT / example["file"])]) if isinstance(example, dict) else analyze_text(example, "example.log")
+    return [f.signature for f in report.findings]
 
 
 def _examples(kind: str):
@@ -22,14 +29,12 @@ def _examples(kind: str):
 
 @pytest.mark.parametrize(("signature", "text"), list(_examples("positive")))
 def test_positive_example_fires(signature, text):
-    report = analyze_text(text, "example.log")
-    assert signature in [f.signature for f in report.findings]
+    assert signature in fired(text)
 
 
 @pytest.mark.parametrize(("signature", "text"), list(_examples("negative")))
 def test_negative_example_does_not_fire(signature, text):
-    report = analyze_text(text, "example.log")
-    assert signature not in [f.signature for f in report.findings]
+    assert signature not in fired(text)
 
 
 def test_database_covers_the_required_causes():
