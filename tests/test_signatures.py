@@ -109,3 +109,31 @@ def test_invalid_yaml_is_named(tmp_path):
     (directory / "zz-bad.yaml").write_text("signatures: [\n")
     with pytest.raises(SignatureError, match="zz-bad.yaml: not valid YAML"):
         load(directory)
+
+
+XID_TABLE = ROOT.parent / "shared" / "reference" / "xid.tsv"
+
+
+@pytest.mark.skipif(not XID_TABLE.exists(), reason="shared reference not beside the checkout")
+def test_generated_xid_catalog_is_up_to_date():
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "gen_xid_catalog.py"), "--check"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_every_documented_xid_with_a_cause_has_a_signature():
+    if not XID_TABLE.exists():
+        pytest.skip("shared reference not beside the checkout")
+    import csv
+
+    from postmortem.model import Event, Location
+
+    for row in csv.DictReader(XID_TABLE.open(encoding="utf-8"), delimiter="\t"):
+        if row["cause"] == "-":
+            continue
+        xid = int(row["xid"])
+        event = Event("xid", Location("x", 1), f"Xid {xid}", {"xid": xid, "pci": "0000:07:00", "message": ""})
+        assert any(s.condition(event) for s in DATABASE.signatures), xid
