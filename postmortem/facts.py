@@ -25,6 +25,7 @@ FACT_FIELDS = (
     "framework",
     "supported_archs",
     "kernel_version",
+    "python_version",
 )
 """Event fields that describe the environment rather than one incident."""
 

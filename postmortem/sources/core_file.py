@@ -1,11 +1,22 @@
-"""ELF inputs: Linux core files (stub until the core reader lands)."""
+"""ELF inputs: Linux core files, read like a debugger reads them (postmortem.core).
+
+A core gives one `core-signal` event -- the signal, where it hit, the module
+kind of the crashing frame (NVIDIA driver, CUDA library, framework, a user's
+extension...) and the GPU-stack facts the mapped files tell -- plus the
+`Core` record for the report's `cores` section. Other ELF files are named and
+skipped.
+"""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..model import Event, Options
+from ..core import gpu
+from ..core.analysis import CoreRead, read_core
+from ..debugging import functions_of
+from ..model import Event, Location, Options
 from ..reader import ByteReader
 
 NAME = "elf-core"
@@ -22,4 +33,70 @@ class CoreResult:
 
 
 def read(reader: ByteReader, path: str, options: Options) -> CoreResult:
-    return CoreResult("elf", diagnostics=("ELF file (core or binary): not analysed by this version",))
+    """Read one ELF input; a core becomes a `core-signal` event and a Core record."""
+    try:
+        found = read_core(reader.read_at, reader.size, path, options.sysroot, tuple(options.debug_dirs),
+                          options.show_env, _core_dir(path))
+    except Exception as exc:  # noqa: BLE001 - a reader bug must not cost the other inputs
+        return CoreResult("elf-core", diagnostics=(f"core reader failed ({type(exc).__name__}: {exc})",))
+    events = (_signal_event(found, path),) if found.core is not None and found.core.signal is not None else ()
+    return CoreResult(found.format, events, found.core, tuple(found.diagnostics))
+
+
+def _core_dir(path: str) -> str | None:
+    """The directory holding the core (or the archive it came in): libraries are also looked for there."""
+    outer = path.split("!/", 1)[0]
+    directory = os.path.dirname(os.path.abspath(outer))
+    return directory if os.path.isdir(directory) else None
+
+
+def _signal_event(found: CoreRead, path: str) -> Event:
+    core = found.core
+    signal = core.signal
+    crashed = next((t for t in core.threads if t.crashed), None)
+    frame = found.crash_frame
+    fields: dict[str, Any] = {
+        "signal": signal.name, "signal_number": signal.number, "code": signal.code,
+        "code_meaning": signal.code_meaning, "address": signal.address, "pid": core.pid,
+        "process": os.path.basename(core.executable) if core.executable else None, "executable": core.executable,
+    }
+    if signal.sender_pid is not None:
+        fields["sender_pid"] = signal.sender_pid
+    if found.fault_module is not None:
+        fields["fault_module"] = found.fault_module.name
+        fields["fault_module_kind"] = _kind(found.fault_module)
+    if frame is not None:
+        module = found.crash_module
+        fields["crash_module"] = module.name if module else None
+        fields["crash_module_kind"] = _kind(module) if module else "unknown"
+        fields["crash_symbol"] = frame.symbol
+        fields["top_frame"] = frame.symbol or f"?? at {frame.pc}"
+        fields["top_module"] = module.name if module else "an unmapped address"
+    if crashed is not None:
+        fields["functions"] = functions_of({"function": f.symbol} for f in crashed.frames)
+    fields.update(core.gpu)
+    if core.python_version:
+        fields["python_version"] = core.python_version
+    return Event(kind="core-signal", where=Location(path, offset=found.note_offset), text=_summary(found),
+                 fields={k: v for k, v in fields.items() if v is not None})
+
+
+def _kind(module) -> str:
+    return gpu.classify(module.path) if module.is_elf else "data"
+
+
+def _summary(found: CoreRead) -> str:
+    """"SIGSEGV (SEGV_MAPERR) at 0x0 in libcuda.so.570.124.06!cuLaunchKernel+0x1a2"."""
+    signal = found.core.signal
+    text = signal.name
+    if signal.code_meaning.split(":")[0] != f"si_code {signal.code}":
+        text += f" ({signal.code_meaning.split(':')[0]})"
+    if signal.address is not None:
+        text += f" at {signal.address}"
+    elif signal.sender_pid is not None:
+        text += f" from pid {signal.sender_pid}"
+    frame = found.crash_frame
+    if frame is not None:
+        place = frame.symbol + (f"+{frame.symbol_offset:#x}" if frame.symbol_offset else "") if frame.symbol else frame.pc
+        text += f" in {frame.module or '??'}!{place}"
+    return text

@@ -1,0 +1,430 @@
+"""Reading one core end to end: notes, memory, modules, stacks, symbols, GPU context.
+
+`read_core` never raises for bad input: what cannot be read becomes a line in
+`diagnostics` and the rest is still returned (a truncated core still gives its
+signal and threads; a core without its libraries still gives partial stacks).
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import struct
+from dataclasses import dataclass, field
+
+import regex
+
+from . import elf, gpu, notes
+from .elf import ElfError, Read
+from .memory import Memory
+from .modules import Files, Module, group_mappings, load_module, vdso_module
+from .report import Core, Frame, ModuleInfo, Signal, Thread
+from .symbols import demangle, find_symbol_address
+from .unwind import DWARF_REGS, MAX_FRAMES, RA, RBP, RSP, SCAN_WORDS, CfiError, apply_row, looks_like_return
+
+SHOWN_ENV = regex.compile(r"^(?:CUDA_\w*|NCCL_\w*|TORCH_\w*|PYTORCH_\w*|LD_LIBRARY_PATH|NVIDIA_\w*|OMP_NUM_THREADS|"
+                          r"TF_CPP_\w*|TF_GPU_\w*|TF_FORCE_GPU_\w*|XLA_FLAGS|XLA_PYTHON_CLIENT_\w*|CUBLAS_\w*|CUDNN_\w*|"
+                          r"RANK|LOCAL_RANK|WORLD_SIZE|MASTER_ADDR|MASTER_PORT)$")
+"""Environment variables shown by value: they steer GPU jobs and rarely hold secrets."""
+MAX_STRINGS = 1 << 20
+SIGNAL_FRAME = "<signal handler called>"
+
+
+@dataclass
+class CoreRead:
+    """What `read_core` found: the Core record (None when not even the notes could be read) and more."""
+
+    format: str
+    core: Core | None = None
+    crash_module: Module | None = None
+    crash_frame: Frame | None = None
+    fault_module: Module | None = None
+    diagnostics: list[str] = field(default_factory=list)
+    note_offset: int | None = None
+
+
+def read_core(read: Read, size: int, path: str, sysroot: str | None = None, debug_dirs: tuple[str, ...] = (),
+              show_env: bool = False, core_dir: str | None = None) -> CoreRead:
+    """Read a core (or say what other ELF file this is)."""
+    try:
+        head = elf.header(read)
+    except ElfError as exc:
+        return CoreRead("elf", diagnostics=[f"unreadable ELF file: {exc}"])
+    if head.type != elf.ET_CORE:
+        kind = {elf.ET_EXEC: "executable", elf.ET_DYN: "shared object or PIE executable"}.get(head.type, "ELF file")
+        return CoreRead("elf", diagnostics=[f"{kind} for {head.machine_name}, not a core: only core files are read "
+                                            "by this version"])
+    result = CoreRead("elf-core")
+    files = Files(sysroot, core_dir, debug_dirs)
+    try:
+        _read(read, size, head, files, show_env, result)
+    finally:
+        files.close()
+    return result
+
+
+def _read(read: Read, size: int, head: elf.Header, files: Files, show_env: bool, result: CoreRead) -> None:
+    try:
+        segments = elf.segments(read, head)
+    except ElfError as exc:
+        result.diagnostics.append(f"core program headers unreadable ({exc}); nothing more can be read")
+        return
+    found = _notes(read, size, segments, result)
+    if not found:
+        result.diagnostics.append("no notes in this core (cut off before them?): no threads, signal or modules")
+        return
+    process = next((notes.process_info(n.desc) for n in found if n.type == notes.NT_PRPSINFO), None)
+    signal = next((notes.signal_info(n.desc) for n in found if n.type == notes.NT_SIGINFO), None)
+    auxv = next((notes.auxv(n.desc) for n in found if n.type == notes.NT_AUXV), {})
+    mappings = next((notes.file_mappings(n.desc) for n in found if n.type == notes.NT_FILE), [])
+    statuses = [status for n in found if n.type == notes.NT_PRSTATUS and (status := notes.thread_status(n.desc))]
+    result.note_offset = next((n.offset for n in found if n.type == notes.NT_SIGINFO), None)
+    if segments and max(s.offset + s.filesz for s in segments) > size:
+        result.diagnostics.append(f"core cut off: it is {size} bytes but its headers describe "
+                                  f"{max(s.offset + s.filesz for s in segments)}; memory past the cut is missing, "
+                                  "so stacks may end early")
+    memory = Memory(read, segments, mappings, lambda p: _mapped_file(files, p))
+    modules = [load_module(p, group, memory, files) for p, group in group_mappings(mappings)]
+    vdso = vdso_module(auxv[notes.AT_SYSINFO_EHDR], memory) if notes.AT_SYSINFO_EHDR in auxv else None
+    finder = _ModuleFinder(modules + ([vdso] if vdso else []))
+    x86 = head.machine == elf.EM_X86_64
+    if not x86:
+        result.diagnostics.append(f"{head.machine_name} core: process, signal, threads and modules are read; "
+                                  "registers and stacks are only decoded for x86-64 cores")
+    crashed_tid = _crashed_tid(statuses, signal)
+    raw_threads = [(s.tid, s.tid == crashed_tid, s.registers if x86 else {},
+                    unwind_thread(s.registers, memory, finder) if x86 else []) for s in statuses]
+    raw_threads.sort(key=lambda t: not t[1])
+    symbolized, names = _symbolize(raw_threads, finder)
+    plain = demangle(names)
+    threads = [Thread(tid, crashed, {k: hex(v) for k, v in regs.items()},
+                      tuple(_named(frame, plain) for frame in frames))
+               for tid, crashed, regs, frames in symbolized]
+    argv, environ = _argv_environ(memory, auxv)
+    _missing(modules, finder, raw_threads, files, result)
+    for module in modules:
+        result.diagnostics.extend(module.warnings)
+    paths = [m.path for m in modules]
+    python = gpu.python_version([m.path for m in modules if gpu.classify(m.path) == "python"]
+                                + ([process.fname] if process else []))
+    threads = _with_python(threads, memory, modules, python, result)
+    sig_record = None
+    if signal is not None:
+        where = finder.at(signal.address) if signal.address is not None else None
+        sig_record = Signal(signal.number, notes.signal_name(signal.number), signal.code,
+                            notes.code_meaning(signal.number, signal.code),
+                            hex(signal.address) if signal.address is not None else None,
+                            where.path if where else None, signal.sender_pid)
+    executable = _executable(modules, auxv, memory, process)
+    result.core = Core(
+        executable=executable,
+        command_line=process.psargs if process else None,
+        argv=tuple(argv),
+        pid=process.pid if process else (statuses[0].tid if statuses else None),
+        uid=process.uid if process else None,
+        signal=sig_record,
+        threads=tuple(threads),
+        modules=tuple(_module_info(m) for m in modules + ([vdso] if vdso else [])),
+        environment=_environment(environ, show_env),
+        python_version=python,
+        gpu=gpu.stack_facts(paths),
+    )
+    _crash_site(result, threads, finder)
+
+
+def _notes(read: Read, size: int, segments: list[elf.Segment], result: CoreRead) -> list[elf.Note]:
+    found: list[elf.Note] = []
+    for seg in segments:
+        if seg.type != elf.PT_NOTE:
+            continue
+        data = read(seg.offset, min(seg.filesz, 64 << 20))
+        if len(data) < seg.filesz:
+            result.diagnostics.append(f"note segment cut off at {len(data)} of {seg.filesz} bytes")
+        found.extend(elf.notes(data, seg.offset))
+    return found
+
+
+def _mapped_file(files: Files, path: str) -> Read | None:
+    for real in files.candidates(path):
+        read = files.reader(real)
+        if read is not None:
+            return read
+    return None
+
+
+class _ModuleFinder:
+    """pc -> module, through every mapping of every module (sorted once)."""
+
+    def __init__(self, modules: list[Module]):
+        ranges = sorted((m.start, m.end, module) for module in modules
+                        for m in (module.mappings or [notes.FileMapping(module.start, module.end, 0, module.path)]))
+        self._starts = [r[0] for r in ranges]
+        self._ranges = ranges
+
+    def at(self, addr: int) -> Module | None:
+        i = bisect.bisect_right(self._starts, addr) - 1
+        if i >= 0 and addr < self._ranges[i][1]:
+            return self._ranges[i][2]
+        return None
+
+
+@dataclass
+class _RawFrame:
+    pc: int
+    how: str
+    lookup: int
+    signal_frame: bool = False
+
+
+def unwind_thread(registers: dict[str, int], memory: Memory, finder: _ModuleFinder) -> list[_RawFrame]:
+    """The frames of one thread: CFI where a module has it, else frame pointers, else a stack scan."""
+    regs = {i: registers[name] for i, name in enumerate(DWARF_REGS[:16]) if name in registers}
+    regs[RA] = registers.get("rip", 0)
+    frames: list[_RawFrame] = []
+    how, exact = "registers", True
+    while len(frames) < MAX_FRAMES:
+        pc = regs.get(RA)
+        if not pc:
+            break
+        frame = _RawFrame(pc, how, pc if exact else pc - 1)
+        frames.append(frame)
+        step = _cfi_step(frame, regs, memory, finder)
+        if step is None:
+            if not memory.executable(pc) and len(frames) > 1:
+                break
+            step = _fallback_step(regs, memory, len(frames) == 1)
+        if step is None:
+            break
+        caller, how = step
+        if caller.get(RSP, 0) <= regs.get(RSP, 0) and not frame.signal_frame:
+            break
+        exact = frame.signal_frame
+        regs = caller
+    return frames
+
+
+def _cfi_step(frame: _RawFrame, regs: dict[int, int], memory: Memory,
+              finder: _ModuleFinder) -> tuple[dict[int, int], str] | None:
+    """The caller's registers by CFI; `{}` means CFI says this is the outermost frame."""
+    module = finder.at(frame.lookup)
+    table = module.eh_frame if module is not None else None
+    if table is None:
+        return None
+    try:
+        row = table.row(frame.lookup - module.bias)
+    except CfiError:
+        return None
+    if row is None:
+        return None
+    frame.signal_frame = row.signal_frame
+    if row.rules.get(RA, ("",))[0] == "undefined":
+        return {}, "cfi"
+    try:
+        return apply_row(row, regs, memory.word), "cfi"
+    except CfiError:
+        return None
+
+
+def _fallback_step(regs: dict[int, int], memory: Memory, first: bool) -> tuple[dict[int, int], str] | None:
+    """No CFI: a call through a bad pointer (frame 0 outside code), the rbp chain, or a stack scan."""
+    rsp, rbp = regs.get(RSP, 0), regs.get(RBP, 0)
+    if first and not memory.executable(regs.get(RA, 0)):
+        ret = memory.word(rsp)
+        if ret and memory.executable(ret):
+            return {**regs, RSP: rsp + 8, RA: ret}, "scan"
+    if rsp <= rbp < rsp + (1 << 24):
+        ret, saved = memory.word(rbp + 8), memory.word(rbp)
+        if ret and saved is not None and memory.executable(ret):
+            return {**regs, RSP: rbp + 16, RBP: saved, RA: ret}, "fp"
+    block = memory.read(rsp, SCAN_WORDS * 8) or b""
+    for i, (value,) in enumerate(struct.iter_unpack("<Q", block[: len(block) // 8 * 8])):
+        if value > 0x1000 and memory.executable(value) and looks_like_return(memory.read(value - 7, 7)):
+            return {**regs, RSP: rsp + 8 * i + 8, RA: value}, "scan"
+    return None
+
+
+def _symbolize(raw_threads, finder: _ModuleFinder):
+    """Module, offset and (still mangled) symbol of every frame; the set of names to demangle."""
+    names: set[str] = set()
+    done = []
+    for tid, crashed, regs, frames in raw_threads:
+        rows = []
+        for frame in frames:
+            module = finder.at(frame.lookup)
+            symbol = None
+            if module is not None and module.symbols is not None:
+                symbol = module.symbols.lookup(frame.lookup - module.bias)
+            if frame.signal_frame:
+                symbol = (SIGNAL_FRAME, frame.lookup - (module.bias if module else 0))
+            if symbol:
+                names.add(symbol[0])
+            rows.append((frame, module, symbol))
+        done.append((tid, crashed, regs, rows))
+    return done, names
+
+
+def _named(row, plain: dict[str, str]) -> Frame:
+    frame, module, symbol = row
+    name = plain.get(symbol[0], symbol[0]) if symbol else None
+    return Frame(pc=hex(frame.pc), module=module.name if module else None,
+                 offset=hex(frame.pc - module.start) if module else None, symbol=name,
+                 symbol_offset=(frame.pc - module.bias - symbol[1]) if symbol and module else None, how=frame.how)
+
+
+def _crashed_tid(statuses: list[notes.ThreadStatus], signal: notes.SignalInfo | None) -> int | None:
+    """The thread that took the signal: the kernel writes it first; gcore marks it by pr_cursig."""
+    if not statuses:
+        return None
+    if signal is not None:
+        marked = [s for s in statuses if s.cursig == signal.number]
+        if marked:
+            return marked[0].tid
+    return statuses[0].tid
+
+
+def _argv_environ(memory: Memory, auxv: dict[int, int]) -> tuple[list[str], list[str]]:
+    """argv and envp, found where the kernel put them: just below the auxiliary vector on the stack.
+
+    The auxv copy on the stack is located by searching below AT_EXECFN's
+    string for the auxv's own bytes, then the pointer arrays are walked back.
+    """
+    execfn = auxv.get(notes.AT_EXECFN)
+    if not execfn or not auxv:
+        return [], []
+    needle = b"".join(struct.pack("<QQ", k, v) for k, v in list(auxv.items())[:4])
+    low = max(execfn - MAX_STRINGS, 0)
+    seg = memory.segment(execfn)
+    if seg is not None:
+        low = max(low, seg.vaddr)
+    window = memory.read(low, execfn - low) or b""
+    at = window.rfind(needle)
+    if at < 0 or at % 8:
+        return [], []
+    environ: list[int] = []
+    argv: list[int] | None = None
+    slot = low + at - 16
+    while len(environ) + len(argv or ()) < 100_000:
+        value = memory.word(slot)
+        if value is None:
+            return [], []
+        if argv is None:
+            if value:
+                environ.append(value)
+            else:
+                argv = []
+        elif value == len(argv):
+            break
+        else:
+            argv.append(value)
+        slot -= 8
+    if not argv:
+        return [], []
+    return [_string(memory, p) for p in reversed(argv)], [_string(memory, p) for p in reversed(environ)]
+
+
+def _string(memory: Memory, addr: int) -> str:
+    data = memory.read(addr, 4096) or b""
+    return data.split(b"\0", 1)[0].decode("utf-8", "replace")
+
+
+def _environment(environ: list[str], show_env: bool) -> dict[str, object]:
+    """GPU-relevant variables by value; the rest by name only (a core's environment holds secrets)."""
+    values: dict[str, str] = {}
+    hidden: list[str] = []
+    for entry in environ:
+        name, _, value = entry.partition("=")
+        if show_env or SHOWN_ENV.match(name):
+            values[name] = value
+        else:
+            hidden.append(name)
+    return {"values": values, "names_only": sorted(set(hidden))} if environ else {}
+
+
+def _executable(modules: list[Module], auxv: dict[int, int], memory: Memory, process) -> str | None:
+    """The program file: AT_EXECFN's string, else the module mapped at the entry point, else psinfo's name."""
+    entry = auxv.get(9)
+    if entry:
+        for module in modules:
+            if any(m.start <= entry < m.end for m in module.mappings):
+                return module.path
+    if notes.AT_EXECFN in auxv:
+        name = _string(memory, auxv[notes.AT_EXECFN])
+        if name:
+            return name
+    return process.fname if process else None
+
+
+def _module_info(module: Module) -> ModuleInfo:
+    kind = gpu.classify(module.path) if module.is_elf else "data"
+    return ModuleInfo(module.path, hex(module.start), hex(module.end), module.build_id, module.build_id_on_disk,
+                      kind, gpu.module_version(module.path), module.resolved)
+
+
+def _missing(modules: list[Module], finder: _ModuleFinder, raw_threads, files: Files, result: CoreRead) -> None:
+    """Name the modules on the stacks whose files could not be found (their frames have no CFI or symbols)."""
+    on_stack = {id(m): m for _t, _c, _r, frames in raw_threads for f in frames if (m := finder.at(f.lookup))}
+    absent = [m.path for m in on_stack.values() if m.file is None]
+    if absent:
+        result.diagnostics.append(
+            f"{len(absent)} module(s) on the stacks not found on this machine ({', '.join(sorted(absent)[:5])}): "
+            "their frames have no symbols and the stack past them is guessed (frame pointers or a scan); "
+            "pass --sysroot DIR with a copy of the crashed machine's files")
+
+
+def _with_python(threads: list[Thread], memory: Memory, modules: list[Module], version: str | None,
+                 result: CoreRead) -> list[Thread]:
+    """Python stacks per thread, from `postmortem.core.python_stack` when it is installed.
+
+    The hook: `python_stacks(read, find_symbol, version) -> list` where
+    read(addr, n) -> bytes | None reads the dead process's memory and
+    find_symbol(name) -> absolute address | None looks a symbol up in the
+    interpreter's modules (libpython or the python executable). Each item
+    carries a `tid` (native thread id) and its `frames`; a failure there is a
+    diagnostic, never the end of the analysis.
+    """
+    if version is None:
+        return threads
+    try:
+        from . import python_stack  # noqa: PLC0415 - optional, written separately
+    except ImportError:
+        return threads
+    interpreter = [m for m in modules if gpu.classify(m.path) == "python" or m.path.endswith(("/python", "/python3"))]
+
+    def find_symbol(name: str) -> int | None:
+        for module in interpreter:
+            for image in (module.file, module.debug):
+                address = find_symbol_address(image.read, image.sections, name) if image else None
+                if address is not None:
+                    return address + module.bias
+        return None
+
+    try:
+        stacks = python_stack.python_stacks(memory.read, find_symbol, version)
+    except Exception as exc:  # noqa: BLE001 - a Python-stack bug must not cost the native analysis
+        result.diagnostics.append(f"Python stacks not read ({type(exc).__name__}: {exc})")
+        return threads
+    by_tid = {getattr(s, "tid", None) if not isinstance(s, dict) else s.get("tid"): s for s in stacks or []}
+    return [Thread(t.tid, t.crashed, t.registers, t.frames, _frames_of(by_tid[t.tid])) if t.tid in by_tid else t
+            for t in threads]
+
+
+def _frames_of(stack) -> tuple:
+    frames = stack.get("frames") if isinstance(stack, dict) else getattr(stack, "frames", stack)
+    return tuple(frames or ())
+
+
+def _crash_site(result: CoreRead, threads: list[Thread], finder: _ModuleFinder) -> None:
+    """The first frame of the crashing thread outside the C runtime and signal plumbing."""
+    crashed = next((t for t in threads if t.crashed), None)
+    if crashed is None or not crashed.frames:
+        return
+    result.fault_module = finder.at(int(crashed.frames[0].pc, 16))
+    from ..debugging import is_runtime_frame  # noqa: PLC0415 - shared rule, imported where used
+    for frame in crashed.frames:
+        if not is_runtime_frame({"module": frame.module, "function": frame.symbol}) and frame.symbol != SIGNAL_FRAME:
+            result.crash_frame = frame
+            result.crash_module = finder.at(int(frame.pc, 16))
+            return
+    result.crash_frame = crashed.frames[0]
+    result.crash_module = result.fault_module
+

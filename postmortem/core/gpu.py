@@ -1,0 +1,93 @@
+"""What the mapped files of a process say about its GPU stack.
+
+Each module gets a kind (the NVIDIA driver, a CUDA library, the framework, a
+user's extension, Python, the C runtime, other), and versions are read from the
+paths where packaging puts them: libcuda.so.<driver>, libcudart.so.<runtime>,
+torch-<version>.dist-info, libpython3.11.so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import regex
+
+from ..debugging import RUNTIME_MODULES
+
+KINDS = ("nvidia-driver", "cuda-library", "framework", "user-extension", "python", "runtime", "other", "data")
+
+_DRIVER = regex.compile(r"(?:^|/)(?:libcuda\.so|libnvidia-[\w.-]+\.so|libnvcuvid\.so|libcudadebugger\.so)[\w.]*$")
+_CUDA = regex.compile(
+    r"(?:^|/)lib(?:cudart|cublas(?:Lt)?|cudnn\w*|nccl|cufft\w*|cusparse(?:Lt)?|cusolver\w*|curand|nvrtc[\w-]*|"
+    r"nvJitLink|nvToolsExt|nvtx\w*|cupti|cufile\w*|nvjpeg|npp\w*|cudla|cutensor\w*|nvshmem\w*)[\w.-]*\.so[\w.]*$")
+_FRAMEWORK = regex.compile(
+    r"(?:^|/)(?:libtorch[\w-]*\.so|libc10[\w-]*\.so|libshm\.so|_C(?:_flatbuffer)?\.cpython[\w.-]*\.so|"
+    r"libtensorflow[\w-]*\.so|_pywrap_tensorflow[\w-]*\.so|libjax\w*\.so|xla_extension\.so|jaxlib/[\w/.-]+\.so|"
+    r"libtriton\.so|libonnxruntime[\w-]*\.so)[\w.]*$|/(?:torch|tensorflow|jaxlib|jax_cuda\w*|triton)/[\w/.-]*\.so[\w.]*$")
+_PYTHON = regex.compile(r"(?:^|/)(?:libpython(\d+)\.(\d+)\w*\.so[\w.]*|python(\d+)\.(\d+)\w*)$")
+_EXTENSION = regex.compile(r"/(?:site-packages|dist-packages)/[^ ]+\.so[\w.]*$|\.cpython-\d+[\w-]*\.so$")
+
+_DRIVER_VERSION = regex.compile(r"(?:^|/)libcuda\.so\.(\d{3}\.\d+(?:\.\d+)?)$|(?:^|/)libnvidia-[\w-]+\.so\.(\d{3}\.\d+(?:\.\d+)?)$")
+_CUDART_VERSION = regex.compile(r"(?:^|/)libcudart\.so\.(\d+\.\d+(?:\.\d+)?)$")
+_CUDA_DIR_VERSION = regex.compile(r"/cuda-(\d+\.\d+)/")
+_TORCH_VERSION = regex.compile(r"/torch-(\d+\.\d+(?:\.\d+)?(?:[+.\w]*)?)\.dist-info/|/torch/version\.py")
+
+
+def classify(path: str, working_directory: str | None = None) -> str:
+    """The kind of one mapped file (see KINDS); non-ELF data files are classified by the caller."""
+    if _DRIVER.search(path):
+        return "nvidia-driver"
+    if _CUDA.search(path):
+        return "cuda-library"
+    if _FRAMEWORK.search(path):
+        return "framework"
+    if _PYTHON.search(path):
+        return "python"
+    if RUNTIME_MODULES.search(path):
+        return "runtime"
+    if _EXTENSION.search(path) or (working_directory and path.startswith(working_directory.rstrip("/") + "/")
+                                   and ".so" in path.rsplit("/", 1)[-1]):
+        return "user-extension"
+    return "other"
+
+
+def python_version(paths: Iterable[str]) -> str | None:
+    """"3.11" from libpython3.11.so.1.0 or /usr/bin/python3.11."""
+    for path in paths:
+        found = _PYTHON.search(path)
+        if found:
+            major, minor = (found.group(1), found.group(2)) if found.group(1) else (found.group(3), found.group(4))
+            return f"{major}.{minor}"
+    return None
+
+
+def module_version(path: str) -> str | None:
+    """The version a path carries, for the driver and the CUDA runtime."""
+    found = _DRIVER_VERSION.search(path) or _CUDART_VERSION.search(path)
+    if found:
+        return next(group for group in found.groups() if group)
+    return None
+
+
+def stack_facts(paths: list[str]) -> dict[str, str]:
+    """driver_version, cuda_version, torch_version, framework and python_version, where the paths tell them."""
+    facts: dict[str, str] = {}
+    for path in paths:
+        if (found := _DRIVER_VERSION.search(path)) and "driver_version" not in facts:
+            facts["driver_version"] = next(group for group in found.groups() if group)
+        if (found := _CUDART_VERSION.search(path)) and "cuda_version" not in facts:
+            facts["cuda_version"] = found.group(1)
+        if (found := _TORCH_VERSION.search(path)) and found.group(1) and "torch_version" not in facts:
+            facts["torch_version"] = found.group(1)
+    if "cuda_version" not in facts:
+        dirs = [found.group(1) for path in paths if _CUDA.search(path) and (found := _CUDA_DIR_VERSION.search(path))]
+        if dirs:
+            facts["cuda_version"] = dirs[0]
+    frameworks = [name for name, marker in (("pytorch", "/torch/"), ("tensorflow", "/tensorflow/"), ("jax", "/jaxlib/"))
+                  if any(marker in path or (name == "pytorch" and "libtorch" in path) for path in paths)]
+    if frameworks:
+        facts["framework"] = frameworks[0]
+    version = python_version(paths)
+    if version:
+        facts["python_version"] = version
+    return facts

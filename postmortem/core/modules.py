@@ -1,0 +1,255 @@
+"""The files a core had mapped: where each was loaded, its build-id, and its ELF on disk.
+
+A module is every NT_FILE mapping of one path. Its build-id is read from the
+core's own memory (the kernel dumps the first page of each mapped ELF, which
+holds the headers and usually the build-id note), else from the file on disk.
+Files are looked up under `--sysroot` first, then at the path the core names,
+then by base name beside the core (how the committed test cores find the
+libraries they were made with); the first candidate whose build-id matches the
+core wins, and a file that does not match is still used, with a warning.
+Separate debug files (`.build-id/xx/rest.debug`) only lend their symbol table.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from . import elf
+from .elf import ElfError, Read
+from .memory import Memory
+from .notes import FileMapping
+from .symbols import SymbolTable
+from .unwind import CfiError, EhFrame
+
+DEBUG_ROOT = "/usr/lib/debug"
+
+
+class Image:
+    """One ELF image read through `read` (file offsets); parsed on first use, never twice."""
+
+    def __init__(self, read: Read, name: str):
+        self.read, self.name = read, name
+        self.head = elf.header(read)
+
+    @cached_property
+    def segments(self) -> list[elf.Segment]:
+        return elf.segments(self.read, self.head)
+
+    @cached_property
+    def sections(self) -> dict[str, elf.Section]:
+        try:
+            return elf.sections(self.read, self.head)
+        except ElfError:
+            return {}
+
+    @cached_property
+    def build_id(self) -> str | None:
+        return elf.build_id(self.read, self.head, self.segments, lambda seg: (seg.offset, seg.filesz))
+
+    @cached_property
+    def symbols(self) -> SymbolTable:
+        return SymbolTable(self.read, self.sections)
+
+    @cached_property
+    def eh_frame(self) -> EhFrame | None:
+        try:
+            return EhFrame(self.read, self.sections)
+        except CfiError:
+            return None
+
+
+class Files:
+    """Opens the files a core names (read-only, each once) and closes them all at the end."""
+
+    def __init__(self, sysroot: str | None, core_dir: str | None, debug_dirs: tuple[str, ...]):
+        self.sysroot, self.core_dir = sysroot, core_dir
+        self.debug_dirs = (*debug_dirs, DEBUG_ROOT)
+        self._fds: dict[str, int | None] = {}
+        self.images: dict[str, Image | None] = {}
+
+    def candidates(self, path: str) -> list[str]:
+        """Where a mapped path may be found on this machine, most trusted first."""
+        clean = path.removesuffix(" (deleted)")
+        found = []
+        if self.sysroot:
+            found.append(os.path.join(self.sysroot, clean.lstrip("/")))
+        found.append(clean)
+        if self.core_dir:
+            found.append(os.path.join(self.core_dir, os.path.basename(clean)))
+        return list(dict.fromkeys(found))
+
+    def reader(self, real: str) -> Read | None:
+        if real not in self._fds:
+            try:
+                self._fds[real] = os.open(real, os.O_RDONLY) if os.path.isfile(real) else None
+            except OSError:
+                self._fds[real] = None
+        fd = self._fds[real]
+        if fd is None:
+            return None
+        return lambda offset, length: _pread(fd, offset, length)
+
+    def image(self, real: str) -> Image | None:
+        if real not in self.images:
+            read = self.reader(real)
+            try:
+                self.images[real] = Image(read, real) if read is not None else None
+            except (ElfError, OSError):
+                self.images[real] = None
+        return self.images[real]
+
+    def debug_image(self, build_id: str | None) -> Image | None:
+        """The separate debug file for a build-id, if one is installed or given."""
+        if not build_id or len(build_id) < 4:
+            return None
+        for root in self.debug_dirs:
+            image = self.image(os.path.join(root, ".build-id", build_id[:2], build_id[2:] + ".debug"))
+            if image is not None:
+                return image
+        return None
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            if fd is not None:
+                os.close(fd)
+        self._fds.clear()
+
+
+def _pread(fd: int, offset: int, length: int) -> bytes:
+    """A read that answers b"" for offsets and lengths no file has (a corrupt core asks for them)."""
+    if not 0 <= offset < 1 << 62 or length <= 0:
+        return b""
+    try:
+        return os.pread(fd, min(length, 1 << 30), offset)
+    except (OSError, OverflowError):
+        return b""
+
+
+@dataclass
+class Module:
+    """One mapped file of the process, with what could be learnt about it."""
+
+    path: str
+    start: int
+    end: int
+    mappings: list[FileMapping]
+    base: int
+    bias: int = 0
+    is_elf: bool = False
+    build_id: str | None = None
+    build_id_on_disk: str | None = None
+    file: Image | None = None
+    debug: Image | None = None
+    resolved: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.path.removesuffix(" (deleted)")) or self.path
+
+    @property
+    def symbols(self) -> SymbolTable | None:
+        for image in (self.debug, self.file):
+            if image is not None and image.symbols:
+                return image.symbols
+        return None
+
+    @property
+    def eh_frame(self) -> EhFrame | None:
+        return self.file.eh_frame if self.file is not None else None
+
+
+def group_mappings(files: list[FileMapping]) -> list[tuple[str, list[FileMapping]]]:
+    """NT_FILE entries per path, in the order the paths first appear."""
+    grouped: dict[str, list[FileMapping]] = {}
+    for mapping in files:
+        grouped.setdefault(mapping.path, []).append(mapping)
+    return list(grouped.items())
+
+
+def load_module(path: str, mappings: list[FileMapping], memory: Memory, files: Files) -> Module:
+    """A module: its load bias from the headers in core memory (or on disk), build-ids, and its file."""
+    first = min((m for m in mappings if m.file_offset == 0), default=mappings[0], key=lambda m: m.start)
+    module = Module(path, min(m.start for m in mappings), max(m.end for m in mappings), mappings, first.start)
+    in_core = _image_in_memory(memory, first.start, path)
+    if in_core is not None:
+        module.is_elf = True
+        module.bias = _bias(in_core, first.start)
+        module.build_id = _build_id_in_memory(in_core, memory, module.bias)
+    _attach_file(module, files, in_core is None)
+    if module.file is not None and in_core is None:
+        module.is_elf = True
+        module.bias = _bias(module.file, first.start)
+    if module.is_elf:
+        module.debug = files.debug_image(module.build_id or module.build_id_on_disk)
+    return module
+
+
+def vdso_module(base: int, memory: Memory) -> Module | None:
+    """The vdso: not in NT_FILE, but its whole ELF image is in the core at AT_SYSINFO_EHDR."""
+    segment = memory.segment(base)
+    if segment is None:
+        return None
+    end = segment.vaddr + segment.memsz
+    try:
+        image = Image(lambda offset, length: memory.read(base + offset, min(length, max(0, end - base - offset))) or b"",
+                      "[vdso]")
+        image.segments
+    except ElfError:
+        return None
+    module = Module("[vdso]", base, end, [], base, base, True, file=image)
+    module.build_id = image.build_id
+    return module
+
+
+def _image_in_memory(memory: Memory, base: int, name: str) -> Image | None:
+    head = memory.read(base, 4)
+    if head != b"\x7fELF":
+        return None
+    try:
+        image = Image(lambda offset, length: memory.read(base + offset, length) or b"", name)
+        image.segments
+        return image
+    except ElfError:
+        return None
+
+
+def _bias(image: Image, base: int) -> int:
+    """Load bias: where the segment holding file offset 0 landed, minus its link-time address."""
+    loads = [s for s in image.segments if s.type == elf.PT_LOAD]
+    if not loads:
+        return base
+    first = min(loads, key=lambda s: s.offset)
+    return base - ((first.vaddr - first.offset) & ~0xFFF)
+
+
+def _build_id_in_memory(image: Image, memory: Memory, bias: int) -> str | None:
+    try:
+        return elf.build_id(lambda addr, size: memory.read(addr, size) or b"", image.head, image.segments,
+                            lambda seg: (bias + seg.vaddr, seg.filesz))
+    except ElfError:
+        return None
+
+
+def _attach_file(module: Module, files: Files, need_any: bool) -> None:
+    """Pick the on-disk file: the first candidate whose build-id matches the core's."""
+    found: list[tuple[str, Image]] = []
+    for real in files.candidates(module.path):
+        image = files.image(real)
+        if image is None:
+            continue
+        found.append((real, image))
+        if module.build_id is None or image.build_id == module.build_id:
+            break
+    if not found:
+        return
+    match = next(((real, image) for real, image in found if module.build_id in (None, image.build_id)), None)
+    real, image = match or found[0]
+    module.file, module.resolved, module.build_id_on_disk = image, real, image.build_id
+    if match is None:
+        module.warnings.append(
+            f"{real} is not the file the process had mapped (build-id {image.build_id or 'none'} on disk, "
+            f"{module.build_id} in the core): its symbols and unwind tables may be wrong; pass --sysroot with "
+            "the crashed machine's files")

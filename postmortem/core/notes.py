@@ -1,0 +1,163 @@
+"""The notes of a Linux x86-64 core: process, threads, signal, auxv, mapped files.
+
+Layouts are the kernel's (include/uapi/linux/elfcore.h, asm/user_64.h,
+siginfo.h); each decoder takes the descriptor bytes and returns plain data, or
+None when the descriptor is too short to hold what it claims.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+NT_PRSTATUS, NT_PRFPREG, NT_PRPSINFO, NT_AUXV = 1, 2, 3, 6
+NT_SIGINFO, NT_FILE = 0x53494749, 0x46494C45
+
+GREGS = ("r15 r14 r13 r12 rbp rbx r11 r10 r9 r8 rax rcx rdx rsi rdi orig_rax rip cs eflags rsp ss "
+         "fs_base gs_base ds es fs gs").split()
+"""struct user_regs_struct, in order: pr_reg of NT_PRSTATUS."""
+
+AT_EXECFN, AT_SYSINFO_EHDR, AT_PLATFORM = 31, 33, 15
+
+SIGNALS = {
+    1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE",
+    9: "SIGKILL", 10: "SIGUSR1", 11: "SIGSEGV", 12: "SIGUSR2", 13: "SIGPIPE", 14: "SIGALRM", 15: "SIGTERM",
+    16: "SIGSTKFLT", 17: "SIGCHLD", 18: "SIGCONT", 19: "SIGSTOP", 20: "SIGTSTP", 21: "SIGTTIN", 22: "SIGTTOU",
+    23: "SIGURG", 24: "SIGXCPU", 25: "SIGXFSZ", 26: "SIGVTALRM", 27: "SIGPROF", 28: "SIGWINCH", 29: "SIGIO",
+    30: "SIGPWR", 31: "SIGSYS",
+}
+
+_SENDER_CODES = {
+    0: "SI_USER: sent by kill()", -1: "SI_QUEUE: sent by sigqueue()", -2: "SI_TIMER: a POSIX timer expired",
+    -3: "SI_MESGQ: a message queue changed state", -4: "SI_ASYNCIO: asynchronous I/O completed",
+    -5: "SI_SIGIO: queued SIGIO", -6: "SI_TKILL: sent by tkill/abort()", 0x80: "SI_KERNEL: sent by the kernel",
+}
+_FAULT_CODES = {
+    "SIGSEGV": {1: "SEGV_MAPERR: address not mapped", 2: "SEGV_ACCERR: no permission for this access (write to "
+                "read-only memory, execute non-executable)", 3: "SEGV_BNDERR: failed bounds check",
+                4: "SEGV_PKUERR: protection key denied access", 10: "SEGV_CPERR: control-protection fault"},
+    "SIGBUS": {1: "BUS_ADRALN: misaligned address", 2: "BUS_ADRERR: address beyond the end of a mapped file",
+               3: "BUS_OBJERR: hardware error on the object", 4: "BUS_MCEERR_AR: uncorrected memory error consumed",
+               5: "BUS_MCEERR_AO: uncorrected memory error detected"},
+    "SIGILL": {1: "ILL_ILLOPC: illegal opcode", 2: "ILL_ILLOPN: illegal operand", 3: "ILL_ILLADR: illegal "
+               "addressing mode", 4: "ILL_ILLTRP: illegal trap", 5: "ILL_PRVOPC: privileged opcode",
+               6: "ILL_PRVREG: privileged register", 7: "ILL_COPROC: coprocessor error", 8: "ILL_BADSTK: stack error"},
+    "SIGFPE": {1: "FPE_INTDIV: integer divide by zero", 2: "FPE_INTOVF: integer overflow", 3: "FPE_FLTDIV: "
+               "floating-point divide by zero", 4: "FPE_FLTOVF: floating-point overflow", 5: "FPE_FLTUND: "
+               "floating-point underflow", 6: "FPE_FLTRES: inexact result", 7: "FPE_FLTINV: invalid operation",
+               8: "FPE_FLTSUB: subscript out of range"},
+    "SIGTRAP": {1: "TRAP_BRKPT: breakpoint", 2: "TRAP_TRACE: trace trap"},
+}
+_ADDRESS_SIGNALS = frozenset(_FAULT_CODES)
+
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    """NT_PRPSINFO: the process as `ps` saw it (psargs is cut at 80 characters)."""
+
+    pid: int
+    ppid: int
+    uid: int
+    gid: int
+    fname: str
+    psargs: str
+
+
+@dataclass(frozen=True)
+class ThreadStatus:
+    """NT_PRSTATUS: one thread's id, pending signal and general registers."""
+
+    tid: int
+    cursig: int
+    registers: dict[str, int]
+
+
+@dataclass(frozen=True)
+class SignalInfo:
+    """NT_SIGINFO: the signal that killed the process and where it came from."""
+
+    number: int
+    code: int
+    address: int | None
+    sender_pid: int | None
+    sender_uid: int | None
+
+
+@dataclass(frozen=True)
+class FileMapping:
+    """One NT_FILE entry: a file mapped at [start, end) from page `page_offset`."""
+
+    start: int
+    end: int
+    file_offset: int
+    path: str
+
+
+def process_info(desc: bytes) -> ProcessInfo | None:
+    if len(desc) < 136:
+        return None
+    _s, _n, _z, _nice, _flag, uid, gid, pid, ppid, _pgrp, _sid, fname, psargs = struct.unpack_from(
+        "<bbbb4xQIIiiii16s80s", desc)
+    return ProcessInfo(pid, ppid, uid, gid, _cstr(fname), _cstr(psargs).strip())
+
+
+def thread_status(desc: bytes) -> ThreadStatus | None:
+    if len(desc) < 112 + 27 * 8:
+        return None
+    cursig, = struct.unpack_from("<h", desc, 12)
+    tid, = struct.unpack_from("<i", desc, 32)
+    return ThreadStatus(tid, cursig, dict(zip(GREGS, struct.unpack_from("<27Q", desc, 112))))
+
+
+def signal_info(desc: bytes) -> SignalInfo | None:
+    if len(desc) < 32:
+        return None
+    number, _errno, code = struct.unpack_from("<iii", desc)
+    name = SIGNALS.get(number, "")
+    if name in _ADDRESS_SIGNALS and code > 0:
+        return SignalInfo(number, code, struct.unpack_from("<Q", desc, 16)[0], None, None)
+    if code <= 0:
+        pid, uid = struct.unpack_from("<iI", desc, 16)
+        return SignalInfo(number, code, None, pid, uid)
+    return SignalInfo(number, code, None, None, None)
+
+
+def auxv(desc: bytes) -> dict[int, int]:
+    """(type, value) pairs up to AT_NULL."""
+    found: dict[int, int] = {}
+    for kind, value in struct.iter_unpack("<QQ", desc[: len(desc) // 16 * 16]):
+        if kind == 0:
+            break
+        found.setdefault(kind, value)
+    return found
+
+
+def file_mappings(desc: bytes) -> list[FileMapping]:
+    """NT_FILE entries; offsets are turned from pages into bytes."""
+    if len(desc) < 16:
+        return []
+    count, page_size = struct.unpack_from("<QQ", desc)
+    table_end = 16 + count * 24
+    if count > 1 << 20 or table_end > len(desc):
+        return []
+    names = desc[table_end:].split(b"\0")
+    rows = struct.iter_unpack("<QQQ", desc[16:table_end])
+    return [FileMapping(start, end, page * page_size, names[i].decode("utf-8", "surrogateescape") if i < len(names) else "")
+            for i, (start, end, page) in enumerate(rows)]
+
+
+def signal_name(number: int) -> str:
+    if 34 <= number <= 64:
+        return f"SIGRT{number - 34}"
+    return SIGNALS.get(number, f"signal {number}")
+
+
+def code_meaning(number: int, code: int) -> str:
+    """What si_code says about who sent the signal or what fault raised it."""
+    name = signal_name(number)
+    meaning = _FAULT_CODES.get(name, {}).get(code) if code > 0 and code != 0x80 else None
+    return meaning or _SENDER_CODES.get(code, f"si_code {code}")
+
+
+def _cstr(raw: bytes) -> str:
+    return raw.split(b"\0", 1)[0].decode("utf-8", "replace")

@@ -1,0 +1,524 @@
+"""The Python-level stack of every thread of a crashed CPython process, read from its memory.
+
+A native backtrace of a CPython process shows `_PyEval_EvalFrameDefault` over and over; the
+user needs the *Python* file, function and line each thread was running. Those live in the
+interpreter's own structures: `_PyRuntime` -> interpreters -> thread states -> frame chain ->
+code objects. CPython 3.13 and later publish where each field sits (`_Py_DebugOffsets`, found
+by the cookie "xdebugpy" at the start of `_PyRuntime`); for 3.10-3.12 this module carries one
+table per minor version, measured on x86-64 builds with debug info (`offsetof` in gdb).
+
+Everything read from the core is untrusted: pointers are checked for alignment, objects for
+their type, strings and tables for size, chains for length and cycles. Whatever cannot be
+read ends the walk there; the only exception that leaves this module is `PythonStackError`.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import cached_property
+
+Read = Callable[[int, int], "bytes | None"]
+FindSymbol = Callable[[str], "int | None"]
+
+MAX_THREADS = 4096
+MAX_FRAMES = 20000  # per thread; sys.setrecursionlimit can go far above the default 1000
+MAX_STRING_CHARS = 4096
+MAX_LINETABLE_BYTES = 1 << 20
+FRAME_OWNED_BY_CSTACK = 3  # 3.12+: a shim frame the interpreter pushes when C calls Python
+
+GLIBC_PTHREAD_TID = 720  # offset of `tid` in glibc's struct pthread on x86-64 and aarch64
+
+
+class PythonStackError(Exception):
+    """The interpreter state could not be read; the message says which part and why."""
+
+
+@dataclass(frozen=True)
+class PythonFrame:
+    """One Python function activation: the code's file, the function name, the line running."""
+
+    file: str
+    function: str
+    line: int | None
+
+
+@dataclass(frozen=True)
+class PythonThread:
+    """A thread's Python stack, innermost frame first.
+
+    `thread_id` is the kernel's thread id (NT_PRSTATUS pr_pid), or 0 when it could not be
+    read. `error` says why the frame walk stopped early, when it did.
+    """
+
+    thread_id: int
+    frames: tuple[PythonFrame, ...]
+    error: str | None = None
+
+    @property
+    def tid(self) -> int:
+        """The name the core reader's Thread record uses for the same id."""
+        return self.thread_id
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Byte offsets of the fields the walk reads, for one CPython minor version (LP64).
+
+    `tstate_frame` is the thread state's way to the innermost frame: a PyFrameObject* in
+    3.10, a _PyCFrame* (then `cframe_current` inside it) in 3.11-3.12, the frame itself in
+    3.13+. 3.10 frames hold an instruction index (`f_lasti`); later ones a pointer into the
+    code object's bytecode, which starts at `code_bytecode`.
+    """
+
+    runtime_interp_head: int
+    interp_next: int
+    interp_threads_head: int
+    tstate_next: int
+    tstate_frame: int
+    cframe_current: int | None
+    tstate_thread_id: int
+    tstate_native_id: int | None
+    frame_previous: int
+    frame_code: int
+    frame_instr: int
+    frame_owner: int | None
+    code_filename: int
+    code_name: int
+    code_linetable: int
+    code_firstlineno: int
+    code_bytecode: int | None
+    str_state: int
+    str_length: int
+    str_ascii_size: int
+    str_compact_size: int
+    bytes_size: int
+    bytes_data: int
+    ob_type: int = 8
+    var_size: int = 16
+    type_name: int = 24
+
+
+TABLES: dict[tuple[int, int], Layout] = {
+    (3, 10): Layout(
+        runtime_interp_head=32, interp_next=0, interp_threads_head=8, tstate_next=8,
+        tstate_frame=24, cframe_current=None, tstate_thread_id=176, tstate_native_id=None,
+        frame_previous=24, frame_code=32, frame_instr=96, frame_owner=None,
+        code_filename=104, code_name=112, code_linetable=120, code_firstlineno=40,
+        code_bytecode=None, str_state=32, str_length=16, str_ascii_size=48,
+        str_compact_size=72, bytes_size=16, bytes_data=32),
+    (3, 11): Layout(
+        runtime_interp_head=40, interp_next=0, interp_threads_head=16, tstate_next=8,
+        tstate_frame=56, cframe_current=8, tstate_thread_id=152, tstate_native_id=160,
+        frame_previous=48, frame_code=32, frame_instr=56, frame_owner=69,
+        code_filename=112, code_name=120, code_linetable=136, code_firstlineno=72,
+        code_bytecode=184, str_state=32, str_length=16, str_ascii_size=48,
+        str_compact_size=72, bytes_size=16, bytes_data=32),
+    (3, 12): Layout(
+        runtime_interp_head=40, interp_next=0, interp_threads_head=72, tstate_next=8,
+        tstate_frame=56, cframe_current=0, tstate_thread_id=136, tstate_native_id=144,
+        frame_previous=8, frame_code=0, frame_instr=56, frame_owner=70,
+        code_filename=112, code_name=120, code_linetable=136, code_firstlineno=68,
+        code_bytecode=192, str_state=32, str_length=16, str_ascii_size=40,
+        str_compact_size=56, bytes_size=16, bytes_data=32),
+}
+
+# The u64 words of 3.13's _Py_DebugOffsets, in order (word 0 is the cookie).
+DEBUG_OFFSETS_3_13 = (  # noqa: SIM905 - one name per u64, in the header's order
+    "cookie version free_threaded "
+    "runtime.size runtime.finalizing runtime.interpreters_head "
+    "interp.size interp.id interp.next interp.threads_head interp.gc interp.imports_modules "
+    "interp.sysdict interp.builtins interp.ceval_gil interp.gil_runtime_state "
+    "interp.gil_enabled interp.gil_locked interp.gil_holder "
+    "tstate.size tstate.prev tstate.next tstate.interp tstate.current_frame tstate.thread_id "
+    "tstate.native_thread_id tstate.datastack_chunk tstate.status "
+    "frame.size frame.previous frame.executable frame.instr_ptr frame.localsplus frame.owner "
+    "code.size code.filename code.name code.qualname code.linetable code.firstlineno "
+    "code.argcount code.localsplusnames code.localspluskinds code.co_code_adaptive "
+    "object.size object.ob_type type.size type.tp_name type.tp_repr type.tp_flags "
+    "tuple.size tuple.ob_item tuple.ob_size list.size list.ob_item list.ob_size "
+    "dict.size dict.ma_keys dict.ma_values float.size float.ob_fval "
+    "long.size long.lv_tag long.ob_digit bytes.size bytes.ob_size bytes.ob_sval "
+    "unicode.size unicode.state unicode.length unicode.asciiobject_size"
+).split()
+DEBUG_COOKIE = b"xdebugpy"
+TYPE_SYMBOLS = {"PyCode_Type": "code", "PyFrame_Type": "frame", "PyUnicode_Type": "str", "PyBytes_Type": "bytes"}
+
+
+def python_stacks(read: Read, find_symbol: FindSymbol, version: tuple[int, int] | str) -> list[PythonThread]:
+    """Every thread of every interpreter, each with its Python frames (innermost first).
+
+    `read(address, size)` gives the process's memory (None where the core lacks it);
+    `find_symbol(name)` the absolute address of a defined symbol of python or libpython, or
+    None; `version` is (3, 11) or "3.11". Raises PythonStackError when not even the thread
+    list can be read.
+    """
+    try:
+        return _Walker(_Memory(read), find_symbol, _minor_version(version)).threads()
+    except (struct.error, ValueError, IndexError, OverflowError, OSError) as error:
+        raise PythonStackError(f"malformed interpreter state: {error}") from error
+
+
+def _minor_version(version: tuple[int, int] | str) -> tuple[int, int]:
+    parts = str(version).split(".") if isinstance(version, str) else list(version)
+    try:
+        return int(parts[0]), int(parts[1])
+    except (IndexError, TypeError, ValueError):
+        raise PythonStackError(f"not a Python version: {version!r}") from None
+
+
+class _Memory:
+    """Typed reads of the core that raise PythonStackError instead of returning short data."""
+
+    def __init__(self, read: Read) -> None:
+        self._read = read
+
+    def bytes(self, address: int, size: int, what: str) -> bytes:
+        if not 0 < address or size < 0 or address + size > 1 << 64:
+            raise PythonStackError(f"{what}: address {address:#x} is not a valid pointer")
+        data = self._read(address, size) if size else b""
+        if data is None or len(data) < size:
+            raise PythonStackError(f"{what} at {address:#x} is not in the core")
+        return bytes(data[:size])
+
+    def u64(self, address: int, what: str) -> int:
+        return int.from_bytes(self.bytes(address, 8, what), "little")
+
+    def pointer(self, address: int, what: str) -> int:
+        """A non-null, 8-aligned pointer stored at `address` (objects and frames are aligned)."""
+        value = self.u64(address, what)
+        if value == 0 or value % 8:
+            raise PythonStackError(f"{what} at {address:#x} holds {value:#x}, not an object pointer")
+        return value
+
+
+def _u32(data: bytes, offset: int) -> int:
+    return int.from_bytes(data[offset:offset + 4], "little")
+
+
+def _i32(data: bytes, offset: int) -> int:
+    return int.from_bytes(data[offset:offset + 4], "little", signed=True)
+
+
+def _u64(data: bytes, offset: int) -> int:
+    return int.from_bytes(data[offset:offset + 8], "little")
+
+
+class _Walker:
+    """One walk over a core's interpreter state, with the caches that keep it cheap."""
+
+    def __init__(self, memory: _Memory, find_symbol: FindSymbol, version: tuple[int, int]) -> None:
+        self.memory = memory
+        self.find_symbol = find_symbol
+        self.version = version
+        self.runtime = find_symbol("_PyRuntime")
+        if self.runtime is None:
+            raise PythonStackError("symbol _PyRuntime not found in the python executable or libpython")
+        self.layout = self._layout()
+        self.type_addresses = {name: address for name, address in (
+            (name, find_symbol(symbol)) for symbol, name in TYPE_SYMBOLS.items()) if address is not None}
+        self.type_names: dict[int, str | None] = {}
+        self.frames: dict[tuple[int, int], PythonFrame] = {}
+        self.codes: dict[int, tuple[str, str, int, bytes, int]] = {}
+
+    def _layout(self) -> Layout:
+        if self.version in TABLES:
+            return TABLES[self.version]
+        if self.version == (3, 13):
+            return self._debug_offsets_layout()
+        raise PythonStackError(f"CPython {self.version[0]}.{self.version[1]} is not supported (3.10 to 3.13 are)")
+
+    def _debug_offsets_layout(self) -> Layout:
+        """Build the layout from the _Py_DebugOffsets that 3.13 keeps at the start of _PyRuntime."""
+        raw = self.memory.bytes(self.runtime, 8 * len(DEBUG_OFFSETS_3_13), "_Py_DebugOffsets")
+        if raw[:8] != DEBUG_COOKIE:
+            raise PythonStackError(f"_PyRuntime at {self.runtime:#x} does not start with the {DEBUG_COOKIE!r} cookie")
+        words = dict(zip(DEBUG_OFFSETS_3_13, struct.unpack_from(f"<{len(DEBUG_OFFSETS_3_13)}Q", raw)))
+        if words["version"] >> 16 != self.version[0] << 8 | self.version[1]:
+            raise PythonStackError(f"_Py_DebugOffsets says version {words['version']:#x}, not {self.version}")
+        if any(value > 1 << 20 for name, value in words.items() if name not in ("cookie", "version")):
+            raise PythonStackError("_Py_DebugOffsets holds an implausible offset")
+        ascii_size = words["unicode.asciiobject_size"]
+        return Layout(
+            runtime_interp_head=words["runtime.interpreters_head"], interp_next=words["interp.next"],
+            interp_threads_head=words["interp.threads_head"], tstate_next=words["tstate.next"],
+            tstate_frame=words["tstate.current_frame"], cframe_current=None,
+            tstate_thread_id=words["tstate.thread_id"], tstate_native_id=words["tstate.native_thread_id"],
+            frame_previous=words["frame.previous"], frame_code=words["frame.executable"],
+            frame_instr=words["frame.instr_ptr"], frame_owner=words["frame.owner"],
+            code_filename=words["code.filename"], code_name=words["code.name"],
+            code_linetable=words["code.linetable"], code_firstlineno=words["code.firstlineno"],
+            code_bytecode=words["code.co_code_adaptive"], str_state=words["unicode.state"],
+            str_length=words["unicode.length"], str_ascii_size=ascii_size,
+            str_compact_size=ascii_size + 16, bytes_size=words["bytes.ob_size"],
+            bytes_data=words["bytes.ob_sval"], ob_type=words["object.ob_type"],
+            var_size=words["tuple.ob_size"], type_name=words["type.tp_name"])
+
+    # --- threads ---------------------------------------------------------------------------
+
+    def threads(self) -> list[PythonThread]:
+        """All thread states of all interpreters; partial when a later link is unreadable."""
+        lay = self.layout
+        result: list[PythonThread] = []
+        seen: set[int] = set()
+        interp = self.memory.pointer(self.runtime + lay.runtime_interp_head, "_PyRuntime.interpreters.head")
+        while interp and len(result) < MAX_THREADS and interp not in seen:
+            seen.add(interp)
+            tstate = self._link(interp + lay.interp_threads_head, "PyInterpreterState.threads.head", not result)
+            while tstate and len(result) < MAX_THREADS and tstate not in seen:
+                seen.add(tstate)
+                result.append(self._thread(tstate))
+                tstate = self._link(tstate + lay.tstate_next, "PyThreadState.next", False)
+            interp = self._link(interp + lay.interp_next, "PyInterpreterState.next", False)
+        return result
+
+    def _link(self, address: int, what: str, required: bool) -> int:
+        """The next element of a chain, 0 at its end or (unless `required`) where it is unreadable."""
+        try:
+            value = self.memory.u64(address, what)
+        except PythonStackError:
+            if required:
+                raise
+            return 0
+        if value % 8:
+            if required:
+                raise PythonStackError(f"{what} at {address:#x} holds {value:#x}, not a pointer")
+            return 0
+        return value
+
+    def _thread(self, tstate: int) -> PythonThread:
+        frames: list[PythonFrame] = []
+        error = None
+        try:
+            for frame in self._frame_chain(tstate):
+                if frame is not None:
+                    frames.append(frame)
+        except PythonStackError as problem:
+            error = str(problem)
+        return PythonThread(self._native_id(tstate), tuple(frames), error)
+
+    def _native_id(self, tstate: int) -> int:
+        """The kernel thread id: a field from 3.11 on, else read from glibc's struct pthread."""
+        lay = self.layout
+        try:
+            if lay.tstate_native_id is not None:
+                tid = self.memory.u64(tstate + lay.tstate_native_id, "PyThreadState.native_thread_id")
+            else:
+                pthread = self.memory.u64(tstate + lay.tstate_thread_id, "PyThreadState.thread_id")
+                tid = _u32(self.memory.bytes(pthread + self._pthread_tid_offset, 4, "struct pthread tid"), 0)
+        except PythonStackError:
+            return 0
+        return tid if 0 < tid <= 1 << 22 else 0
+
+    @cached_property
+    def _pthread_tid_offset(self) -> int:
+        """Where glibc keeps `tid`: its libthread_db descriptor says (bits, count, offset)."""
+        descriptor = self.find_symbol("_thread_db_pthread_tid")
+        if descriptor is not None:
+            try:
+                bits, count, offset = struct.unpack("<3I", self.memory.bytes(descriptor, 12, "_thread_db_pthread_tid"))
+                if bits == 32 and count == 1 and offset < 4096:
+                    return offset
+            except PythonStackError:
+                pass
+        return GLIBC_PTHREAD_TID
+
+    # --- frames ----------------------------------------------------------------------------
+
+    def _frame_chain(self, tstate: int) -> Iterator[PythonFrame | None]:
+        """Each frame of a thread, innermost first (None for frames that are not shown)."""
+        lay = self.layout
+        frame = self.memory.u64(tstate + lay.tstate_frame, "PyThreadState frame pointer")
+        if frame and lay.cframe_current is not None:
+            frame = self.memory.u64(frame + lay.cframe_current, "_PyCFrame.current_frame")
+        seen: set[int] = set()
+        while frame:
+            if frame % 8 or frame in seen or len(seen) >= MAX_FRAMES:
+                raise PythonStackError(f"frame chain broken at {frame:#x} (misaligned, looping or too long)")
+            seen.add(frame)
+            yield self._frame(frame)
+            frame = self.memory.u64(frame + lay.frame_previous, "frame.previous")
+
+    def _frame(self, frame: int) -> PythonFrame | None:
+        lay = self.layout
+        header = self.memory.bytes(frame, max(lay.frame_code, lay.frame_instr, lay.frame_owner or 0) + 8, "frame")
+        if lay.frame_owner is not None and header[lay.frame_owner] == FRAME_OWNED_BY_CSTACK and self.version >= (3, 12):
+            return None
+        code = _u64(header, lay.frame_code)
+        if lay.code_bytecode is None:
+            if not self._is_type(frame, "frame"):
+                raise PythonStackError(f"object at {frame:#x} is not a frame")
+            offset = _i32(header, lay.frame_instr) * 2
+        else:
+            offset = _u64(header, lay.frame_instr) - (code + lay.code_bytecode)
+        key = (code, offset)
+        if key not in self.frames:
+            self.frames[key] = self._located(code, offset)
+        return self.frames[key]
+
+    def _located(self, code: int, offset: int) -> PythonFrame:
+        """The frame of code object `code` stopped at bytecode byte `offset`."""
+        filename, name, firstlineno, linetable, size = self._code(code)
+        if offset < 0:
+            line: int | None = firstlineno
+        elif size and offset >= size:
+            line = None
+        else:
+            ranges = _ranges_310 if self.version == (3, 10) else _ranges_311
+            line = _line_at(ranges(linetable, firstlineno), offset)
+        return PythonFrame(filename, name, line)
+
+    def _code(self, code: int) -> tuple[str, str, int, bytes, int]:
+        """File, name, first line, line table and bytecode size in bytes (0: unknown) of a code object."""
+        if code not in self.codes:
+            lay = self.layout
+            if code == 0 or code % 8 or not self._is_type(code, "code"):
+                raise PythonStackError(f"frame's code pointer {code:#x} is not a code object")
+            fields = (lay.code_filename, lay.code_name, lay.code_linetable, lay.code_firstlineno, lay.var_size)
+            header = self.memory.bytes(code, max(fields) + 8, "code object")
+            size = _u64(header, lay.var_size) * 2 if lay.code_bytecode is not None else 0
+            self.codes[code] = (
+                self._string(_u64(header, lay.code_filename), "co_filename"),
+                self._string(_u64(header, lay.code_name), "co_name"),
+                _i32(header, lay.code_firstlineno),
+                self._bytes(_u64(header, lay.code_linetable), "co_linetable"),
+                size if size < 1 << 28 else 0)
+        return self.codes[code]
+
+    # --- objects ---------------------------------------------------------------------------
+
+    def _is_type(self, obj: int, name: str) -> bool:
+        """Whether `obj`'s type is the interpreter's type `name`.
+
+        The type's address is compared with the symbol (PyCode_Type...) where that is known,
+        then the type's tp_name is read: a stripped build lacks the symbol, and an executable
+        with a copy relocation of it holds the type at another address than libpython's.
+        """
+        kind = self.memory.u64(obj + self.layout.ob_type, "ob_type")
+        if kind == self.type_addresses.get(name):
+            return True
+        if kind not in self.type_names:
+            self.type_names[kind] = self._tp_name(kind)
+        return self.type_names[kind] == name
+
+    def _tp_name(self, kind: int) -> str | None:
+        if kind == 0 or kind % 8:
+            return None
+        try:
+            name = self.memory.u64(kind + self.layout.type_name, "tp_name")
+            text = self.memory.bytes(name, 8, "tp_name")  # "code", "frame", "str", "bytes" fit
+        except PythonStackError:
+            return None
+        return text.split(b"\0", 1)[0].decode("latin-1")
+
+    def _string(self, obj: int, what: str) -> str:
+        """A compact str object's text (the only kind code objects hold)."""
+        lay = self.layout
+        if obj == 0 or obj % 8 or not self._is_type(obj, "str"):
+            raise PythonStackError(f"{what} at {obj:#x} is not a str")
+        header = self.memory.bytes(obj, lay.str_ascii_size, what)
+        length, state = _u64(header, lay.str_length), _u32(header, lay.str_state)
+        kind, compact, ascii = state >> 2 & 7, state >> 5 & 1, state >> 6 & 1
+        if not compact or kind not in (1, 2, 4) or length > MAX_STRING_CHARS:
+            raise PythonStackError(f"{what} at {obj:#x} is not a compact str of sane length")
+        start = obj + (lay.str_ascii_size if ascii else lay.str_compact_size)
+        data = self.memory.bytes(start, length * kind, what)
+        return data.decode({1: "latin-1", 2: "utf-16-le", 4: "utf-32-le"}[kind], errors="replace")
+
+    def _bytes(self, obj: int, what: str) -> bytes:
+        lay = self.layout
+        if obj == 0 or obj % 8 or not self._is_type(obj, "bytes"):
+            raise PythonStackError(f"{what} at {obj:#x} is not a bytes object")
+        size = self.memory.u64(obj + lay.bytes_size, what)
+        if size > MAX_LINETABLE_BYTES:
+            raise PythonStackError(f"{what} at {obj:#x} claims {size} bytes")
+        return self.memory.bytes(obj + lay.bytes_data, size, what)
+
+
+# --- line tables ------------------------------------------------------------------------------
+
+LineRange = tuple[int, int, "int | None"]
+
+
+def _line_at(ranges: Iterator[LineRange], offset: int) -> int | None:
+    """The line of the bytecode byte at `offset`, None where the table gives none."""
+    for start, end, line in ranges:
+        if start <= offset < end:
+            return line
+    return None
+
+
+def _ranges_310(table: bytes, firstlineno: int) -> Iterator[LineRange]:
+    """Bytecode byte ranges and their lines from a 3.10 co_linetable.
+
+    The table is pairs (bytes covered: unsigned, line change: signed); a line change of -128
+    means the range has no line, and the running line stays where it was.
+    """
+    line = firstlineno
+    start = 0
+    for index in range(0, len(table) - 1, 2):
+        end = start + table[index]
+        change = table[index + 1] - 256 if table[index + 1] > 127 else table[index + 1]
+        current: int | None = None
+        if change != -128:
+            line += change
+            current = line
+        if end > start:
+            yield start, end, current
+        start = end
+
+
+def _ranges_311(table: bytes, firstlineno: int) -> Iterator[LineRange]:
+    """Bytecode byte ranges and their lines from a 3.11+ location table.
+
+    Each entry starts with a byte 1cccclll: it covers lll+1 code units (2 bytes each) and its
+    form cccc says how the line moves: 0-9 not at all (one byte of columns follows), 10-12
+    by cccc-10 (two column bytes), 13 by a signed varint, 14 by a signed varint followed by
+    three varints (end line, columns), 15 the range has no line at all.
+    """
+    line = firstlineno
+    start = position = 0
+    while position < len(table):
+        head = table[position]
+        if not head & 0x80:
+            return
+        form = head >> 3 & 15
+        end = start + ((head & 7) + 1) * 2
+        position += 1
+        current: int | None = line
+        if form == 15:
+            current = None
+        elif form in (13, 14):
+            change, position = _signed_varint(table, position)
+            line += change
+            current = line
+            if form == 14:
+                for _ in range(3):
+                    _, position = _varint(table, position)
+        elif form >= 10:
+            line += form - 10
+            current = line
+            position += 2
+        else:
+            position += 1
+        yield start, end, current
+        start = end
+
+
+def _varint(table: bytes, position: int) -> tuple[int, int]:
+    """A location-table varint: 6 bits per byte, least significant first, 0x40 = more follow."""
+    value = shift = 0
+    while position < len(table):
+        byte = table[position]
+        position += 1
+        value |= (byte & 63) << shift
+        shift += 6
+        if not byte & 64:
+            break
+    return value, position
+
+
+def _signed_varint(table: bytes, position: int) -> tuple[int, int]:
+    value, position = _varint(table, position)
+    return (-(value >> 1) if value & 1 else value >> 1), position

@@ -1,0 +1,445 @@
+"""Native stack unwinding for x86-64: DWARF CFI first, then frame pointers, then stack scanning.
+
+CFI comes from `.eh_frame`: the FDE for a pc is found by binary search in
+`.eh_frame_hdr` and only that FDE (and its CIE) is parsed, then its
+instructions are run up to the pc to get the row (CFA rule and register
+rules). Signal trampolines (CIE augmentation "S", glibc's __restore_rt)
+restore the interrupted registers from the sigcontext through DW_CFA_expression
+rules; the frame after one is looked up at its exact pc, every other caller
+at pc-1 (the call instruction, not the one after it).
+
+Where a module has no CFI (JIT code, hand-written assembly, a missing file),
+the rbp chain is followed, and failing that the stack is scanned for a
+return address (a value just after a call instruction in executable memory).
+Every frame records how it was found: "registers" (frame 0), "cfi", "fp" or "scan".
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .elf import Read, Section
+
+RSP, RBP, RA = 7, 6, 16
+DWARF_REGS = ("rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp", "r8", "r9", "r10", "r11", "r12", "r13", "r14",
+              "r15", "rip")
+"""DWARF register numbers 0..16 of the x86-64 psABI (16 is the return address)."""
+MAX_FRAMES = 512
+SCAN_WORDS = 2048
+
+MASK = (1 << 64) - 1
+
+
+class CfiError(Exception):
+    """The CFI bytes do not parse or an expression cannot be evaluated."""
+
+
+@dataclass
+class Row:
+    """The CFI row for one pc: how to find the CFA and each saved register."""
+
+    cfa_reg: int | None = None
+    cfa_offset: int = 0
+    cfa_expr: bytes | None = None
+    rules: dict[int, tuple[str, object]] = field(default_factory=dict)
+    signal_frame: bool = False
+
+
+@dataclass(frozen=True)
+class _Cie:
+    code_align: int
+    data_align: int
+    ra_reg: int
+    fde_encoding: int
+    signal_frame: bool
+    initial: bytes
+    augmented: bool
+
+
+class _Cursor:
+    """Little-endian reads from bytes with LEB128 and DWARF pointer encodings."""
+
+    def __init__(self, data: bytes, pos: int = 0, base_vaddr: int = 0):
+        self.data, self.pos, self.base_vaddr = data, pos, base_vaddr
+
+    def take(self, fmt: str) -> int:
+        size = struct.calcsize(fmt)
+        if self.pos + size > len(self.data):
+            raise CfiError("CFI data cut off")
+        value, = struct.unpack_from(fmt, self.data, self.pos)
+        self.pos += size
+        return value
+
+    def uleb(self) -> int:
+        result = shift = 0
+        while True:
+            if self.pos >= len(self.data):
+                raise CfiError("LEB128 cut off")
+            byte = self.data[self.pos]
+            self.pos += 1
+            result |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                return result
+
+    def sleb(self) -> int:
+        start = self.pos
+        value = self.uleb()
+        bits = 7 * (self.pos - start)
+        return value - (1 << bits) if value & (1 << (bits - 1)) else value
+
+    def cstr(self) -> bytes:
+        end = self.data.find(b"\0", self.pos)
+        if end < 0:
+            raise CfiError("string cut off")
+        text, self.pos = self.data[self.pos:end], end + 1
+        return text
+
+    def pointer(self, encoding: int, datarel: int = 0) -> int:
+        """A pointer in DW_EH_PE encoding; pc-relative is relative to this field's address."""
+        if encoding == 0xFF:
+            return 0
+        field_vaddr = self.base_vaddr + self.pos
+        fmt = encoding & 0x0F
+        if fmt == 0x01:
+            value = self.uleb()
+        elif fmt == 0x09:
+            value = self.sleb()
+        else:
+            code = {0x00: "<Q", 0x02: "<H", 0x03: "<I", 0x04: "<Q", 0x0A: "<h", 0x0B: "<i", 0x0C: "<q"}.get(fmt)
+            if code is None:
+                raise CfiError(f"pointer encoding {encoding:#x} not supported")
+            value = self.take(code)
+        application = encoding & 0x70
+        if application == 0x10:
+            value += field_vaddr
+        elif application == 0x30:
+            value += datarel
+        elif application not in (0x00,):
+            raise CfiError(f"pointer application {application:#x} not supported")
+        return value & MASK
+
+
+class EhFrame:
+    """The `.eh_frame` of one ELF image, searched through `.eh_frame_hdr`."""
+
+    def __init__(self, read: Read, sections: dict[str, Section]):
+        self._read = read
+        hdr, frame = sections.get(".eh_frame_hdr"), sections.get(".eh_frame")
+        if hdr is None or frame is None or frame.type == 8 or hdr.type == 8:
+            raise CfiError("no .eh_frame_hdr/.eh_frame in this file")
+        self._hdr, self._frame = hdr, frame
+        head = read(hdr.offset, 12)
+        if len(head) < 12 or head[0] != 1:
+            raise CfiError("unsupported .eh_frame_hdr")
+        self._table_enc = head[3]
+        cursor = _Cursor(head, 4, hdr.addr)
+        cursor.pointer(head[1])
+        self._count = cursor.pointer(head[2], hdr.addr) if head[2] != 0xFF else 0
+        self._table_at = hdr.offset + cursor.pos
+        if self._table_enc != 0x3B:
+            raise CfiError(f".eh_frame_hdr table encoding {self._table_enc:#x} not supported")
+        self._cies: dict[int, _Cie] = {}
+        self._rows: dict[int, Row | None] = {}
+
+    def row(self, vaddr: int) -> Row | None:
+        """The CFI row for a link-time address, or None when no FDE covers it."""
+        if vaddr not in self._rows:
+            self._rows[vaddr] = self._find_row(vaddr)
+        return self._rows[vaddr]
+
+    def _find_row(self, vaddr: int) -> Row | None:
+        lo, hi = 0, self._count
+        while lo < hi:
+            mid = (lo + hi) // 2
+            start = self._entry(mid)[0]
+            if start <= vaddr:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo == 0:
+            return None
+        fde_vaddr = self._entry(lo - 1)[1]
+        return self._fde_row(fde_vaddr - self._frame.addr, vaddr)
+
+    def _entry(self, index: int) -> tuple[int, int]:
+        raw = self._read(self._table_at + index * 8, 8)
+        if len(raw) < 8:
+            raise CfiError(".eh_frame_hdr table cut off")
+        start, fde = struct.unpack("<ii", raw)
+        return (start + self._hdr.addr) & MASK, (fde + self._hdr.addr) & MASK
+
+    def _entry_bytes(self, offset: int) -> tuple[_Cursor, int]:
+        """A cursor over one CIE/FDE (after its length field) and its end position."""
+        if not 0 <= offset < self._frame.size:
+            raise CfiError("FDE offset outside .eh_frame")
+        head = self._read(self._frame.offset + offset, 12)
+        if len(head) < 4:
+            raise CfiError(".eh_frame cut off")
+        length, = struct.unpack_from("<I", head)
+        skip = 4
+        if length == 0xFFFFFFFF:
+            length, skip = struct.unpack_from("<Q", head, 4)[0], 12
+        if length > 1 << 20:
+            raise CfiError("implausible CFI entry length")
+        data = self._read(self._frame.offset + offset, skip + length)
+        return _Cursor(data, skip, self._frame.addr + offset), skip + length
+
+    def _cie(self, offset: int) -> _Cie:
+        if offset not in self._cies:
+            cursor, end = self._entry_bytes(offset)
+            if cursor.take("<I") != 0:
+                raise CfiError("CIE pointer does not lead to a CIE")
+            version = cursor.take("<B")
+            augmentation = cursor.cstr().decode("ascii", "replace")
+            if "eh" in augmentation:
+                cursor.take("<Q")
+            code_align, data_align = cursor.uleb(), cursor.sleb()
+            ra_reg = cursor.take("<B") if version == 1 else cursor.uleb()
+            fde_encoding, augmented = 0, augmentation.startswith("z")
+            if augmented:
+                aug_end = cursor.uleb() + cursor.pos
+                for char in augmentation[1:]:
+                    if char == "R":
+                        fde_encoding = cursor.take("<B")
+                    elif char == "P":
+                        cursor.pointer(cursor.take("<B") & 0x7F)
+                    elif char == "L":
+                        cursor.take("<B")
+                cursor.pos = aug_end
+            self._cies[offset] = _Cie(code_align, data_align, ra_reg, fde_encoding, "S" in augmentation,
+                                      cursor.data[cursor.pos:end], augmented)
+        return self._cies[offset]
+
+    def _fde_row(self, offset: int, vaddr: int) -> Row | None:
+        cursor, end = self._entry_bytes(offset)
+        pointer_at = cursor.pos
+        cie_pointer = cursor.take("<I")
+        if cie_pointer == 0:
+            return None
+        cie = self._cie(offset + pointer_at - cie_pointer)
+        start = cursor.pointer(cie.fde_encoding)
+        span = cursor.pointer(cie.fde_encoding & 0x0F)
+        if not start <= vaddr < start + span:
+            return None
+        if cie.augmented:
+            cursor.pos += cursor.uleb()
+        initial = Row(signal_frame=cie.signal_frame)
+        _run(cie.initial, cie, initial, None, start, None)
+        row = Row(initial.cfa_reg, initial.cfa_offset, initial.cfa_expr, dict(initial.rules), cie.signal_frame)
+        _run(cursor.data[cursor.pos:end], cie, row, initial, start, vaddr)
+        return row
+
+
+def _run(program: bytes, cie: _Cie, row: Row, initial: Row | None, loc: int, target: int | None) -> None:
+    """Execute CFA instructions, stopping once the location passes `target`."""
+    cursor = _Cursor(program)
+    saved: list[tuple] = []
+    while cursor.pos < len(program):
+        op = cursor.take("<B")
+        high, low = op & 0xC0, op & 0x3F
+        if high == 0x40:
+            loc += low * cie.code_align
+        elif high == 0x80:
+            row.rules[low] = ("offset", cursor.uleb() * cie.data_align)
+            continue
+        elif high == 0xC0:
+            _restore(row, initial, low)
+            continue
+        elif op in (0x02, 0x03, 0x04):
+            loc += cursor.take({0x02: "<B", 0x03: "<H", 0x04: "<I"}[op]) * cie.code_align
+        elif op == 0x01:
+            loc = cursor.pointer(cie.fde_encoding)
+        else:
+            _apply(op, cursor, cie, row, initial, saved)
+            continue
+        if target is not None and loc > target:
+            return
+
+
+def _apply(op: int, cursor: _Cursor, cie: _Cie, row: Row, initial: Row | None, saved: list[tuple]) -> None:
+    """One non-advancing CFA instruction."""
+    if op == 0x00 or op == 0x2E:
+        if op == 0x2E:
+            cursor.uleb()
+    elif op in (0x05, 0x11, 0x2F):
+        reg = cursor.uleb()
+        offset = cursor.uleb() if op == 0x05 else cursor.sleb() if op == 0x11 else -cursor.uleb()
+        row.rules[reg] = ("offset", offset * cie.data_align)
+    elif op in (0x14, 0x15):
+        reg = cursor.uleb()
+        row.rules[reg] = ("val_offset", (cursor.uleb() if op == 0x14 else cursor.sleb()) * cie.data_align)
+    elif op == 0x06:
+        _restore(row, initial, cursor.uleb())
+    elif op == 0x07:
+        row.rules[cursor.uleb()] = ("undefined", None)
+    elif op == 0x08:
+        row.rules.pop(cursor.uleb(), None)
+    elif op == 0x09:
+        reg = cursor.uleb()
+        row.rules[reg] = ("register", cursor.uleb())
+    elif op == 0x0A:
+        saved.append((row.cfa_reg, row.cfa_offset, row.cfa_expr, dict(row.rules)))
+    elif op == 0x0B:
+        if saved:
+            row.cfa_reg, row.cfa_offset, row.cfa_expr, row.rules = saved.pop()
+    elif op in (0x0C, 0x12):
+        row.cfa_reg = cursor.uleb()
+        row.cfa_offset = cursor.uleb() if op == 0x0C else cursor.sleb() * cie.data_align
+        row.cfa_expr = None
+    elif op == 0x0D:
+        row.cfa_reg, row.cfa_expr = cursor.uleb(), None
+    elif op in (0x0E, 0x13):
+        row.cfa_offset = cursor.uleb() if op == 0x0E else cursor.sleb() * cie.data_align
+    elif op == 0x0F:
+        row.cfa_expr = _block(cursor)
+    elif op in (0x10, 0x16):
+        reg = cursor.uleb()
+        row.rules[reg] = ("expression" if op == 0x10 else "val_expression", _block(cursor))
+    else:
+        raise CfiError(f"CFA instruction {op:#x} not supported")
+
+
+def _restore(row: Row, initial: Row | None, reg: int) -> None:
+    if initial is not None and reg in initial.rules:
+        row.rules[reg] = initial.rules[reg]
+    else:
+        row.rules.pop(reg, None)
+
+
+def _block(cursor: _Cursor) -> bytes:
+    size = cursor.uleb()
+    data = cursor.data[cursor.pos:cursor.pos + size]
+    cursor.pos += size
+    return data
+
+
+Word = Callable[[int], "int | None"]
+
+
+def evaluate(expr: bytes, regs: dict[int, int], word: Word, initial: int | None = None) -> int:
+    """A DWARF expression as CFI uses it (register arithmetic, constants, dereferences)."""
+    stack: list[int] = [] if initial is None else [initial]
+    cursor = _Cursor(expr)
+    while cursor.pos < len(expr):
+        op = cursor.take("<B")
+        if 0x30 <= op <= 0x4F:
+            stack.append(op - 0x30)
+        elif 0x70 <= op <= 0x8F or op == 0x92:
+            reg = op - 0x70 if op != 0x92 else cursor.uleb()
+            if reg not in regs:
+                raise CfiError(f"register {reg} unknown in this frame")
+            stack.append((regs[reg] + cursor.sleb()) & MASK)
+        elif 0x50 <= op <= 0x6F:
+            if op - 0x50 not in regs:
+                raise CfiError(f"register {op - 0x50} unknown in this frame")
+            stack.append(regs[op - 0x50])
+        elif op in _CONSTANTS:
+            stack.append(cursor.take(_CONSTANTS[op]) & MASK)
+        elif op == 0x10:
+            stack.append(cursor.uleb())
+        elif op == 0x11:
+            stack.append(cursor.sleb() & MASK)
+        elif op == 0x23:
+            stack[-1] = (stack[-1] + cursor.uleb()) & MASK
+        elif op in (0x06, 0x94):
+            size = 8 if op == 0x06 else cursor.take("<B")
+            value = word(stack.pop())
+            if value is None:
+                raise CfiError("expression reads memory that is not in the core")
+            stack.append(value & ((1 << (8 * size)) - 1))
+        elif op == 0x12:
+            stack.append(stack[-1])
+        elif op == 0x13:
+            stack.pop()
+        elif op == 0x14:
+            stack.append(stack[-2])
+        elif op == 0x16:
+            stack[-1], stack[-2] = stack[-2], stack[-1]
+        elif op in _BINARY:
+            right, left = stack.pop(), stack.pop()
+            stack.append(_BINARY[op](left, right) & MASK)
+        elif op == 0x2F:
+            skip = cursor.take("<h")
+            cursor.pos += skip
+        elif op == 0x28:
+            skip = cursor.take("<h")
+            if stack.pop():
+                cursor.pos += skip
+        elif op != 0x96:
+            raise CfiError(f"DWARF operation {op:#x} not supported")
+    if not stack:
+        raise CfiError("empty expression")
+    return stack[-1]
+
+
+def _signed(value: int) -> int:
+    return value - (1 << 64) if value >> 63 else value
+
+
+_CONSTANTS = {0x03: "<Q", 0x08: "<B", 0x09: "<b", 0x0A: "<H", 0x0B: "<h", 0x0C: "<I", 0x0D: "<i", 0x0E: "<Q",
+              0x0F: "<q"}
+_BINARY: dict[int, Callable[[int, int], int]] = {
+    0x1A: lambda a, b: a & b, 0x1C: lambda a, b: a - b, 0x1E: lambda a, b: a * b, 0x21: lambda a, b: a | b,
+    0x22: lambda a, b: a + b, 0x24: lambda a, b: a << (b & 63), 0x25: lambda a, b: a >> (b & 63),
+    0x26: lambda a, b: _signed(a) >> (b & 63), 0x27: lambda a, b: a ^ b,
+    0x29: lambda a, b: int(a == b), 0x2E: lambda a, b: int(a != b),
+    0x2A: lambda a, b: int(_signed(a) >= _signed(b)), 0x2B: lambda a, b: int(_signed(a) > _signed(b)),
+    0x2C: lambda a, b: int(_signed(a) <= _signed(b)), 0x2D: lambda a, b: int(_signed(a) < _signed(b)),
+}
+
+
+def apply_row(row: Row, regs: dict[int, int], word: Word) -> dict[int, int]:
+    """The caller's registers from this frame's registers and its CFI row (RA = register 16).
+
+    Registers without a rule keep their value (gdb's "same value" default).
+    """
+    if row.cfa_expr is not None:
+        cfa = evaluate(row.cfa_expr, regs, word)
+    elif row.cfa_reg in regs:
+        cfa = (regs[row.cfa_reg] + row.cfa_offset) & MASK
+    else:
+        raise CfiError("CFA register unknown in this frame")
+    caller = dict(regs)
+    caller[RSP] = cfa
+    for reg, (kind, arg) in row.rules.items():
+        if kind == "undefined":
+            caller.pop(reg, None)
+            continue
+        value = _rule_value(kind, arg, cfa, regs, word)
+        if value is None:
+            caller.pop(reg, None)
+        else:
+            caller[reg] = value
+    return caller
+
+
+def _rule_value(kind: str, arg, cfa: int, regs: dict[int, int], word: Word) -> int | None:
+    if kind == "offset":
+        return word((cfa + arg) & MASK)
+    if kind == "val_offset":
+        return (cfa + arg) & MASK
+    if kind == "register":
+        return regs.get(arg)
+    if kind == "expression":
+        return word(evaluate(arg, regs, word, cfa))
+    return evaluate(arg, regs, word, cfa)
+
+
+def looks_like_return(code: bytes | None) -> bool:
+    """True when the bytes just before an address end with a call instruction.
+
+    `code` holds the 7 bytes before the candidate: call rel32 (e8 + 4), call
+    through a register or memory (ff /2 in its 2, 3, 6 and 7 byte forms).
+    """
+    if not code or len(code) < 7:
+        return False
+    if code[-5] == 0xE8:
+        return True
+    for size in range(2, 8):
+        at = -size + (1 if 0x40 <= code[-size] <= 0x4F else 0)
+        if code[at] == 0xFF and at + 1 < 0 and (code[at + 1] >> 3) & 7 == 2:
+            return True
+    return False

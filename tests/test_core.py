@@ -1,0 +1,335 @@
+"""Core files: real crashes made at test time, read by postmortem and compared with gdb.
+
+Programs from tests/data/core/src are built with gcc and crashed with core
+dumps enabled (the kernel's core_pattern must write `core` in the working
+directory; where it does not, gdb's gcore takes the core instead). gdb's own
+frame list (tests/data/core/gdb_frames.py prints each frame with gdb's frame
+type) is the oracle: postmortem must list exactly gdb's NORMAL and SIGTRAMP
+frames, names and order, per thread. gdb's INLINE frames (same pc as the
+frame that holds them) and TAILCALL frames (synthesised from DWARF call-site
+info) need .debug_info and are not physical frames, so they are the only gdb
+frames left out; gdb stops at main, so our frames past main are cut there.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import resource
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from postmortem.debugging import short_name
+from postmortem.model import Options
+from postmortem.pipeline import analyze
+
+SRC = Path(__file__).parent / "data" / "core" / "src"
+GDB_FRAMES = Path(__file__).parent / "data" / "core" / "gdb_frames.py"
+GCC = shutil.which("gcc")
+GDB = shutil.which("gdb")
+
+PROGRAMS = {
+    # name: (compile commands, run arguments)
+    "crash": ("gcc -g -O0 -fno-omit-frame-pointer -shared -fPIC -o libcrash.so {src}/libcrash.c && "
+              "gcc -g -O0 -o crash {src}/crash.c -L. -lcrash -Wl,-rpath,'$ORIGIN'", ["./crash"]),
+    "crash_o2": ("gcc -g -O2 -fomit-frame-pointer -shared -fPIC -o libcrash_o2.so {src}/libcrash.c && "
+                 "gcc -g -O2 -fomit-frame-pointer -o crash_o2 {src}/crash.c -L. -lcrash_o2 -Wl,-rpath,'$ORIGIN'",
+                 ["./crash_o2"]),
+    "mt_abort": ("gcc -g -O0 -pthread -o mt_abort {src}/mt_abort.c", ["./mt_abort"]),
+    "terminate": ("g++ -g -O0 -o terminate {src}/terminate.cc", ["./terminate"]),
+    "sighandler": ("gcc -g -O0 -fno-omit-frame-pointer -shared -fPIC -o libcrash.so {src}/libcrash.c && "
+                   "gcc -g -O0 -o sighandler {src}/sighandler.c -L. -lcrash -Wl,-rpath,'$ORIGIN'", ["./sighandler"]),
+}
+
+
+def _allow_cores() -> None:
+    resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+
+
+def crash(directory: Path, name: str, env: dict[str, str] | None = None, args: tuple[str, ...] = ()) -> Path:
+    """Build and crash one program in its own directory; the path of its core."""
+    build, run = PROGRAMS[name]
+    directory.mkdir(parents=True, exist_ok=True)
+    subprocess.run(build.format(src=SRC), shell=True, cwd=directory, check=True, capture_output=True)
+    environment = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **(env or {})}
+    subprocess.run([*run, *args], cwd=directory, preexec_fn=_allow_cores, env=environment, capture_output=True)
+    core = directory / "core"
+    if not core.exists() and GDB:
+        subprocess.run([GDB, "-batch", "-ex", "run", "-ex", "gcore core", "--args", *run, *args], cwd=directory,
+                       env=environment, capture_output=True, timeout=60)
+    if not core.exists():
+        pytest.skip("no core file was written (core_pattern pipes cores elsewhere and gdb is not installed)")
+    return core
+
+
+@pytest.fixture(scope="module")
+def cores(tmp_path_factory) -> dict[str, Path]:
+    if GCC is None or shutil.which("g++") is None:
+        pytest.skip("gcc/g++ not installed: the test programs cannot be built")
+    root = tmp_path_factory.mktemp("cores")
+    return {name: crash(root / name, name) for name in PROGRAMS}
+
+
+def core_of(path: Path, options: Options = Options()) -> dict:
+    report = analyze([str(path)], options=options)
+    assert len(report.cores) == 1, report.inputs
+    return json.loads(json.dumps(_plain(report.cores[0])))
+
+
+def _plain(value):
+    from postmortem.model import to_plain
+    return to_plain(value)
+
+
+def our_frames(core: dict) -> dict[int, list[str]]:
+    """Function names per thread, cut after main (gdb does not show frames past main)."""
+    found = {}
+    for thread in core["threads"]:
+        names = [short_name(f["symbol"]) if f["symbol"] else None for f in thread["frames"]]
+        if "main" in names:
+            names = names[: names.index("main") + 1]
+        found[thread["tid"]] = names
+    return found
+
+
+def gdb_frames(exe: Path, core: Path) -> dict[int, list[str]]:
+    """gdb's physical frames per thread (inline and tail-call frames left out, see the module docstring)."""
+    out = subprocess.run([GDB, "-q", "-batch", "-nx", "-ex", "set debuginfod enabled off", "-x", str(GDB_FRAMES),
+                          str(exe), str(core)], capture_output=True, text=True, timeout=60).stdout
+    threads: dict[int, list[str]] = {}
+    current: list[str] = []
+    for line in out.splitlines():
+        if line.startswith("THREAD "):
+            current = threads.setdefault(int(line.split()[1]), [])
+        elif line.startswith("FRAME "):
+            _, _pc, kind, name = line.split(" ", 3)
+            if kind in ("inline", "tailcall"):
+                continue
+            current.append("<signal handler called>" if kind == "sigtramp" else
+                           None if name == "None" else short_name(name))
+    return threads
+
+
+@pytest.mark.skipif(GDB is None, reason="gdb not installed: no reference backtrace to compare with")
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_frames_equal_gdb(cores, name):
+    core = cores[name]
+    theirs = gdb_frames(core.parent / name, core)
+    ours = our_frames(core_of(core))
+    assert theirs, "gdb printed no frames"
+    assert ours == theirs
+
+
+EXPECTED = {
+    # name: (signal, first frame of the crashing thread outside libc/libstdc++, the frames from there on)
+    "crash": ("SIGSEGV", ["lib_c", "lib_b", "lib_a", "main"]),
+    "crash_o2": ("SIGSEGV", ["lib_c", "main"]),
+    "mt_abort": ("SIGABRT", ["aborter"]),
+    "terminate": ("SIGABRT", ["job::step(int)"] * 4 + ["main"]),
+    "sighandler": ("SIGABRT", ["on_segv", "<signal handler called>", "lib_c", "lib_b", "lib_a", "main"]),
+}
+
+
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_signal_threads_and_modules(cores, name):
+    core = core_of(cores[name])
+    signal, expected = EXPECTED[name]
+    assert core["signal"]["name"] == signal
+    crashed = core["threads"][0]
+    assert crashed["crashed"] and not any(t["crashed"] for t in core["threads"][1:])
+    program = [f for f in crashed["frames"]
+               if not f["module"].startswith(("libc.so", "libstdc++")) or f["symbol"] == "<signal handler called>"]
+    assert [f["symbol"] for f in program[: len(expected)]] == expected
+    assert crashed["frames"][0]["how"] == "registers"
+    assert all(f["how"] == "cfi" for f in crashed["frames"][1:])
+    assert set(crashed["registers"]) >= {"rip", "rsp", "rbp", "rax"}
+    assert core["modules"][0]["build_id"] == core["modules"][0]["build_id_on_disk"]
+    assert core["executable"].endswith("/" + name)
+
+
+def test_segv_fields(cores):
+    report = analyze([str(cores["crash"])])
+    event = next(e for e in report.events if e.kind == "core-signal")
+    assert event.fields["code_meaning"] == "SEGV_MAPERR: address not mapped"
+    assert event.fields["address"] == "0x0" and event.fields["crash_symbol"] == "lib_c"
+    assert event.fields["crash_module"] == "libcrash.so" and event.fields["crash_module_kind"] == "other"
+    assert event.text.startswith("SIGSEGV (SEGV_MAPERR) at 0x0 in libcrash.so!lib_c+0x")
+    assert report.verdict.signature == "core-native-crash"
+    core = core_of(cores["crash"])
+    assert core["signal"]["mapping"] is None
+
+
+def test_abort_names_sender_and_frame_below_abort(cores):
+    core = core_of(cores["mt_abort"])
+    assert core["signal"]["code_meaning"] == "SI_TKILL: sent by tkill/abort()"
+    assert core["signal"]["sender_pid"] == core["pid"]
+    assert len(core["threads"]) == 5
+    event = next(e for e in analyze([str(cores["mt_abort"])]).events if e.kind == "core-signal")
+    assert event.fields["top_frame"] == "aborter"
+
+
+def test_signal_frame_is_named(cores):
+    frames = core_of(cores["sighandler"])["threads"][0]["frames"]
+    names = [f["symbol"] for f in frames]
+    at = names.index("<signal handler called>")
+    assert names[at - 1] == "on_segv" and names[at + 1] == "lib_c"
+
+
+def test_notes_agree_with_pyelftools(cores):
+    """pyelftools decodes NT_PRPSINFO and NT_FILE itself: our struct decoders must say the same."""
+    from elftools.elf.elffile import ELFFile
+    from postmortem.core import notes
+    with open(cores["mt_abort"], "rb") as handle:
+        for segment in ELFFile(handle).iter_segments():
+            if segment.header.p_type != "PT_NOTE":
+                continue
+            for note in segment.iter_notes():
+                if note["n_type"] == "NT_PRPSINFO":
+                    ours = notes.process_info(bytes(note["n_descdata"]))
+                    assert (ours.pid, ours.uid, ours.fname) == (note["n_desc"].pr_pid, note["n_desc"].pr_uid,
+                                                                note["n_desc"].pr_fname.split(b"\0")[0].decode())
+                if note["n_type"] == "NT_FILE":
+                    ours = notes.file_mappings(bytes(note["n_descdata"]))
+                    assert [m.path for m in ours] == [n.decode() for n in note["n_desc"].filename]
+                    assert [m.start for m in ours] == [e.vm_start for e in note["n_desc"].Elf_Nt_File_Entry]
+
+
+def test_environment_by_name_unless_show_env(tmp_path):
+    if GCC is None:
+        pytest.skip("gcc not installed")
+    core = crash(tmp_path, "crash", {"SECRET_TOKEN": "abc-secret", "CUDA_VISIBLE_DEVICES": "1"}, ("--flag", "x y"))
+    plain = core_of(core)
+    assert plain["argv"] == ["./crash", "--flag", "x y"]
+    assert plain["environment"]["values"] == {"CUDA_VISIBLE_DEVICES": "1"}
+    assert "SECRET_TOKEN" in plain["environment"]["names_only"]
+    report = analyze([str(core)])
+    from postmortem.render.json_report import render
+    assert "abc-secret" not in render(report)
+    shown = core_of(core, Options(show_env=True))
+    assert shown["environment"]["values"]["SECRET_TOKEN"] == "abc-secret"
+
+
+def test_truncated_core_keeps_what_it_can(cores, tmp_path):
+    data = cores["mt_abort"].read_bytes()
+    cut = tmp_path / "core.cut"
+    cut.write_bytes(data[: len(data) // 2])
+    report = analyze([str(cut)])
+    assert report.inputs[0].format == "elf-core"
+    assert any("cut off" in d for d in report.inputs[0].diagnostics)
+    assert report.cores[0].signal.name == "SIGABRT"
+
+
+def test_cut_inside_the_notes(cores, tmp_path):
+    cut = tmp_path / "core.cut"
+    cut.write_bytes(cores["crash"].read_bytes()[:1500])
+    report = analyze([str(cut)])
+    assert report.inputs[0].format == "elf-core" and report.inputs[0].diagnostics
+
+
+def test_zero_filled_core_is_not_a_crash(tmp_path):
+    zeros = tmp_path / "core.123"
+    zeros.write_bytes(b"\0" * 65536)
+    report = analyze([str(zeros)])
+    assert report.inputs[0].format == "binary" and not report.cores and report.verdict is None
+
+
+def test_elf_that_is_not_a_core(tmp_path):
+    program = tmp_path / "true"
+    shutil.copy(shutil.which("true") or "/bin/true", program)
+    report = analyze([str(program)])
+    assert report.inputs[0].format == "elf"
+    assert "not a core" in report.inputs[0].diagnostics[0]
+
+
+def test_missing_library_gives_partial_stack_and_says_sysroot(cores, tmp_path):
+    source = cores["crash"].parent
+    moved = tmp_path / "elsewhere"
+    moved.mkdir()
+    shutil.copy(source / "core", moved / "core")
+    (source / "libcrash.so").rename(tmp_path / "libcrash.so")
+    try:
+        report = analyze([str(moved / "core")])
+    finally:
+        (tmp_path / "libcrash.so").rename(source / "libcrash.so")
+    frames = report.cores[0].threads[0].frames
+    assert frames[0].module == "libcrash.so" and frames[0].symbol is None
+    assert any("--sysroot" in d and "libcrash.so" in d for d in report.inputs[0].diagnostics)
+    sysroot = tmp_path / "root"
+    target = sysroot / str(source / "libcrash.so").lstrip("/")
+    target.parent.mkdir(parents=True)
+    shutil.copy(source / "libcrash.so", target)
+    (source / "libcrash.so").rename(tmp_path / "libcrash.so")
+    try:
+        again = analyze([str(moved / "core")], options=Options(sysroot=str(sysroot)))
+    finally:
+        (tmp_path / "libcrash.so").rename(source / "libcrash.so")
+    assert [f.symbol for f in again.cores[0].threads[0].frames[:3]] == ["lib_c", "lib_b", "lib_a"]
+
+
+def test_rebuilt_library_is_flagged(cores, tmp_path):
+    source = cores["crash"].parent
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    shutil.copy(source / "core", copy / "core")
+    lib = source / "libcrash.so"
+    saved = lib.read_bytes()
+    subprocess.run(f"gcc -g -O1 -shared -fPIC -o {lib} {SRC}/libcrash.c", shell=True, check=True)
+    try:
+        report = analyze([str(copy / "core")])
+    finally:
+        lib.write_bytes(saved)
+    assert any("is not the file the process had mapped" in d for d in report.inputs[0].diagnostics)
+
+
+def test_core_in_tar_gz_and_zst(cores, tmp_path):
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        archive.add(cores["crash"], arcname="bundle/core.4242")
+    bundle = tmp_path / "report.tar.gz"
+    bundle.write_bytes(buffer.getvalue())
+    report = analyze([str(bundle)])
+    assert report.cores and report.cores[0].signal.name == "SIGSEGV"
+    assert report.inputs[0].path.endswith("!/bundle/core.4242")
+    zst = Path(__file__).parent / "data" / "core" / "driver.core.zst"
+    event = next(e for e in analyze([str(zst)]).events if e.kind == "core-signal")
+    assert event.fields["crash_module_kind"] == "nvidia-driver" and event.fields["driver_version"] == "570.124.06"
+
+
+def test_gpu_classification():
+    from postmortem.core.gpu import classify, stack_facts
+    assert classify("/usr/lib/x86_64-linux-gnu/libcuda.so.570.124.06") == "nvidia-driver"
+    assert classify("/usr/lib/x86_64-linux-gnu/libnvidia-ptxjitcompiler.so.570.124.06") == "nvidia-driver"
+    assert classify("/venv/lib/python3.11/site-packages/nvidia/cublas/lib/libcublasLt.so.12") == "cuda-library"
+    assert classify("/venv/lib/python3.11/site-packages/nvidia/cudnn/lib/libcudnn_cnn_infer.so.8") == "cuda-library"
+    assert classify("/venv/lib/python3.11/site-packages/torch/lib/libtorch_cuda.so") == "framework"
+    assert classify("/venv/lib/python3.11/site-packages/torch/_C.cpython-311-x86_64-linux-gnu.so") == "framework"
+    assert classify("/venv/lib/python3.11/site-packages/flash_attn_2_cuda.cpython-311-x86_64-linux-gnu.so") == \
+        "user-extension"
+    assert classify("/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0") == "python"
+    assert classify("/usr/lib/x86_64-linux-gnu/libc.so.6") == "runtime"
+    assert classify("/usr/lib/x86_64-linux-gnu/libz.so.1") == "other"
+    facts = stack_facts(["/usr/lib/libcuda.so.570.124.06", "/opt/cuda/lib64/libcudart.so.12.4.127",
+                         "/venv/site-packages/torch/lib/libtorch.so", "/usr/bin/python3.11"])
+    assert facts == {"driver_version": "570.124.06", "cuda_version": "12.4.127", "framework": "pytorch",
+                     "python_version": "3.11"}
+
+
+def test_corrupt_headers_and_notes_never_raise():
+    """Random bytes written over a real core's headers and notes: read_core answers, never raises."""
+    import random
+    import zstandard
+    from postmortem.core.analysis import read_core
+    raw = zstandard.ZstdDecompressor().stream_reader(
+        (Path(__file__).parent / "data" / "core" / "cudart-abort.core.zst").open("rb")).read()
+    rng = random.Random(7)
+    for _ in range(150):
+        damaged = bytearray(raw)
+        for _ in range(20):
+            damaged[rng.randrange(8192)] = rng.randrange(256)
+        data = bytes(damaged)
+        read_core(lambda offset, length: data[offset:offset + length], len(data), "damaged.core")

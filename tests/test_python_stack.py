@@ -1,0 +1,385 @@
+"""Python stacks read from real cores of CPython 3.10-3.13, checked against faulthandler.
+
+Each test run crashes a small script (a background thread, and a main thread three
+functions deep in `ctypes.string_at(0)`) under every pyenv interpreter it finds, with
+`-X faulthandler`: what faulthandler printed on stderr at the crash is the ground truth
+for the frames read back from the core. The line-table decoders are checked against the
+interpreter's own `co_lines()` / `co_positions()` over its standard library.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import resource
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from postmortem.core import elf, notes
+from postmortem.core.analysis import read_core
+from postmortem.core.memory import Memory
+from postmortem.core.modules import Files, group_mappings, load_module
+from postmortem.core.python_stack import (
+    PythonFrame,
+    PythonStackError,
+    PythonThread,
+    _ranges_310,
+    _ranges_311,
+    python_stacks,
+)
+from postmortem.core.symbols import find_symbol_address
+
+PYENV = Path("/root/.pyenv/versions")
+VERSIONS = [(3, 10), (3, 11), (3, 12), (3, 13)]
+
+CRASH_SCRIPT = """\
+import ctypes
+import threading
+import time
+
+started = threading.Event()
+
+
+def background():
+    started.set()
+    while True:
+        time.sleep(0.01)
+
+
+def level3():
+    ctypes.string_at(0)
+
+
+def level2():
+    level3()
+
+
+def level1():
+    level2()
+
+
+threading.Thread(target=background, daemon=True).start()
+started.wait()
+level1()
+"""
+
+# Run by the interpreter under test: for code objects of its stdlib, the line of every
+# bytecode unit as the interpreter itself reports it.
+LINES_DUMP = """\
+import json, sys, sysconfig, types
+from pathlib import Path
+
+def codes(code):
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from codes(const)
+
+out = []
+for path in sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py")):
+    try:
+        top = compile(path.read_bytes(), str(path), "exec")
+    except (SyntaxError, ValueError):
+        continue
+    for code in codes(top):
+        units = len(code.co_code) // 2
+        by_lines = [None] * units
+        for start, end, line in code.co_lines():
+            for unit in range(start // 2, end // 2):
+                by_lines[unit] = line
+        by_positions = [p[0] for p in code.co_positions()] if hasattr(code, "co_positions") else None
+        out.append([code.co_linetable.hex(), code.co_firstlineno, by_lines, by_positions])
+json.dump(out, sys.stdout)
+"""
+
+FRAME_LINE = re.compile(r'^  File "(?P<file>.*)", line (?P<line>\d+|\?\?\?) in (?P<function>.*)$')
+
+
+def interpreter(version: tuple[int, int]) -> Path:
+    found = sorted(PYENV.glob(f"{version[0]}.{version[1]}.*/bin/python{version[0]}.{version[1]}"))
+    if not found:
+        pytest.skip(f"no CPython {version[0]}.{version[1]} under {PYENV} (pyenv install it to run this test)")
+    return found[-1]
+
+
+# --- the core through postmortem's own reader ----------------------------------------------------
+
+def _file_reader(path: str) -> Callable[[int, int], bytes]:
+    handle = open(path, "rb")  # noqa: SIM115 - lives as long as the test's core
+
+    def read(offset: int, length: int) -> bytes:
+        handle.seek(offset)
+        return handle.read(length)
+    return read
+
+
+@dataclass
+class Core:
+    """A crash core: what the core reader made of it, and the memory and symbols python_stacks gets."""
+
+    path: Path
+    stderr: str
+    read: Callable[[int, int], bytes | None]
+    find_symbol: Callable[[str], int | None]
+    tids: list[int]
+
+
+def load_core(path: Path, stderr: str) -> Core:
+    """Memory and python/libpython symbols from the core reader's modules, as its Python hook has them."""
+    read_core = _file_reader(str(path))
+    segments = elf.segments(read_core, elf.header(read_core))
+    found = [n for s in segments if s.type == elf.PT_NOTE for n in elf.notes(read_core(s.offset, s.filesz))]
+    tids = [notes.thread_status(n.desc).tid for n in found if n.type == notes.NT_PRSTATUS]
+    mappings = next(notes.file_mappings(n.desc) for n in found if n.type == notes.NT_FILE)
+    files = Files(None, None, ())
+    memory = Memory(read_core, segments, mappings, files.reader)
+    interpreter = [load_module(p, group, memory, files) for p, group in group_mappings(mappings)
+                   if re.match(r"(lib)?python3", Path(p).name)]
+
+    def find_symbol(name: str) -> int | None:
+        for module in interpreter:
+            address = find_symbol_address(module.file.read, module.file.sections, name) if module.file else None
+            if address is not None:
+                return address + module.bias
+        return None
+    return Core(path, stderr, memory.read, find_symbol, tids)
+
+
+@pytest.fixture(scope="module", params=VERSIONS, ids=lambda v: f"{v[0]}.{v[1]}")
+def crash(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[tuple[int, int], Core]:
+    """A real core of the crash script under one CPython version, with faulthandler's report."""
+    version = request.param
+    python = interpreter(version)
+    pattern = Path("/proc/sys/kernel/core_pattern").read_text().strip()
+    if pattern.startswith("|"):
+        pytest.skip(f"kernel core_pattern pipes cores to a program ({pattern}), no core file is written")
+    directory = tmp_path_factory.mktemp(f"py{version[0]}{version[1]}")
+    (directory / "crash.py").write_text(CRASH_SCRIPT)
+    done = subprocess.run(
+        [str(python), "-X", "faulthandler", str(directory / "crash.py")], cwd=directory, capture_output=True,
+        text=True, timeout=60, check=False,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY)))
+    cores = sorted(directory.glob("core*"))
+    if not cores:
+        pytest.skip(f"the crash left no core in {directory} (exit {done.returncode}, core_pattern {pattern!r})")
+    return version, load_core(cores[0], done.stderr)
+
+
+def faulthandler_threads(stderr: str) -> tuple[tuple[PythonFrame, ...], list[tuple[PythonFrame, ...]]]:
+    """The crashing thread's frames and the other threads' frames, as faulthandler printed them."""
+    current: tuple[PythonFrame, ...] = ()
+    others: list[tuple[PythonFrame, ...]] = []
+    for block in re.split(r"\n(?=(?:Current thread|Thread) 0x)", stderr)[1:]:
+        frames = tuple(PythonFrame(m["file"], m["function"], None if m["line"] == "???" else int(m["line"]))
+                       for m in map(FRAME_LINE.match, block.splitlines()) if m)
+        if block.startswith("Current thread"):
+            current = frames
+        else:
+            others.append(frames)
+    return current, others
+
+
+# --- tests --------------------------------------------------------------------------------------
+
+def test_stacks_equal_faulthandler_output(crash: tuple[tuple[int, int], Core]) -> None:
+    version, core = crash
+    current, others = faulthandler_threads(core.stderr)
+    assert [f.function for f in current][-4:] == ["level3", "level2", "level1", "<module>"], core.stderr
+    threads = python_stacks(core.read, core.find_symbol, version)
+    by_tid = {thread.thread_id: thread for thread in threads}
+    assert sorted(by_tid) == sorted(core.tids)
+    assert all(thread.error is None for thread in threads)
+    crashed = core.tids[0]  # the kernel writes the crashing thread's NT_PRSTATUS first
+    assert by_tid[crashed].frames == current
+    assert [by_tid[tid].frames for tid in core.tids[1:]] == others
+    only_runtime = python_stacks(core.read, lambda name: core.find_symbol(name) if name == "_PyRuntime" else None,
+                                 version)
+    assert only_runtime == threads, "types must also be recognised by tp_name, as in a stripped build"
+
+
+def test_core_reader_shows_the_same_python_stacks(crash: tuple[tuple[int, int], Core]) -> None:
+    version, core = crash
+    current, others = faulthandler_threads(core.stderr)
+    done = read_core(_file_reader(str(core.path)), core.path.stat().st_size, str(core.path))
+    assert done.core is not None and done.core.python_version == f"{version[0]}.{version[1]}"
+    assert not [line for line in done.diagnostics if "Python" in line]
+    assert [t.python_frames for t in done.core.threads] == [current, *others]
+
+
+def test_reading_stacks_is_fast(crash: tuple[tuple[int, int], Core]) -> None:
+    version, core = crash
+    python_stacks(core.read, core.find_symbol, version)  # warm the page cache
+    best = min(_timed(lambda: python_stacks(core.read, core.find_symbol, version)) for _ in range(5))
+    assert best < 0.05
+
+
+def _timed(call: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
+
+
+@pytest.mark.parametrize("version", VERSIONS, ids=lambda v: f"{v[0]}.{v[1]}")
+def test_line_tables_match_the_interpreter(version: tuple[int, int]) -> None:
+    python = interpreter(version)
+    dumped = subprocess.run([str(python), "-c", LINES_DUMP], capture_output=True, text=True, timeout=300, check=True)
+    decode = _ranges_310 if version == (3, 10) else _ranges_311
+    checked = 0
+    for table, firstlineno, by_lines, by_positions in json.loads(dumped.stdout):
+        decoded: list[int | None] = [None] * len(by_lines)
+        for start, end, line in decode(bytes.fromhex(table), firstlineno):
+            decoded[start // 2:end // 2] = [line] * (end // 2 - start // 2)
+        assert decoded[:len(by_lines)] == by_lines
+        if by_positions is not None:
+            assert decoded[:len(by_positions)] == by_positions
+        checked += len(by_lines)
+    assert checked > 100_000
+
+
+class FakeProcess:
+    """A hand-built memory image with 3.11's offsets: runtime, interpreter, thread, frames, code."""
+
+    BASE = 0x7F0000000000
+    SYMBOLS: ClassVar[dict[str, int]] = {"_PyRuntime": BASE + 0x100, "PyCode_Type": BASE + 0x200, "PyUnicode_Type": BASE + 0x300,
+               "PyBytes_Type": BASE + 0x400}
+
+    def __init__(self) -> None:
+        self.image = bytearray(0x10000)
+        self.free = 0x1000
+
+    def read(self, address: int, size: int) -> bytes | None:
+        start = address - self.BASE
+        return bytes(self.image[start:start + size]) or None if 0 <= start < len(self.image) else None
+
+    def put(self, address: int, data: bytes) -> None:
+        self.image[address - self.BASE:address - self.BASE + len(data)] = data
+
+    def word(self, address: int, value: int) -> None:
+        self.put(address, value.to_bytes(8, "little"))
+
+    def new(self, kind: str, size: int) -> int:
+        """Room for an object of `size` bytes whose type is `kind` (a key of SYMBOLS, or "")."""
+        address = self.BASE + self.free
+        self.free += (size + 15) // 16 * 16
+        if kind:
+            self.word(address + 8, self.SYMBOLS[kind])
+        return address
+
+    def string(self, text: str) -> int:
+        widest = max(map(ord, text))
+        width = 4 if widest > 0xFFFF else 2 if widest > 0xFF else 1
+        ascii_only = text.isascii()
+        data = text.encode({1: "latin-1", 2: "utf-16-le", 4: "utf-32-le"}[width])
+        obj = self.new("PyUnicode_Type", 72 + len(data))
+        self.word(obj + 16, len(text))
+        self.put(obj + 32, (width << 2 | 1 << 5 | ascii_only << 6).to_bytes(4, "little"))
+        self.put(obj + (48 if ascii_only else 72), data)
+        return obj
+
+    def code(self, file: str, name: str, firstlineno: int, linetable: bytes, units: int) -> int:
+        table = self.new("PyBytes_Type", 32 + len(linetable))
+        self.word(table + 16, len(linetable))
+        self.put(table + 32, linetable)
+        code = self.new("PyCode_Type", 184 + 2 * units)
+        self.word(code + 16, units)
+        self.word(code + 112, self.string(file))
+        self.word(code + 120, self.string(name))
+        self.word(code + 136, table)
+        self.put(code + 72, firstlineno.to_bytes(4, "little"))
+        return code
+
+    def frame(self, code: int, unit: int) -> int:
+        frame = self.new("", 72)
+        self.word(frame + 32, code)
+        self.word(frame + 56, code + 184 + 2 * unit)
+        return frame
+
+    def thread(self, tid: int, innermost: int) -> None:
+        runtime, interp = self.SYMBOLS["_PyRuntime"], self.new("", 32)
+        tstate, cframe = self.new("", 168), self.new("", 16)
+        self.word(runtime + 40, interp)
+        self.word(interp + 16, tstate)
+        self.word(tstate + 56, cframe)
+        self.word(tstate + 160, tid)
+        self.word(cframe + 8, innermost)
+
+
+def test_synthetic_stack_with_wide_strings_and_a_cycle() -> None:
+    fake = FakeProcess()
+    # 4 units on line 10+5 (form 13: signed varint 5 -> 10), then 2 units with no line (form 15)
+    table = bytes([0x80 | 13 << 3 | 3, 10, 0x80 | 15 << 3 | 1])
+    inner = fake.frame(fake.code("/srv/проект/train.py", "step_\U0001F680", 10, table, 6), 2)
+    outer = fake.frame(fake.code("/srv/café.py", "main", 40, table, 6), 5)
+    fake.word(inner + 48, outer)
+    fake.word(outer + 48, inner)
+    fake.thread(4242, inner)
+    [thread] = python_stacks(fake.read, FakeProcess.SYMBOLS.get, (3, 11))
+    assert thread.thread_id == 4242
+    assert thread.frames == (PythonFrame("/srv/проект/train.py", "step_\U0001F680", 15),
+                             PythonFrame("/srv/café.py", "main", None))
+    assert thread.error and "looping" in thread.error
+
+
+def test_missing_memory_and_symbols_raise_the_documented_error() -> None:
+    with pytest.raises(PythonStackError, match="_PyRuntime"):
+        python_stacks(lambda a, n: None, lambda name: None, (3, 11))
+    with pytest.raises(PythonStackError, match="not in the core"):
+        python_stacks(lambda a, n: None, lambda name: 0x7F0000001000, (3, 11))
+    with pytest.raises(PythonStackError, match="cookie"):
+        python_stacks(lambda a, n: bytes(n), lambda name: 0x7F0000001000, (3, 13))
+    for version in ((3, 9), (3, 14)):
+        with pytest.raises(PythonStackError, match="not supported"):
+            python_stacks(lambda a, n: bytes(n), lambda name: 0x7F0000001000, version)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_junk_memory_gives_the_error_or_a_partial_result(seed: int) -> None:
+    rng = random.Random(seed)
+    version = VERSIONS[seed % len(VERSIONS)]
+    pointers = [0x7F0000001000 + 8 * rng.randrange(64) for _ in range(4)]
+
+    def junk(address: int, size: int) -> bytes | None:
+        """Random bytes, often shaped like pointers into the same small region."""
+        choice = rng.random()
+        if choice < 0.1:
+            return None
+        if choice < 0.5:
+            return b"".join(rng.choice(pointers).to_bytes(8, "little") for _ in range(size // 8 + 1))[:size]
+        if version == (3, 13) and choice < 0.6:
+            return (b"xdebugpy" + rng.randbytes(size))[:size]
+        return rng.randbytes(rng.randrange(size + 1))
+    _expect_error_or_threads(junk, lambda name: rng.choice([None, *pointers]), version)
+
+
+def test_damaged_real_core_gives_the_error_or_a_partial_result(crash: tuple[tuple[int, int], Core]) -> None:
+    version, core = crash
+    rng = random.Random(version[1])
+    for _ in range(60):
+        def damaged(address: int, size: int, damage: float = rng.random()) -> bytes | None:
+            data = core.read(address, size)
+            if data is None or rng.random() > damage / 4:
+                return data
+            if rng.random() < 0.5:
+                return data[:rng.randrange(len(data) + 1)] or None
+            mutable = bytearray(data)
+            mutable[rng.randrange(len(mutable))] = rng.randrange(256)
+            return bytes(mutable)
+        _expect_error_or_threads(damaged, core.find_symbol, version)
+
+
+def _expect_error_or_threads(read: Callable[[int, int], bytes | None], find_symbol: Callable[[str], int | None],
+                             version: tuple[int, int]) -> None:
+    try:
+        threads = python_stacks(read, find_symbol, version)
+    except PythonStackError as error:
+        assert str(error)
+        return
+    assert all(isinstance(thread, PythonThread) for thread in threads)
+    assert all(isinstance(frame.file, str) for thread in threads for frame in thread.frames)
