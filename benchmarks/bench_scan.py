@@ -68,9 +68,9 @@ def write_log(path: Path, size: int, seed: int = 1) -> None:
 
 def anchors() -> list[bytes]:
     """Every literal postmortem's prefilter scans for: grep gets the same work."""
-    from postmortem.sources import TEXT_SOURCES
+    from postmortem.sources import text_sources
 
-    return sorted({a for source in TEXT_SOURCES for a in source.ANCHORS})
+    return sorted({a for source in text_sources() for a in source.ANCHORS})
 
 
 def timed(cmd: list[str]) -> tuple[float, int, int]:

@@ -58,12 +58,17 @@ class Event:
 
 @dataclass(frozen=True)
 class InputInfo:
-    """One input as read: its display path, detected formats and diagnostics."""
+    """One input as read: its display path, detected formats, digest and diagnostics.
+
+    `digest` names its method: "sha256:<hex>" of the whole input, or for cores
+    (gigabytes, mostly untouched by the analysis) "sha256-sampled:<hex>" of the
+    size, the first and the last MiB.
+    """
 
     path: str
     format: str
     size: int
-    sha256: str
+    digest: str
     diagnostics: tuple[str, ...] = ()
 
 

@@ -21,7 +21,7 @@ from .prefilter import Prefilter
 from .rank import rank
 from .reader import BytesReader
 from .signatures import Database, load_default, match
-from .sources import TEXT_SOURCES, core_file
+from .sources import text_sources
 from .text import Line, TextDoc, detect_encoding
 
 
@@ -33,7 +33,7 @@ still finishes in bounded time (the rest is named in a diagnostic)."""
 @cache
 def text_prefilter() -> Prefilter:
     """The one prefilter over every text source's anchors (compiled once)."""
-    return Prefilter({source.NAME: source.ANCHORS for source in TEXT_SOURCES})
+    return Prefilter({source.NAME: source.ANCHORS for source in text_sources()})
 
 
 def analyze(paths: list[str], database: Database | None = None, options: Options = Options()) -> Report:
@@ -74,14 +74,14 @@ def read_blob(blob: Blob) -> tuple[InputInfo, list[Event]]:
         return InputInfo(blob.path, "unreadable", 0, "", tuple(diagnostics)), []
     size = blob.reader.size
     if size == 0:
-        return InputInfo(blob.path, "empty", 0, _digest(blob), ("empty file",)), []
+        return InputInfo(blob.path, "empty", 0, "sha256:" + hashlib.sha256(b"").hexdigest(), ("empty file",)), []
     head = blob.reader.read_at(0, 64 * 1024)
     doc = TextDoc(blob.reader, blob.path, detect_encoding(head))
     events: list[Event] = []
     formats: list[str] = []
     try:
         lines = doc.scan(text_prefilter())
-        for source in TEXT_SOURCES:
+        for source in text_sources():
             found = _run_source(source, doc, [line for line in lines if source.NAME in line.groups], diagnostics)
             if found:
                 formats.append(source.NAME)
@@ -90,15 +90,16 @@ def read_blob(blob: Blob) -> tuple[InputInfo, list[Event]]:
         diagnostics.append(f"read error: {exc}")
     if not formats:
         diagnostics.append(_nothing_found(head))
-    info = InputInfo(blob.path, "+".join(formats) or _plain_kind(head), size, doc.sha256, tuple(diagnostics))
+    info = InputInfo(blob.path, "+".join(formats) or _plain_kind(head), size, "sha256:" + doc.sha256, tuple(diagnostics))
     return info, events
 
 
 def read_elf(blob: Blob, options: Options) -> tuple[InputInfo, list[Event], object | None]:
     """An ELF input: a core file is read by `sources.core_file`; other ELF files are named and skipped."""
+    from .sources import core_file  # imported on first use: text-only analyses never pay for it
     result = core_file.read(blob.reader, blob.path, options)
     diagnostics = (*blob.diagnostics, *result.diagnostics)
-    info = InputInfo(blob.path, result.format, blob.reader.size, _digest(blob), diagnostics)
+    info = InputInfo(blob.path, result.format, blob.reader.size, _sampled_digest(blob), diagnostics)
     return info, list(result.events), result.core
 
 
@@ -117,13 +118,13 @@ def _run_source(source: ModuleType, doc: TextDoc, lines: list[Line], diagnostics
         return []
 
 
-def _digest(blob: Blob) -> str:
-    sha = hashlib.sha256()
-    offset = 0
-    while block := blob.reader.read_at(offset, 8 * 1024 * 1024):
-        sha.update(block)
-        offset += len(block)
-    return sha.hexdigest()
+def _sampled_digest(blob: Blob, sample: int = 1024 * 1024) -> str:
+    """A digest that does not read a whole multi-gigabyte core: size, first and last MiB."""
+    size = blob.reader.size
+    sha = hashlib.sha256(str(size).encode())
+    sha.update(blob.reader.read_at(0, sample))
+    sha.update(blob.reader.read_at(max(0, size - sample), sample))
+    return "sha256-sampled:" + sha.hexdigest()
 
 
 def _plain_kind(head: bytes) -> str:

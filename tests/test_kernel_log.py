@@ -268,7 +268,7 @@ CASES = sorted({p.name.split(".")[0] for p in DATA.glob("*-0[0-9].*.txt")})
 @pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus not present")
 @pytest.mark.parametrize("case", CASES)
 def test_corpus_case_top1_and_mentions(case, monkeypatch):
-    monkeypatch.setattr(pipeline, "TEXT_SOURCES", (kernel_log,))
+    monkeypatch.setattr(pipeline, "text_sources", lambda: (kernel_log,))
     pipeline.text_prefilter.cache_clear()
     try:
         spec = yaml.safe_load((CORPUS / case / "case.yaml").read_text(encoding="utf-8"))

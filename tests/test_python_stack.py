@@ -10,6 +10,7 @@ interpreter's own `co_lines()` / `co_positions()` over its standard library.
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 import resource
@@ -36,7 +37,7 @@ from postmortem.core.python_stack import (
 )
 from postmortem.core.symbols import find_symbol_address
 
-PYENV = Path("/root/.pyenv/versions")
+PYENV = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
 VERSIONS = [(3, 10), (3, 11), (3, 12), (3, 13)]
 
 CRASH_SCRIPT = """\

@@ -8,13 +8,12 @@ signal and threads; a core without its libraries still gives partial stacks).
 from __future__ import annotations
 
 import bisect
-import os
 import struct
 from dataclasses import dataclass, field
 
 import regex
 
-from . import elf, gpu, notes
+from . import elf, gpu, notes, python_stack
 from .elf import ElfError, Read
 from .memory import Memory
 from .modules import Files, Module, group_mappings, load_module, vdso_module
@@ -373,20 +372,12 @@ def _missing(modules: list[Module], finder: _ModuleFinder, raw_threads, files: F
 
 def _with_python(threads: list[Thread], memory: Memory, modules: list[Module], version: str | None,
                  result: CoreRead) -> list[Thread]:
-    """Python stacks per thread, from `postmortem.core.python_stack` when it is installed.
+    """Each thread's Python stack (postmortem.core.python_stack) when the process is CPython.
 
-    The hook: `python_stacks(read, find_symbol, version) -> list` where
-    read(addr, n) -> bytes | None reads the dead process's memory and
-    find_symbol(name) -> absolute address | None looks a symbol up in the
-    interpreter's modules (libpython or the python executable). Each item
-    carries a `tid` (native thread id) and its `frames`; a failure there is a
-    diagnostic, never the end of the analysis.
+    Symbols are looked up in the interpreter's modules (libpython or the python
+    executable); a failure there is a diagnostic, never the end of the analysis.
     """
     if version is None:
-        return threads
-    try:
-        from . import python_stack  # noqa: PLC0415 - optional, written separately
-    except ImportError:
         return threads
     interpreter = [m for m in modules if gpu.classify(m.path) == "python" or m.path.endswith(("/python", "/python3"))]
 
@@ -398,19 +389,15 @@ def _with_python(threads: list[Thread], memory: Memory, modules: list[Module], v
                     return address + module.bias
         return None
 
+    major, _, minor = version.partition(".")
     try:
-        stacks = python_stack.python_stacks(memory.read, find_symbol, version)
-    except Exception as exc:  # noqa: BLE001 - a Python-stack bug must not cost the native analysis
-        result.diagnostics.append(f"Python stacks not read ({type(exc).__name__}: {exc})")
+        stacks = python_stack.python_stacks(memory.read, find_symbol, (int(major), int(minor)))
+    except (python_stack.PythonStackError, ValueError) as exc:
+        result.diagnostics.append(f"Python stacks not read: {exc}")
         return threads
-    by_tid = {getattr(s, "tid", None) if not isinstance(s, dict) else s.get("tid"): s for s in stacks or []}
-    return [Thread(t.tid, t.crashed, t.registers, t.frames, _frames_of(by_tid[t.tid])) if t.tid in by_tid else t
+    by_tid = {stack.thread_id: stack for stack in stacks}
+    return [Thread(t.tid, t.crashed, t.registers, t.frames, by_tid[t.tid].frames) if t.tid in by_tid else t
             for t in threads]
-
-
-def _frames_of(stack) -> tuple:
-    frames = stack.get("frames") if isinstance(stack, dict) else getattr(stack, "frames", stack)
-    return tuple(frames or ())
 
 
 def _crash_site(result: CoreRead, threads: list[Thread], finder: _ModuleFinder) -> None:

@@ -196,7 +196,7 @@ def vdso_module(base: int, memory: Memory) -> Module | None:
     try:
         image = Image(lambda offset, length: memory.read(base + offset, min(length, max(0, end - base - offset))) or b"",
                       "[vdso]")
-        image.segments
+        _ = image.segments  # parse now, so that a broken image fails here and not mid-unwind
     except ElfError:
         return None
     module = Module("[vdso]", base, end, [], base, base, True, file=image)
@@ -210,7 +210,7 @@ def _image_in_memory(memory: Memory, base: int, name: str) -> Image | None:
         return None
     try:
         image = Image(lambda offset, length: memory.read(base + offset, length) or b"", name)
-        image.segments
+        _ = image.segments  # parse now, so that a broken image fails here and not mid-unwind
         return image
     except ElfError:
         return None

@@ -56,11 +56,6 @@ class PythonThread:
     frames: tuple[PythonFrame, ...]
     error: str | None = None
 
-    @property
-    def tid(self) -> int:
-        """The name the core reader's Thread record uses for the same id."""
-        return self.thread_id
-
 
 @dataclass(frozen=True)
 class Layout:
@@ -146,12 +141,12 @@ DEBUG_COOKIE = b"xdebugpy"
 TYPE_SYMBOLS = {"PyCode_Type": "code", "PyFrame_Type": "frame", "PyUnicode_Type": "str", "PyBytes_Type": "bytes"}
 
 
-def python_stacks(read: Read, find_symbol: FindSymbol, version: tuple[int, int] | str) -> list[PythonThread]:
+def python_stacks(read: Read, find_symbol: FindSymbol, version: tuple[int, int]) -> list[PythonThread]:
     """Every thread of every interpreter, each with its Python frames (innermost first).
 
     `read(address, size)` gives the process's memory (None where the core lacks it);
     `find_symbol(name)` the absolute address of a defined symbol of python or libpython, or
-    None; `version` is (3, 11) or "3.11". Raises PythonStackError when not even the thread
+    None; `version` is (major, minor), e.g. (3, 11). Raises PythonStackError when not even the thread
     list can be read.
     """
     try:
@@ -160,10 +155,9 @@ def python_stacks(read: Read, find_symbol: FindSymbol, version: tuple[int, int] 
         raise PythonStackError(f"malformed interpreter state: {error}") from error
 
 
-def _minor_version(version: tuple[int, int] | str) -> tuple[int, int]:
-    parts = str(version).split(".") if isinstance(version, str) else list(version)
+def _minor_version(version: tuple[int, int]) -> tuple[int, int]:
     try:
-        return int(parts[0]), int(parts[1])
+        return int(version[0]), int(version[1])
     except (IndexError, TypeError, ValueError):
         raise PythonStackError(f"not a Python version: {version!r}") from None
 

@@ -9,13 +9,23 @@ A text source module defines:
   `doc.event(...)`), reading further lines through `doc.following(line)` for
   multi-line blocks such as tracebacks.
 
-Adding a format is adding a module and naming it in TEXT_SOURCES.
+Adding a format is adding a module and naming it in TEXT_SOURCE_MODULES.
+Binary inputs have their own entry points: `core_file` reads ELF cores.
 """
 
 from __future__ import annotations
 
+import importlib
+from functools import cache
 from types import ModuleType
 
-from . import coredump_log, framework_log, gdb_log, gpu_tools, kernel_log, nccl_log, sanitizer
+TEXT_SOURCE_MODULES = (
+    "kernel_log", "framework_log", "nccl_log", "gpu_tools", "sanitizer", "gdb_log", "coredump_log",
+)
+"""Text formats, in the order their events are listed."""
 
-TEXT_SOURCES: tuple[ModuleType, ...] = (kernel_log, framework_log, nccl_log, gpu_tools, sanitizer, gdb_log, coredump_log)
+
+@cache
+def text_sources() -> tuple[ModuleType, ...]:
+    """The text source modules, imported on first use (a core alone never pays for them)."""
+    return tuple(importlib.import_module(f"{__name__}.{name}") for name in TEXT_SOURCE_MODULES)

@@ -5,19 +5,20 @@
 # Needs gcc, zstd and a kernel core_pattern that writes "core" in the working directory.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
+map="-fdebug-prefix-map=$here=."  # no path of the building machine in the debug info
 work=/tmp/postmortem-cores
 rm -rf "$work"
 mkdir -p "$work/site-packages/torch/lib" "$work/site-packages/myext"
 cd "$work"
-gcc -O1 -g -o gpu_crash "$here/src/gpu_crash.c" -ldl
+gcc -O1 -g $map -o gpu_crash "$here/src/gpu_crash.c" -ldl
 lib() { gcc -O1 -shared -fPIC -DENTRY="$2" ${3:-} -Wl,-soname,"$(basename "$1")" -o "$1" "$here/src/standin.c"; }
 lib libcuda.so.570.124.06 cuLaunchKernel
 lib libcublasLt.so.12.4.5.8 cublasLtMatmul
 lib site-packages/torch/lib/libtorch_cuda.so at_cuda_launch
 lib site-packages/myext/_ops.cpython-311-x86_64-linux-gnu.so my_op_forward
 lib libcudart.so.12.4.127 cudaLaunchKernel -DABORT
-gcc -O0 -g -fno-omit-frame-pointer -shared -fPIC -o libcrash.so "$here/src/libcrash.c"
-gcc -O0 -g -o crash "$here/src/crash.c" -L. -lcrash -Wl,-rpath,'$ORIGIN'
+gcc -O0 -g $map -fno-omit-frame-pointer -shared -fPIC -o libcrash.so "$here/src/libcrash.c"
+gcc -O0 -g $map -o crash "$here/src/crash.c" -L. -lcrash -Wl,-rpath,'$ORIGIN'
 run() {  # name, command...
     name=$1; shift
     mkdir -p "run-$name"
