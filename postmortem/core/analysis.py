@@ -56,13 +56,14 @@ def read_core(read: Read, size: int, path: str, sysroot: str | None = None, debu
     result = CoreRead("elf-core")
     files = Files(sysroot, core_dir, debug_dirs)
     try:
-        _read(read, size, head, files, show_env, result)
+        _read(read, size, path, head, files, show_env, result)
     finally:
         files.close()
     return result
 
 
-def _read(read: Read, size: int, head: elf.Header, files: Files, show_env: bool, result: CoreRead) -> None:
+def _read(read: Read, size: int, path: str, head: elf.Header, files: Files, show_env: bool,
+          result: CoreRead) -> None:
     try:
         segments = elf.segments(read, head)
     except ElfError as exc:
@@ -116,6 +117,7 @@ def _read(read: Read, size: int, head: elf.Header, files: Files, show_env: bool,
                             where.path if where else None, signal.sender_pid)
     executable = _executable(modules, auxv, memory, process)
     result.core = Core(
+        path=path,
         executable=executable,
         command_line=process.psargs if process else None,
         argv=tuple(argv),
@@ -155,8 +157,9 @@ class _ModuleFinder:
     """pc -> module, through every mapping of every module (sorted once)."""
 
     def __init__(self, modules: list[Module]):
-        ranges = sorted((m.start, m.end, module) for module in modules
-                        for m in (module.mappings or [notes.FileMapping(module.start, module.end, 0, module.path)]))
+        ranges = sorted(((m.start, m.end, module) for module in modules
+                         for m in (module.mappings or [notes.FileMapping(module.start, module.end, 0, module.path)])),
+                        key=lambda r: (r[0], r[1]))
         self._starts = [r[0] for r in ranges]
         self._ranges = ranges
 

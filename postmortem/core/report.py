@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from .python_stack import PythonFrame
+
 
 @dataclass(frozen=True)
 class Frame:
@@ -32,7 +34,7 @@ class Thread:
     crashed: bool
     registers: Mapping[str, str]
     frames: tuple[Frame, ...]
-    python_frames: tuple[Any, ...] | None = None
+    python_frames: tuple[PythonFrame, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -64,8 +66,9 @@ class ModuleInfo:
 
 @dataclass(frozen=True)
 class Core:
-    """A core file read like a debugger reads it."""
+    """A core file read like a debugger reads it; `path` is the input it came from."""
 
+    path: str
     executable: str | None
     command_line: str | None
     argv: tuple[str, ...]
