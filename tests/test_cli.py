@@ -139,3 +139,13 @@ def test_module_entry_point_runs_without_traceback():
     assert proc.returncode == 0, proc.stderr
     assert b"Traceback" not in proc.stderr
     assert json.loads(proc.stdout)["verdict"]["cause"] == "gpu-off-bus"
+
+
+def test_core_sample_reads_like_a_debugger():
+    result = run("analyze", "--format", "json", str(SAMPLES / "native-crash-core"))
+    report = json.loads(result.output)
+    assert report["verdict"]["cause"] == "native-crash"
+    [core] = report["cores"]
+    assert core["signal"]["name"] == "SIGSEGV" and core["signal"]["address"] == "0x0"
+    frames = [f["symbol"] for f in core["threads"][0]["frames"]]
+    assert frames[:4] == ["lib_c", "lib_b", "lib_a", "main"]

@@ -16,9 +16,11 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import resource
 import shutil
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -333,3 +335,47 @@ def test_corrupt_headers_and_notes_never_raise():
             damaged[rng.randrange(8192)] = rng.randrange(256)
         data = bytes(damaged)
         read_core(lambda offset, length: data[offset:offset + length], len(data), "damaged.core")
+
+
+PYTHON = Path(sys.executable).resolve()
+
+
+@pytest.fixture(scope="module")
+def python_core(tmp_path_factory) -> Path:
+    """A real core of this interpreter crashed through ctypes (NULL read in libc)."""
+    directory = tmp_path_factory.mktemp("pycore")
+    subprocess.run([str(PYTHON), "-X", "faulthandler", str(SRC / "pycrash.py")], cwd=directory,
+                   preexec_fn=_allow_cores, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+                   capture_output=True, timeout=60)
+    core = directory / "core"
+    if not core.exists():
+        pytest.skip("no core file was written (core_pattern pipes cores elsewhere)")
+    return core
+
+
+def glibc_spelling(name: str | None) -> str | None:
+    """One spelling for glibc's aliases of one function (__GI___pthread_cond_timedwait,
+    ___pthread_cond_timedwait64): gdb names them from DWARF, we from the symbol table."""
+    if name is None:
+        return None
+    return re.sub(r"(64|_alias_\d+)$", "", re.sub(r"^_*(GI_+)?", "", name))
+
+
+@pytest.mark.skipif(GDB is None, reason="gdb not installed: no reference backtrace to compare with")
+def test_python_interpreter_frames_equal_gdb(python_core):
+    theirs = gdb_frames(PYTHON, python_core)
+    ours = our_frames(core_of(python_core))
+    assert len(theirs) == 2 and all(theirs.values())
+    assert {tid: [glibc_spelling(n) for n in names] for tid, names in ours.items()} == \
+        {tid: [glibc_spelling(n) for n in names] for tid, names in theirs.items()}
+
+
+def test_python_core_shows_the_python_stack_of_the_crash(python_core):
+    core = core_of(python_core)
+    crashed = core["threads"][0]
+    functions = [frame["function"] for frame in crashed["python_frames"]]
+    assert functions[:5] == ["string_at", "level3", "level2", "level1", "<module>"]
+    assert crashed["python_frames"][1]["file"].endswith("pycrash.py")
+    assert core["python_version"] == f"{sys.version_info[0]}.{sys.version_info[1]}"
+    background = core["threads"][1]
+    assert [frame["function"] for frame in background["python_frames"]][0] == "background"

@@ -8,6 +8,7 @@ iteration is about fifty times slower on libc's or libpython's tables.
 from __future__ import annotations
 
 import bisect
+import re
 import shutil
 import struct
 import subprocess
@@ -20,6 +21,10 @@ STB_LOCAL, STB_GLOBAL, STB_WEAK = 0, 1, 2
 _BIND_PREFERENCE = {STB_LOCAL: 0, STB_GLOBAL: 1, STB_WEAK: 2}
 _SYM = struct.Struct("<IBBHQQ")
 MAX_TABLE = 512 * 1024 * 1024
+
+
+_GENERATED_ALIAS = re.compile(r"_alias_\d+$")
+"""Names glibc's symbol-versioning macros generate next to the real one."""
 
 
 class SymbolTable:
@@ -55,7 +60,9 @@ class SymbolTable:
         A sized symbol that ends before `vaddr` does not hold it (gdb then
         prints ??, and so do we). Among aliases at one address, the local
         name wins (glibc's __GI_raise over raise; that is the name gdb prints
-        from DWARF), then global over weak, then the name with fewer leading
+        from DWARF), then global over weak, then a name that is not one of
+        glibc's generated `_alias_N` names (__libc_start_main_impl over
+        __libc_start_main_alias_1), then the name with fewer leading
         underscores (clone3 over __clone3).
         """
         i = bisect.bisect_right(self._values, vaddr) - 1
@@ -67,7 +74,8 @@ class SymbolTable:
         if not holders:
             return None
         names = [(_BIND_PREFERENCE.get(bind, 3), self._name(name)) for _v, _s, name, bind in holders]
-        best = min(names, key=lambda item: (item[0], len(item[1]) - len(item[1].lstrip("_")), item[1]))
+        best = min(names, key=lambda item: (item[0], _GENERATED_ALIAS.search(item[1]) is not None,
+                                            len(item[1]) - len(item[1].lstrip("_")), item[1]))
         return best[1], start
 
     def _name(self, offset: int) -> str:

@@ -15,6 +15,11 @@ from ..model import Event, Finding, Report
 EVIDENCE_SHOWN = 5
 """Evidence lines printed per finding; the rest are counted."""
 
+CORE_FRAMES = 16
+"""Frames of the crashing thread printed; the JSON has them all."""
+GPU_KINDS = ("nvidia-driver", "cuda-library", "framework", "user-extension")
+"""Module kinds listed under a core: what tells where in the GPU stack it crashed."""
+
 _CONTROL = regex.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
@@ -46,6 +51,8 @@ def render(report: Report) -> str:
             first = _first_event(report, finding)
             if first is not None:
                 out.append(f"      {_where(first)}  {_one_line(first.text)}")
+    for core in report.cores:
+        out.extend(_core(core))
     out.extend(_facts(report))
     out.extend(_inputs(report))
     return "\n".join(out) + "\n"
@@ -76,6 +83,46 @@ def _evidence(report: Report, finding: Finding) -> list[str]:
     if len(events) > EVIDENCE_SHOWN:
         lines.append(f"  ... and {len(events) - EVIDENCE_SHOWN} more")
     return lines
+
+
+def _core(core) -> list[str]:
+    """A core file as a debugger user reads it: process, signal, the crashing stack, GPU libraries."""
+    lines = ["", f"Core file {safe(core.path)}:"]
+    lines.append(f"  process {core.pid}: {safe(core.executable or '?')}"
+                 + (f"  ({safe(core.command_line)})" if core.command_line else ""))
+    if core.signal is not None:
+        sig = core.signal
+        place = f" at {sig.address} ({safe(sig.mapping) if sig.mapping else 'no mapping'})" if sig.address else ""
+        sender = f", sent by pid {sig.sender_pid}" if sig.sender_pid else ""
+        lines.append(f"  signal {sig.name} ({sig.code_meaning}){place}{sender}")
+    for thread in core.threads:
+        if not thread.crashed:
+            continue
+        lines.append(f"  crashing thread {thread.tid}:")
+        lines.extend(f"    #{i:<2} {_frame(frame)}" for i, frame in enumerate(thread.frames[:CORE_FRAMES]))
+        if len(thread.frames) > CORE_FRAMES:
+            lines.append(f"    ... {len(thread.frames) - CORE_FRAMES} more frames")
+        if thread.python_frames:
+            lines.append("    Python stack (innermost first):")
+            lines.extend(f"      {safe(f.file)}:{f.line} in {safe(f.function)}" for f in thread.python_frames[:CORE_FRAMES])
+    others = [t for t in core.threads if not t.crashed]
+    if others:
+        lines.append(f"  {len(others)} other thread(s); all frames with --format json")
+    gpu_modules = [m for m in core.modules if m.kind in GPU_KINDS]
+    if gpu_modules:
+        lines.append("  GPU libraries loaded:")
+        lines.extend(f"    {safe(m.path)} ({m.kind}{', ' + m.version if m.version else ''})" for m in gpu_modules)
+    values = core.environment.get("values") or {}
+    if values:
+        lines.append("  environment: " + ", ".join(f"{safe(k)}={safe(str(v))}" for k, v in values.items()))
+    return lines
+
+
+def _frame(frame) -> str:
+    where = f"{safe(frame.module or '?')}!{safe(frame.symbol or '??')}"
+    if frame.symbol_offset:
+        where += f"+{frame.symbol_offset:#x}"
+    return f"{frame.pc} {where}" + ("" if frame.how in ("registers", "cfi") else f"  [{frame.how}: a guess]")
 
 
 def _facts(report: Report) -> list[str]:
