@@ -40,36 +40,7 @@ from postmortem.core.symbols import find_symbol_address
 PYENV = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
 VERSIONS = [(3, 10), (3, 11), (3, 12), (3, 13)]
 
-CRASH_SCRIPT = """\
-import ctypes
-import threading
-import time
-
-started = threading.Event()
-
-
-def background():
-    started.set()
-    while True:
-        time.sleep(0.01)
-
-
-def level3():
-    ctypes.string_at(0)
-
-
-def level2():
-    level3()
-
-
-def level1():
-    level2()
-
-
-threading.Thread(target=background, daemon=True).start()
-started.wait()
-level1()
-"""
+CRASH_SCRIPT = Path(__file__).parent / "data" / "core" / "src" / "pycrash.py"
 
 # Run by the interpreter under test: for code objects of its stdlib, the line of every
 # bytecode unit as the interpreter itself reports it.
@@ -162,7 +133,7 @@ def crash(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     if pattern.startswith("|"):
         pytest.skip(f"kernel core_pattern pipes cores to a program ({pattern}), no core file is written")
     directory = tmp_path_factory.mktemp(f"py{version[0]}{version[1]}")
-    (directory / "crash.py").write_text(CRASH_SCRIPT)
+    (directory / "crash.py").write_text(CRASH_SCRIPT.read_text())
     done = subprocess.run(
         [str(python), "-X", "faulthandler", str(directory / "crash.py")], cwd=directory, capture_output=True,
         text=True, timeout=60, check=False,

@@ -4,8 +4,11 @@ import ctypes
 import threading
 import time
 
+started = threading.Event()
+
 
 def background():
+    started.set()
     while True:
         time.sleep(0.01)
 
@@ -23,5 +26,5 @@ def level1():
 
 
 threading.Thread(target=background, daemon=True).start()
-time.sleep(0.05)
+started.wait()
 level1()
