@@ -30,7 +30,8 @@ from postmortem.debugging import short_name
 from postmortem.model import Options
 from postmortem.pipeline import analyze
 
-SRC = Path(__file__).parent / "data" / "core" / "src"
+DATA = Path(__file__).parent / "data" / "core"
+SRC = DATA / "src"
 GDB_FRAMES = Path(__file__).parent / "data" / "core" / "gdb_frames.py"
 GCC = shutil.which("gcc")
 GDB = shutil.which("gdb")
@@ -379,3 +380,16 @@ def test_python_core_shows_the_python_stack_of_the_crash(python_core):
     assert core["python_version"] == f"{sys.version_info[0]}.{sys.version_info[1]}"
     background = core["threads"][1]
     assert [frame["function"] for frame in background["python_frames"]][0] == "background"
+
+
+def test_a_core_of_another_architecture_says_what_it_could_read():
+    """A real aarch64 core (qemu-user, static tests/data/core/src/crash-aarch64.c, no NT_SIGINFO note)."""
+    report = analyze([str(DATA / "crash-aarch64.core.zst")])
+    [core] = report.cores
+    assert core.signal.name == "SIGSEGV"
+    assert core.executable.endswith("crash-aarch64")
+    assert [t.frames for t in core.threads] == [()]
+    diagnostics = " ".join(report.inputs[0].diagnostics)
+    assert "aarch64 core" in diagnostics and "only decoded for x86-64" in diagnostics
+    assert "no NT_SIGINFO note" in diagnostics
+    assert report.verdict.cause == "native-crash"

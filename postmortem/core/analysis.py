@@ -78,7 +78,13 @@ def _read(read: Read, size: int, path: str, head: elf.Header, files: Files, show
     auxv = next((notes.auxv(n.desc) for n in found if n.type == notes.NT_AUXV), {})
     mappings = next((notes.file_mappings(n.desc) for n in found if n.type == notes.NT_FILE), [])
     statuses = [status for n in found if n.type == notes.NT_PRSTATUS and (status := notes.thread_status(n.desc))]
-    result.note_offset = next((n.offset for n in found if n.type == notes.NT_SIGINFO), None)
+    if signal is None and statuses and statuses[0].cursig:
+        # no NT_SIGINFO (kernels before 3.7, qemu-user cores): the first thread's pr_cursig still names the signal
+        signal = notes.SignalInfo(statuses[0].cursig, notes.CODE_UNKNOWN, None, None, None)
+        result.diagnostics.append("no NT_SIGINFO note: the signal comes from the first thread's status; "
+                                  "si_code and the faulting address are unknown")
+    result.note_offset = next((n.offset for n in found if n.type == notes.NT_SIGINFO),
+                              next((n.offset for n in found if n.type == notes.NT_PRSTATUS), None))
     if segments and max(s.offset + s.filesz for s in segments) > size:
         result.diagnostics.append(f"core cut off: it is {size} bytes but its headers describe "
                                   f"{max(s.offset + s.filesz for s in segments)}; memory past the cut is missing, "

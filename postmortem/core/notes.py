@@ -152,8 +152,14 @@ def signal_name(number: int) -> str:
     return SIGNALS.get(number, f"signal {number}")
 
 
+CODE_UNKNOWN = -(2**31)
+"""si_code of a signal known only from pr_cursig (no NT_SIGINFO note)."""
+
+
 def code_meaning(number: int, code: int) -> str:
     """What si_code says about who sent the signal or what fault raised it."""
+    if code == CODE_UNKNOWN:
+        return "si_code unknown (the core has no NT_SIGINFO note)"
     name = signal_name(number)
     meaning = _FAULT_CODES.get(name, {}).get(code) if code > 0 and code != 0x80 else None
     return meaning or _SENDER_CODES.get(code, f"si_code {code}")

@@ -150,7 +150,7 @@ def _first_event(report: Report, finding: Finding) -> Event | None:
 def _where(event: Event) -> str:
     where = event.where
     if where.line is None:
-        return f"{safe(where.path)}@{where.offset}"
+        return safe(where.path) + (f"@{where.offset}" if where.offset is not None else "")
     span = f"-{where.end_line}" if where.end_line and where.end_line != where.line else ""
     return f"{safe(where.path)}:{where.line}{span}"
 
