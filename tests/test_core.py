@@ -262,6 +262,11 @@ def test_missing_library_gives_partial_stack_and_says_sysroot(cores, tmp_path):
     frames = report.cores[0].threads[0].frames
     assert frames[0].module == "libcrash.so" and frames[0].symbol is None
     assert any("--sysroot" in d and "libcrash.so" in d for d in report.inputs[0].diagnostics)
+    # no CFI for the missing library: its frames come from its frame pointers, and the unwinder gets back to main
+    assert [(f.module, f.symbol, f.how) for f in frames[:4]] == [
+        ("libcrash.so", None, "registers"), ("libcrash.so", None, "fp"), ("libcrash.so", None, "fp"),
+        ("crash", "main", "fp")]
+    assert all(f.how == "cfi" for f in frames[4:])
     sysroot = tmp_path / "root"
     target = sysroot / str(source / "libcrash.so").lstrip("/")
     target.parent.mkdir(parents=True)
@@ -272,6 +277,20 @@ def test_missing_library_gives_partial_stack_and_says_sysroot(cores, tmp_path):
     finally:
         (tmp_path / "libcrash.so").rename(source / "libcrash.so")
     assert [f.symbol for f in again.cores[0].threads[0].frames[:3]] == ["lib_c", "lib_b", "lib_a"]
+
+
+def test_stack_scan_when_there_is_neither_cfi_nor_frame_pointer(cores, tmp_path):
+    """-O2 -fomit-frame-pointer library missing: only a scan for return addresses finds main."""
+    source = cores["crash_o2"].parent
+    shutil.copy(source / "core", tmp_path / "core")
+    (source / "libcrash_o2.so").rename(tmp_path / "libcrash_o2.so")
+    try:
+        report = analyze([str(tmp_path / "core")])
+    finally:
+        (tmp_path / "libcrash_o2.so").rename(source / "libcrash_o2.so")
+    frames = report.cores[0].threads[0].frames
+    assert [(f.module, f.symbol, f.how) for f in frames[:2]] == [
+        ("libcrash_o2.so", None, "registers"), ("crash_o2", "main", "scan")]
 
 
 def test_rebuilt_library_is_flagged(cores, tmp_path):
