@@ -281,13 +281,14 @@ def test_missing_library_gives_partial_stack_and_says_sysroot(cores, tmp_path):
 
 def test_stack_scan_when_there_is_neither_cfi_nor_frame_pointer(cores, tmp_path):
     """-O2 -fomit-frame-pointer library missing: only a scan for return addresses finds main."""
-    source = cores["crash_o2"].parent
+    source, away = cores["crash_o2"].parent, tmp_path / "away"
+    away.mkdir()
     shutil.copy(source / "core", tmp_path / "core")
-    (source / "libcrash_o2.so").rename(tmp_path / "libcrash_o2.so")
+    (source / "libcrash_o2.so").rename(away / "libcrash_o2.so")
     try:
         report = analyze([str(tmp_path / "core")])
     finally:
-        (tmp_path / "libcrash_o2.so").rename(source / "libcrash_o2.so")
+        (away / "libcrash_o2.so").rename(source / "libcrash_o2.so")
     frames = report.cores[0].threads[0].frames
     assert [(f.module, f.symbol, f.how) for f in frames[:2]] == [
         ("libcrash_o2.so", None, "registers"), ("crash_o2", "main", "scan")]
