@@ -241,3 +241,17 @@ def test_the_same_traceback_from_interleaved_ranks_is_one_event():
     assert exception.fields["ranks"] == [0, 1]
     assert exception.fields["exc_type"] == "RuntimeError"
     assert report.findings[0].cause == "launch-failure"
+
+
+def test_triton_kernel_too_big_for_the_gpu():
+    [event] = events_of("triton-out-of-resources.log", "kernel-resources")
+    assert event.fields == {"resource": "shared memory", "required": 126978, "limit": 101376, "framework": "triton"}
+    assert verdict("triton-out-of-resources.log") == "launch-failure"
+
+
+def test_tensorflow_allocator_retry_is_only_a_warning():
+    found = events_of("tf-bfc-retry.log", "gpu-oom")
+    assert [(e.fields["requested"], e.fields["retried"]) for e in found] == [("45.53MiB", True), ("549.62MiB", True)]
+    report = analyze([str(DATA / "tf-bfc-retry.log")])
+    assert [f.signature for f in report.findings] == ["tf-allocator-retry"]
+    assert report.findings[0].severity == "warning"

@@ -37,7 +37,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"device-side assert", b"uncorrectable ECC error", b"too many resources requested",
     b"launch timed out", b"illegal instruction was encountered", b"misaligned address",
     b"driver version is insufficient", b"invalid device function",
-    b"out of memory", b"OutOfMemoryError", b"Allocation on device", b"RESOURCE_EXHAUSTED", b"OOM when allocating",
+    b"out of memory", b"out of resource: ", b"OutOfMemoryError", b"Allocation on device", b"RESOURCE_EXHAUSTED", b"OOM when allocating",
     b"with CUDA capability sm_", b"PyTorch no longer supports this GPU", b"The minimum required Cuda capability",
     b"Assertion `",
     b"_STATUS_", b"CUBLAS failure", b"Failed to get convolution algorithm",
@@ -383,6 +383,22 @@ def _device_assert(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
     return [_Found("device-assert", line, line, fields, key, pre.time)]
 
 
+# ---------------------------------------------------------------- kernels too big for the GPU
+
+_RESOURCES = regex.compile(
+    r"out of resource: (?P<resource>[\w ]+?), Required: (?P<required>\d+), Hardware limit(?:ation)?: (?P<limit>\d+)")
+
+
+def _kernel_resources(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
+    """Triton's OutOfResources: a kernel config needs more shared memory or registers than this GPU has."""
+    match = _RESOURCES.search(pre.body)
+    if not match:
+        return []
+    fields = {"resource": match["resource"], "required": int(match["required"]), "limit": int(match["limit"]),
+              "framework": "triton"}
+    return [_Found("kernel-resources", line, line, fields, ("kernel-resources", match["resource"]), pre.time)]
+
+
 # ---------------------------------------------------------------- cuBLAS / cuDNN
 
 _STATUS = regex.compile(r"\b(?P<status>(?P<lib>CUBLAS|CUDNN|CUFFT|CUSOLVER|CUSPARSE|CURAND|CUTENSOR|NVRTC)_STATUS_[A-Z0-9_]+)")
@@ -416,6 +432,7 @@ def _library(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
 _OOM = regex.compile(
     r"(?:CUDA|GPU|cuda)\s+out of memory|OutOfMemoryError|Allocation on device"
     r"|RESOURCE_EXHAUSTED:.*?(?:[Oo]ut of memory|allocat)|OOM when allocating"
+    r"|\(GPU_\d+_bfc\) ran out of memory trying to allocate|MPS backend out of memory"
 )
 _SIZE = r"(\d+(?:\.\d+)?\s*(?:[KMGTP]i?B|bytes|B))"
 _OOM_FIELDS: tuple[tuple[str, regex.Pattern], ...] = tuple(
@@ -449,7 +466,9 @@ def _oom(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
     if "requested" in fields:
         fields["requested_bytes"] = _bytes(fields["requested"])
     fields["framework"] = _framework(block)
-    key = ("gpu-oom", fields.get("requested"), fields.get("gpu_index"))
+    if "this is not a failure" in block:
+        fields["retried"] = True  # TensorFlow's allocator warning: it fell back, nothing failed yet
+    key = ("gpu-oom", fields.get("requested"), fields.get("gpu_index"), fields.get("retried"))
     return [_Found("gpu-oom", line, last, fields, key, pre.time)]
 
 
@@ -750,7 +769,7 @@ def _shell_signal(ctx: _Context, line: Line, pre: _Prefixed) -> _Found | None:
 # ---------------------------------------------------------------- dispatch and folding
 
 _DETECTORS: tuple[Callable[[_Context, Line, _Prefixed], list[_Found]], ...] = (
-    _traceback, _lua_traceback, _arch, _device_assert, _library, _oom, _workers, _cuda, _fatal,
+    _traceback, _lua_traceback, _arch, _device_assert, _kernel_resources, _library, _oom, _workers, _cuda, _fatal,
 )
 """Tried in order on each candidate line; the first that recognises it wins."""
 
