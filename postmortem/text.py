@@ -147,23 +147,32 @@ class TextDoc:
         return Event(kind=kind, where=where, text=text, fields=fields or {}, **extra)
 
     def following(self, line: Line, limit: int = 200, max_bytes: int = 1 << 20) -> list[Line]:
-        """Up to `limit` lines after `line` (for tracebacks and other blocks)."""
-        raw = self.reader.read_at(line.end + 1, max_bytes)
+        """Up to `limit` lines after `line` (for tracebacks and other blocks).
+
+        Reads a little at first and more only while lines are missing, so a
+        parser asking for 4 lines after each of 100,000 candidates reads about
+        4 lines each, not `max_bytes`.
+        """
+        start = line.end + 1
+        raw, at_end = self._read_growing(start, limit, max_bytes, forward=True)
+        pieces = raw.split(b"\n")
+        if at_end:
+            if pieces and not pieces[-1]:
+                pieces.pop()  # nothing after the file's last newline
+        else:
+            pieces.pop()  # cut at the read size: not a whole line
         out: list[Line] = []
-        offset = line.end + 1
-        for i, piece in enumerate(raw.split(b"\n")[:limit]):
+        offset = start
+        for i, piece in enumerate(pieces[:limit]):
             out.append(Line(line.number + 1 + i, offset, offset + len(piece), self.decode(piece[:MAX_LINE])))
             offset += len(piece) + 1
-        if out and line.end + 1 + len(raw) < self.reader.size and len(out) < limit:
-            out.pop()  # the last piece may be cut at max_bytes
         return out
 
     def preceding(self, line: Line, limit: int = 3, max_bytes: int = 64 * 1024) -> list[Line]:
         """Up to `limit` lines before `line`, nearest last (context for evidence)."""
-        lo = max(0, line.start - max_bytes)
-        raw = self.reader.read_at(lo, line.start - lo)
+        raw, at_start = self._read_growing(line.start, limit, max_bytes, forward=False)
         pieces = raw.split(b"\n")[:-1]  # the piece after the last newline is `line` itself
-        if lo > 0 and pieces:
+        if not at_start and pieces:
             pieces = pieces[1:]  # the first piece may be cut
         pieces = pieces[-limit:] if limit else []
         out, offset = [], line.start
@@ -171,6 +180,20 @@ class TextDoc:
             offset -= len(piece) + 1
             out.append(Line(line.number - 1 - i, offset, offset + len(piece), self.decode(piece[:MAX_LINE])))
         return out[::-1]
+
+    def _read_growing(self, edge: int, lines: int, max_bytes: int, forward: bool) -> tuple[bytes, bool]:
+        """Bytes after (or before) `edge` holding at least `lines` newlines, read in growing steps.
+
+        Returns the bytes and whether they reach the end (or start) of the input.
+        """
+        size = min(max_bytes, max(4096, lines * 256))
+        while True:
+            lo = edge if forward else max(0, edge - size)
+            raw = self.reader.read_at(lo, size if forward else edge - lo)
+            at_limit = lo + len(raw) >= self.reader.size if forward else lo == 0
+            if at_limit or size >= max_bytes or raw.count(b"\n") > lines:
+                return raw, at_limit
+            size = min(max_bytes, size * 4)
 
 
 def _merge_same_lines(lines: list[Line]) -> list[Line]:
