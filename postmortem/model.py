@@ -26,13 +26,15 @@ class Location:
     """Where an event's evidence lies: a display path and a 1-based line range.
 
     `path` names archive members as `bundle.tar.gz!/var/log/kern.log`.
-    Binary inputs use `offset` instead of lines.
+    Binary inputs use `offset` instead of lines. `section` names the part of a
+    bundle the lines sit in (the header of an nvidia-bug-report.log section).
     """
 
     path: str
     line: int | None = None
     end_line: int | None = None
     offset: int | None = None
+    section: str | None = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,23 @@ class Options:
 
 
 @dataclass(frozen=True)
+class GpuSeries:
+    """One GPU's telemetry samples (nvidia-smi --query-gpu CSV or dmon) as read.
+
+    `frame` is a pandas DataFrame with `columns` (canonical names: time,
+    temp_c, power_w, memory_used_mib, ...); it stays out of `to_plain` and is
+    serialised compactly by the JSON renderer. `dropped` counts rows that did
+    not parse.
+    """
+
+    gpu: str
+    source: Location
+    columns: tuple[str, ...]
+    frame: Any = field(compare=False, repr=False)
+    dropped: int = 0
+
+
+@dataclass(frozen=True)
 class Report:
     """Everything one analysis produced, in the shape of the JSON contract."""
 
@@ -119,6 +138,7 @@ class Report:
     facts: Mapping[str, Any]
     findings: tuple[Finding, ...]
     cores: tuple[Mapping[str, Any], ...] = ()
+    telemetry: tuple[GpuSeries, ...] = ()
 
     @property
     def verdict(self) -> Finding | None:

@@ -16,12 +16,13 @@ from types import ModuleType
 from . import __version__
 from .facts import collect_facts
 from .inputs import Blob, open_inputs
+from .join import join
 from .model import Event, InputInfo, Options, Report
 from .prefilter import Prefilter
 from .rank import rank
 from .reader import BytesReader
 from .signatures import Database, load_default, match
-from .sources import text_sources
+from .sources import bug_report, text_sources
 from .text import Line, TextDoc, detect_encoding
 
 
@@ -60,11 +61,13 @@ def analyze_blobs(blobs: Iterable[Blob], database: Database | None = None, optio
             info, found = read_blob(blob)
         inputs.append(info)
         events.extend(found)
-    events = _number(_dedupe(events))
+    telemetry = tuple(e.fields["series"] for e in events if e.kind == "gpu-series")  # frames, not evidence
+    events = [e for e in events if e.kind != "gpu-series"]
+    events = _number(join(_dedupe(events)))
     facts = collect_facts(events)
     findings = rank(match(database, events), events, database.causes)
     tool = {"name": "postmortem", "version": __version__, "signatures": database.version}
-    return Report(tool, tuple(inputs), tuple(events), facts, tuple(findings), tuple(cores))
+    return Report(tool, tuple(inputs), tuple(events), facts, tuple(findings), tuple(cores), telemetry)
 
 
 def read_blob(blob: Blob) -> tuple[InputInfo, list[Event]]:
@@ -86,6 +89,8 @@ def read_blob(blob: Blob) -> tuple[InputInfo, list[Event]]:
             if found:
                 formats.append(source.NAME)
                 events.extend(found)
+        events, notes = bug_report.name_sections(doc, [l for l in lines if bug_report.NAME in l.groups], events)
+        diagnostics.extend(notes)
     except OSError as exc:
         diagnostics.append(f"read error: {exc}")
     if not formats:

@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
+from .join import gpu_key
 from .model import Event, Finding, severity_rank
 from .signatures import Cause
 
@@ -94,18 +95,11 @@ def _credit(finding: Finding, explains: int, scope: _Scope, by_id: Mapping[str, 
 
 
 def _scope(evidence: Sequence[Event]) -> _Scope:
+    """Times, hosts and GPUs of the evidence; a pci the join stage proved (a traceback's GPU) counts too."""
     times = [e.time for e in evidence if e.time is not None]
     hosts = frozenset(str(e.fields["host"]) for e in evidence if e.fields.get("host"))
-    gpus = frozenset(_gpu(e.fields["pci"]) for e in evidence if e.fields.get("pci"))
+    gpus = frozenset(key for e in evidence if (key := gpu_key(e.fields.get("pci"))))
     return _Scope(min(times, key=_sortable) if times else None, hosts, gpus)
-
-
-def _gpu(pci: str) -> str:
-    """PCI addresses compared on bus and device: 0000:3b:00 and 0000:3b:00.0 are one GPU."""
-    text = str(pci).lower()
-    if text.count(":") == 1:
-        text = "0000:" + text
-    return text.split(".")[0]
 
 
 def _related(root: _Scope, follower: _Scope) -> bool:

@@ -184,3 +184,12 @@ def test_noise_lines_with_anchor_words_make_no_events():
     text = "========== 3 passed in 0.1s ==========\nmy_function (#0  of 3)\nProgram hit the wall\n"
     kinds = {e.kind for e in analyze_text_events(text)}
     assert not kinds & {"sanitizer-error", "backtrace", "coredump", "gpu-exception"}
+
+
+def test_info_cuda_kernels_rows_become_gpu_kernel_events():
+    (kernel,) = events("cuda-gdb-info-kernels-chroma.txt", "gpu-kernel")
+    assert kernel.where.line == 10
+    assert (kernel.fields["kernel_id"], kernel.fields["device"], kernel.fields["grid"]) == (5, 0, 6)
+    assert (kernel.fields["grid_dim"], kernel.fields["block_dim"]) == ("(4801,1,1)", "(64,1,1)")
+    assert kernel.fields["kernel"] == "render" and kernel.fields["focus"] is True
+    assert kernel.fields["status"] == "Active" and "parent" not in kernel.fields

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..model import Event, Report, to_plain
+from ..model import Event, GpuSeries, Report, to_plain
+from ..sources.gpu_telemetry import MAX_JSON_POINTS
 
 SCHEMA_VERSION = 1
 
@@ -26,7 +27,20 @@ def as_dict(report: Report) -> dict[str, Any]:
         "inputs": [to_plain(i) for i in report.inputs],
         "facts": to_plain(report.facts),
         "cores": to_plain(report.cores),
+        "telemetry": [_series(s) for s in report.telemetry],
     }
+
+
+def _series(series: GpuSeries) -> dict[str, Any]:
+    """One GPU's samples as columns + rows (ISO times, null for missing), thinned to MAX_JSON_POINTS."""
+    frame = series.frame[list(series.columns)]
+    step = -(-len(frame) // MAX_JSON_POINTS)
+    frame = frame.iloc[::step] if step > 1 else frame
+    if "time" in frame:
+        frame = frame.assign(time=frame["time"].map(lambda t: t.isoformat() if t == t else None))
+    rows = frame.astype(object).where(frame.notna(), None).to_numpy().tolist()
+    return {"gpu": series.gpu, "source": to_plain(series.source), "columns": list(series.columns),
+            "count": len(series.frame), "dropped": series.dropped, "samples": rows}
 
 
 def _event(event: Event) -> dict[str, Any]:
@@ -37,6 +51,8 @@ def _event(event: Event) -> dict[str, Any]:
             source["end_line"] = event.where.end_line
     if event.where.offset is not None:
         source["offset"] = event.where.offset
+    if event.where.section is not None:
+        source["section"] = event.where.section
     return {
         "id": event.id,
         "kind": event.kind,

@@ -20,7 +20,8 @@ from functools import cache
 from types import ModuleType
 
 TEXT_SOURCE_MODULES = (
-    "kernel_log", "framework_log", "nccl_log", "gpu_tools", "sanitizer", "gdb_log", "coredump_log",
+    "kernel_log", "framework_log", "nccl_log", "gpu_tools", "sanitizer", "gdb_log", "coredump_log", "bug_report",
+    "gpu_telemetry",
 )
 """Text formats, in the order their events are listed."""
 

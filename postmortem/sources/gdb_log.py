@@ -30,6 +30,7 @@ ANCHORS = (
     b"CUDA_EXCEPTION_",
     b"[Switching focus to CUDA kernel",
     b"[Current thread is ",
+    b"Parent Dev Grid Status",
 )
 
 MAX_FRAMES = 200
@@ -55,6 +56,12 @@ _FOCUS = regex.compile(r"\[Switching focus to CUDA (?P<what>[^\]]+)\]")
 _FOCUS_PART = regex.compile(r"\b(?P<key>kernel|grid|cluster|block|thread|device|sm|warp|lane) (?P<value>\([\d, ]+\)|\d+)")
 _PC_SOURCE = regex.compile(r"^(?P<pc>0x[0-9a-fA-F]+)\s+(?P<line>\d+)\s+(?P<source>\S.*)$")
 _SOURCE = regex.compile(r"^(?P<line>\d+)\t(?P<source>.*)$")
+_KERNEL_ROW = regex.compile(
+    r"^\s*(?P<focus>\*)?\s*(?P<kernel_id>\d+)\s+(?P<parent>-|\d+)\s+(?P<device>\d+)\s+(?P<grid>-?\d+)\s+"
+    r"(?P<status>[A-Za-z]+)\s+(?P<sms_mask>0x[0-9a-fA-F]+)\s+(?P<grid_dim>\([\d,]+\))\s+(?P<block_dim>\([\d,]+\))"
+    r"\s+(?P<invocation>\S.*?)\s*$")
+MAX_KERNEL_ROWS = 256
+"""Rows read under one `info cuda kernels` header."""
 _PAGER = "--Type <RET>"
 _DETAIL_LINES = frozenset({"No locals.", "No symbol table info available."})
 """Lines `bt full` prints under a frame that has no locals to show."""
@@ -80,6 +87,7 @@ def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
     consumed: set[int] = set()
     stacks: dict[tuple, _Stack] = {}
     foci: dict[tuple, list] = {}
+    kernels: dict[tuple, list] = {}
     signal: dict[str, Any] | None = None
     current: str | None = None
     for line in lines:
@@ -94,6 +102,12 @@ def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
             if signal and not signal["used"]:
                 yield _lone_signal(doc, signal)
             signal = _host_signal(doc, line, m)
+        elif "Parent Dev Grid Status" in text:
+            rows = _kernel_table(doc, line)
+            consumed.update(range(line.number, line.number + len(rows) + 1))
+            for row, fields in rows:
+                kernels.setdefault(tuple(fields.get(k) for k in ("kernel_id", "device", "grid", "status")), []).append(
+                    (row, fields))
         elif m := _CURRENT.search(text):
             current = m.group("num")
         elif _FOCUS.search(text):
@@ -119,6 +133,9 @@ def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
         yield _stack_event(doc, stack)
     for group in foci.values():
         yield _focus_event(doc, group)
+    for group in kernels.values():
+        row, fields = group[0]
+        yield doc.event("gpu-kernel", row, fields, count=len(group))
 
 
 def _is_exception(text: str) -> bool:
@@ -345,3 +362,26 @@ def _focus_event(doc: TextDoc, group: list[tuple[Line, Line, dict[str, Any]]]) -
     if len(threads) > 1:
         fields["threads"] = threads
     return doc.event("gpu-focus", first, fields, last=last, count=len(group))
+
+
+def _kernel_table(doc: TextDoc, header: Line) -> list[tuple[Line, dict[str, Any]]]:
+    """The rows of an `info cuda kernels` table: which kernels ran on which device, `*` on the focus.
+
+    The last column is `Invocation` (name and arguments) in older cuda-gdb and
+    `Name Args` in newer; either way the kernel name is read from its start.
+    """
+    rows: list[tuple[Line, dict[str, Any]]] = []
+    for line in doc.following(header, MAX_KERNEL_ROWS):
+        m = _KERNEL_ROW.match(line.text)
+        if m is None:
+            break
+        invocation = m["invocation"]
+        name = _drop_args(invocation) if "(" in invocation else invocation.split()[0]
+        fields: dict[str, Any] = {
+            "kernel_id": int(m["kernel_id"]), "device": int(m["device"]), "grid": int(m["grid"]),
+            "status": m["status"], "sms_mask": m["sms_mask"], "grid_dim": m["grid_dim"], "block_dim": m["block_dim"],
+            "kernel": short_name(name), "invocation": invocation[:300], "focus": bool(m["focus"])}
+        if m["parent"] != "-":
+            fields["parent"] = int(m["parent"])
+        rows.append((line, fields))
+    return rows

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import regex
+from defusedxml.ElementTree import iterparse
+from xml.etree.ElementTree import Element, ParseError
 
 from ..knowledge import cuda_error
 from ..model import Event
@@ -43,10 +45,15 @@ ANCHORS = (
     b"========= Cluster ",
     b"compute-sanitizer ",
     b"cuda-memcheck ",
+    b"<ComputeSanitizerOutput",
+    b"<record>",
+    b"</record>",
 )
 
 MAX_REPORT_LINES = 60
 """Lines read under one report header (long host backtraces are cut there)."""
+MAX_XML_BYTES = 256 * 1024 * 1024
+"""Most bytes of one XML report parsed (a print limit of 10000 records stays far below)."""
 MAX_THREADS = 64
 """Distinct threads and blocks kept on a folded event."""
 
@@ -95,6 +102,9 @@ class _Report:
 def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
     """Reports, summaries and sanitizer runs, with repeated reports folded."""
     folded: dict[tuple, _Report] = {}
+    if any("<ComputeSanitizerOutput" in line.text for line in lines):
+        yield from _xml(doc, lines, folded)
+        return
     tool = None
     consumed: set[int] = set()
     for line in lines:
@@ -344,3 +354,91 @@ def _site(fields: dict[str, Any]) -> str:
     if fields.get("kernel"):
         return f"{fields['kernel']}+{fields['offset']}" if fields.get("offset") else fields["kernel"]
     return "an unreported location"
+
+
+# --- XML form (compute-sanitizer --xml yes --save report.xml) -------------------------
+class _Stream:
+    """The input as a file for the XML parser: read in pieces, never past MAX_XML_BYTES."""
+
+    def __init__(self, doc: TextDoc, start: int):
+        self.doc, self.pos = doc, start
+        self.end = min(doc.reader.size, start + MAX_XML_BYTES)
+
+    def read(self, size: int = 1 << 16) -> bytes:
+        size = min(size if size > 0 else 1 << 16, self.end - self.pos)
+        chunk = self.doc.reader.read_at(self.pos, size) if size > 0 else b""
+        self.pos += len(chunk)
+        return chunk
+
+
+def _xml(doc: TextDoc, lines: list[Line], folded: dict[tuple, _Report]) -> Iterator[Event]:
+    """Records of an XML report as the same events the text form gives; a cut report keeps what came before the cut.
+
+    Records are matched to their `<record>`/`</record>` lines in order, which
+    gives each event its line range without the parser's help.
+    """
+    root = next(line for line in lines if "<ComputeSanitizerOutput" in line.text)
+    starts = [line for line in lines if line.text.strip().startswith("<record>")]
+    ends = [line for line in lines if "</record>" in line.text]
+    count, problem = 0, None
+    try:
+        for _, element in iterparse(_Stream(doc, root.start), events=("end",)):
+            if element.tag != "record":
+                continue
+            first = starts[count] if count < len(starts) else root
+            last = ends[count] if count < len(ends) else first
+            count += 1
+            report = _xml_record(element, first, last)
+            element.clear()
+            if report is not None:
+                key = _fold_key(report)
+                if key in folded:
+                    _merge(folded[key], report)
+                else:
+                    folded[key] = report
+    except ParseError as exc:
+        problem = f"XML ends or breaks after {count} records ({exc})"
+    except ValueError as exc:  # defusedxml refuses DTDs and entity tricks
+        problem = f"XML refused: {exc}"
+    for report in folded.values():
+        yield _event(doc, report)
+    if problem:
+        yield doc.event("sanitizer-summary", root, {"records": count, "xml_incomplete": True, "problem": problem})
+
+
+def _xml_record(record: Element, first: Line, last: Line) -> _Report | None:
+    """One <record>: what/text is the header the text form prints; where, who and what/address the details."""
+    header = (record.findtext("what/text") or "").strip()
+    start = _header(_LEVEL.sub("", header), None)
+    if start is None:
+        return None
+    kind, fields = start
+    func, pc = record.findtext("where/func"), record.findtext("where/pc")
+    if func:
+        fields["kernel"] = short_name(func.strip())
+    if pc:
+        fields["offset"] = pc.strip()
+    if path := (record.findtext("where/path") or "").strip():
+        fields["file"] = path
+        if (line := (record.findtext("where/line") or "").strip()).isdigit():
+            fields["line"] = int(line)
+    if address := (record.findtext("what/address") or "").strip():
+        fields["address"] = address
+    if state := next((s for s in ("out of bounds", "misaligned") if s in header), None):
+        fields.setdefault("address_state", state)
+    text = "\n".join(t.strip() for t in record.itertext() if t.strip())
+    report = _Report(kind, first, last, text, fields)
+    thread, block = _axes(record.find("who/threadIdx")), _axes(record.find("who/blockIdx"))
+    if thread and block:
+        report.threads.append(thread)
+        report.blocks.append(block)
+    _finish(report)
+    return report
+
+
+def _axes(element: Element | None) -> str | None:
+    """`<threadIdx><x>3</x><y>0</y><z>0</z></threadIdx>` -> `(3,0,0)`, as the text form prints it."""
+    if element is None:
+        return None
+    values = [(element.findtext(axis) or "0").strip() for axis in ("x", "y", "z")]
+    return "(" + ",".join(values) + ")" if all(v.isdigit() for v in values) else None

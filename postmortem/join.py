@@ -1,0 +1,334 @@
+"""Join: one incident from many inputs.
+
+Each source reads one input; the dmesg names a GPU by bus id and a pid, the
+training log names a rank, nvidia-smi names a UUID and an index. This stage
+builds identity maps over ALL events (GPU: bus id <-> UUID <-> nvidia-smi index;
+pid -> process, GPU, rank, host; rank -> pid) and copies onto each event only
+what those maps prove, naming the proof in fields["joined"] (field -> why), so a
+reader can check every added value. It also puts uptime-only kernel lines on
+the wall clock when another input anchors their boot, and compares the NCCL
+watchdog reports of several ranks to name the rank that stopped first.
+
+A plain function over events: events are replaced, never changed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from .model import Event, Location
+
+NVML_KINDS = frozenset({"gpu-state", "dcgm-health"})
+"""Kinds whose gpu_index is nvidia-smi's (NVML, PCI order); elsewhere gpu_index is a CUDA device ordinal."""
+PID_REUSE = timedelta(days=1)
+"""Two reports of one pid further apart than this may be two processes (pids are recycled)."""
+BOOT_SLACK = timedelta(seconds=2)
+"""Anchors whose boot times differ by less than this are one boot (wall stamps are cut to seconds)."""
+
+
+def gpu_key(pci: object) -> str | None:
+    """One spelling per GPU: 0000:3b:00, 0000:3b:00.0, 00000000:3B:00.0, PCI:3b:00 all become 0000:3b:00."""
+    text = str(pci or "").strip().lower().removeprefix("pci:")
+    parts = text.split(".")[0].split(":")
+    if len(parts) == 2:
+        parts.insert(0, "0000")
+    if len(parts) != 3 or not all(parts) or not all(c in "0123456789abcdef" for c in "".join(parts)):
+        return None
+    return f"{parts[0][-4:].rjust(4, '0')}:{parts[1].rjust(2, '0')}:{parts[2].rjust(2, '0')}"
+
+
+def join(events: Sequence[Event]) -> list[Event]:
+    """The events enriched with what the identity maps prove, on one clock, plus NCCL suspect events."""
+    maps = _Maps.build(events)
+    joined = [_enrich(event, maps) for event in events]
+    joined = _place_uptimes(joined)
+    return joined + nccl_suspects(joined)
+
+
+# ------------------------------------------------------------------ identity maps
+
+@dataclasses.dataclass(frozen=True)
+class _Proof:
+    """A value one event states, with where it says so (the `joined` provenance)."""
+
+    value: Any
+    why: str
+    host: str | None
+    time: datetime | None
+
+
+class _Claims:
+    """Values stated per key (a pid, a rank, an index); a key stated two different ways proves nothing."""
+
+    def __init__(self) -> None:
+        self._claims: dict[tuple, _Proof | None] = {}
+
+    def state(self, key: tuple, proof: _Proof) -> None:
+        if key not in self._claims:
+            self._claims[key] = proof
+        elif (held := self._claims[key]) is not None and held.value != proof.value:
+            self._claims[key] = None
+
+    def get(self, key: tuple) -> _Proof | None:
+        return self._claims.get(key)
+
+
+@dataclasses.dataclass
+class _Maps:
+    hosts: frozenset[str]
+    gpus: _Claims  # ("uuid", uuid) / ("smi", host, index) / ("visible", pid) -> pci or visible list
+    pids: _Claims  # (pid, field) -> value
+    ranks: _Claims  # (rank,) -> pid
+    same_model: bool  # every nvidia-smi GPU is one model: CUDA's default order is then PCI order
+
+    @classmethod
+    def build(cls, events: Sequence[Event]) -> _Maps:
+        hosts = frozenset(str(e.fields["host"]) for e in events if e.fields.get("host"))
+        maps = cls(hosts, _Claims(), _Claims(), _Claims(), False)
+        models = set()
+        for event in events:
+            maps._learn(event)
+            if event.kind == "gpu-state":
+                models.add(event.fields.get("gpu_name"))
+        maps.same_model = len(models) == 1
+        return maps
+
+    def _learn(self, event: Event) -> None:
+        f = event.fields
+        host = f.get("host") if len(self.hosts) > 1 else None
+        pci = f.get("pci") if gpu_key(f.get("pci")) else None
+
+        def proof(value: Any, what: str) -> _Proof:
+            return _Proof(value, f"{what} ({_place(event)})", f.get("host"), _comparable(event))
+
+        if pci and f.get("gpu_uuid"):
+            self.gpus.state(("uuid", str(f["gpu_uuid"]).lower()), proof(pci, f"{f['gpu_uuid']} is at {pci}"))
+        if pci and event.kind in NVML_KINDS and f.get("gpu_index") is not None:
+            self.gpus.state(("smi", host, f["gpu_index"]), proof(pci, f"nvidia-smi GPU {f['gpu_index']} is {pci}"))
+        if f.get("cuda_visible_devices") and f.get("pid") is not None:
+            self.gpus.state(("visible", f["pid"]), proof(_visible(f["cuda_visible_devices"]),
+                                                         f"CUDA_VISIBLE_DEVICES={f['cuda_visible_devices']}"))
+        for pid in _pids(event):
+            for name in ("process", "rank", "cuda_device") + (("pci",) if event.kind == "xid" else ()):
+                value = f.get(name)
+                if value is not None and not (name == "pci" and not pci):
+                    self.pids.state((host, pid, name), proof(value, f"{event.kind} pid {pid}"))
+        if f.get("rank") is not None and f.get("pid") is not None:
+            self.ranks.state((f["rank"],), proof(f["pid"], f"rank {f['rank']} is pid {f['pid']}"))
+
+
+def _visible(value: object) -> list[str]:
+    return [part.strip() for part in str(value).split(",") if part.strip()]
+
+
+def _pids(event: Event) -> list[int]:
+    """The pids an event names: its own, and for folded Xids every pid folded in."""
+    pids = [event.fields.get("pid"), *event.fields.get("pids", ())]
+    return sorted({p for p in pids if isinstance(p, int) and p > 0})
+
+
+def _place(event: Event) -> str:
+    where = event.where
+    return f"{where.path}:{where.line}" if where.line is not None else where.path
+
+
+def _comparable(event: Event) -> datetime | None:
+    """The event's time when it is a real date (a placeholder year would compare years apart)."""
+    return event.time if event.clock in ("wall", "uptime+boot") else None
+
+
+# ------------------------------------------------------------------ enrichment
+
+def _enrich(event: Event, maps: _Maps) -> Event:
+    f = event.fields
+    added: dict[str, Any] = {}
+    why: dict[str, str] = {}
+
+    def add(name: str, proof: _Proof | None) -> None:
+        if proof is not None and f.get(name) in (None, "") and name not in added and _fits(event, proof):
+            added[name], why[name] = proof.value, proof.why
+
+    if len(maps.hosts) == 1 and not f.get("host"):
+        add("host", _Proof(next(iter(maps.hosts)), "the only host named in the inputs", None, None))
+    host = f.get("host") if len(maps.hosts) > 1 else None
+    if f.get("rank") is not None and len(f.get("ranks") or ()) <= 1:  # a report folded from many ranks has no one pid
+        add("pid", maps.ranks.get((f["rank"],)))
+    for pid in _pids(event) or [added.get("pid")]:
+        for name in ("process", "rank", "cuda_device", "pci"):
+            add(name, maps.pids.get((host, pid, name)))
+    if not f.get("pci") and "pci" not in added:
+        add("pci", _gpu_of(event, {**f, **added}, maps, host))
+    if not added:
+        return event
+    return dataclasses.replace(event, fields={**f, **added, "joined": {**f.get("joined", {}), **why}})
+
+
+def _fits(event: Event, proof: _Proof) -> bool:
+    """A proof from another event applies unless hosts differ or a recycled pid could be meant."""
+    host = event.fields.get("host")
+    if proof.host and host and proof.host != host:
+        return False
+    moment = _comparable(event)
+    if moment is None or proof.time is None or (moment.tzinfo is None) != (proof.time.tzinfo is None):
+        return True
+    return abs(moment - proof.time) <= PID_REUSE
+
+
+def _gpu_of(event: Event, fields: dict, maps: _Maps, host: str | None) -> _Proof | None:
+    """The bus id of the GPU an event names by UUID, nvidia-smi index or CUDA device ordinal."""
+    if fields.get("gpu_uuid"):
+        return maps.gpus.get(("uuid", str(fields["gpu_uuid"]).lower()))
+    if event.kind in NVML_KINDS:
+        return maps.gpus.get(("smi", host, fields.get("gpu_index")))
+    ordinal = fields.get("gpu_index", fields.get("cuda_device"))
+    if not isinstance(ordinal, int):
+        return None
+    visible = maps.gpus.get(("visible", fields.get("pid")))
+    if visible is not None:
+        if ordinal >= len(visible.value):
+            return None
+        entry = visible.value[ordinal]
+        target = maps.gpus.get(("uuid", entry.lower())) if entry.lower().startswith("gpu-") else (
+            maps.gpus.get(("smi", host, int(entry))) if entry.isdigit() else None)
+        return _chain(f"CUDA device {ordinal} -> {visible.why}", target)
+    if maps.same_model:
+        return _chain(f"CUDA device {ordinal} = nvidia-smi GPU {ordinal} (identical GPUs, no CUDA_VISIBLE_DEVICES "
+                      "in the inputs)", maps.gpus.get(("smi", host, ordinal)))
+    return None
+
+
+def _chain(step: str, proof: _Proof | None) -> _Proof | None:
+    return None if proof is None else dataclasses.replace(proof, why=f"{step}; {proof.why}")
+
+
+# ------------------------------------------------------------------ one clock
+
+def _place_uptimes(events: list[Event]) -> list[Event]:
+    """Uptime-only kernel events placed on the wall clock by a boot another input anchors."""
+    anchors = [e for e in events if e.time is not None and e.clock in ("wall", "wall-no-year")
+               and isinstance(e.fields.get("uptime"), (int, float))]
+    if not anchors:
+        return events
+    return [_placed(e, anchors) if e.time is None and isinstance(e.fields.get("uptime"), (int, float)) else e
+            for e in events]
+
+
+def _placed(event: Event, anchors: list[Event]) -> Event:
+    uptime = float(event.fields["uptime"])
+    host = event.fields.get("host")
+    others = [a for a in anchors if a.where.path != event.where.path
+              and (not host or not a.fields.get("host") or a.fields["host"] == host)]
+    same = [a for a in others if a.fields["uptime"] == uptime]  # the same kernel record: the same boot
+    candidates = same or others
+    boots = sorted({_boot(a) for a in candidates})
+    if not boots or boots[-1] - boots[0] > BOOT_SLACK:
+        return event  # no anchor, or several boots: which one is unknown
+    anchor = candidates[0]
+    reason = "the same record" if same else "the only boot in the inputs"
+    why = f"boot {boots[0].isoformat()} from {_place(anchor)} ({reason})"
+    fields = {**event.fields, "joined": {**event.fields.get("joined", {}), "time": why}}
+    return dataclasses.replace(event, time=boots[0] + timedelta(seconds=uptime), clock="uptime+boot", fields=fields)
+
+
+def _boot(anchor: Event) -> datetime:
+    return anchor.time - timedelta(seconds=float(anchor.fields["uptime"]))
+
+
+# ------------------------------------------------------------------ NCCL: who stopped first
+
+FAILED_KINDS = frozenset({"python-exception", "cuda-error", "child-failed", "fatal-signal", "gpu-oom", "oom-kill",
+                          "segfault", "core-signal", "coredump"})
+"""Events that say a rank died or failed on its own (rather than waiting in a collective)."""
+
+
+def nccl_suspects(events: Sequence[Event]) -> list[Event]:
+    """One `nccl-suspect` event when watchdog timeouts of two or more ranks can be compared."""
+    reports = _rank_reports(e for e in events if e.kind == "nccl-timeout")
+    if len(reports) < 2:
+        return []
+    failed = _failed_ranks(events, set(reports))
+    progress = {rank: _progress(report) for rank, report in reports.items()}
+    behind = sorted(rank for rank, done in progress.items() if done == min(progress.values()))
+    if len(failed) == 1:
+        suspect, rank_event = next(iter(failed.items()))
+        reason = (f"rank {suspect} logged no watchdog timeout but failed on its own ({rank_event.kind} at "
+                  f"{_place(rank_event)}) while ranks {_names(reports)} waited in a collective")
+    elif len(set(progress.values())) > 1 and len(behind) == 1:
+        suspect = behind[0]
+        ahead = sorted(set(reports) - {suspect})
+        reason = (f"rank {suspect} completed fewer collectives (last completed {progress[suspect]}) than ranks "
+                  f"{_names(ahead)} (last completed {min(progress[r] for r in ahead)} or later): it stopped first "
+                  f"and the others waited for it")
+    else:
+        suspect = None
+        reason = (f"no single suspect: ranks {_names(behind)} stopped at the same point (last completed "
+                  f"{progress[behind[0]]}); look for a rank that logged no timeout here (it hung or died first) or for a network fault")
+    per_rank = [_summary(rank, report) for rank, report in sorted(reports.items())]
+    first = reports[suspect] if suspect in reports else min(reports.values(), key=lambda r: r.where.line or 0)
+    fields: dict[str, Any] = {
+        "suspect_rank": suspect, "reason": reason, "ranks": sorted(reports), "per_rank": per_rank,
+        "summary": "; ".join(entry["doing"] for entry in per_rank),
+    }
+    if suspect is not None:
+        fields["suspect_doing"] = (per_rank[sorted(reports).index(suspect)]["doing"] if suspect in reports
+                                   else f"rank {suspect}: {failed[suspect].kind} at {_place(failed[suspect])}")
+    text = f"NCCL ranks compared: {reason}"
+    return [Event("nccl-suspect", Location(first.where.path, first.where.line, first.where.end_line), text, fields,
+                  first.time, first.clock)]
+
+
+def _rank_reports(timeouts: Iterable[Event]) -> dict[int, Event]:
+    """Each rank's earliest-sequence watchdog timeout, among reports of one process group.
+
+    A report whose global rank differs from its group rank comes from a
+    sub-group; its sequence numbers count another communicator's work and are
+    not compared.
+    """
+    reports: dict[int, Event] = {}
+    for event in timeouts:
+        f = event.fields
+        if f.get("group_rank") is not None and f.get("group_rank") != f.get("rank"):
+            continue
+        for rank in f.get("ranks") or ([f["rank"]] if f.get("rank") is not None else []):
+            if rank not in reports or f.get("seq", 0) < reports[rank].fields.get("seq", 0):
+                reports[rank] = event
+    return reports
+
+
+def _failed_ranks(events: Sequence[Event], waiting: set[int]) -> dict[int, Event]:
+    """Ranks that failed on their own (an error, a crash) and logged no timeout: the first report of each."""
+    failed: dict[int, Event] = {}
+    for event in events:
+        rank = event.fields.get("rank")
+        if event.kind in FAILED_KINDS and isinstance(rank, int) and rank not in waiting and not event.fields.get("ranks"):
+            failed.setdefault(rank, event)
+    return failed
+
+
+def _progress(report: Event) -> int:
+    """How far a rank got: its last completed collective, else the one before the one it timed out in."""
+    f = report.fields
+    if isinstance(f.get("last_completed"), int):
+        return f["last_completed"]
+    return int(f.get("seq", 0)) - 1
+
+
+def _summary(rank: int, report: Event) -> dict[str, Any]:
+    f = report.fields
+    doing = f"rank {rank}: waiting in {f.get('op_type', 'a collective')} SeqNum={f.get('seq', '?')}"
+    if f.get("ran_ms") is not None and f.get("rank") == rank:  # a folded report keeps the first rank's duration
+        doing += f" for {f['ran_ms']} ms"
+    if f.get("last_completed") is not None:
+        doing += f", last completed {f['last_completed']}"
+    entry = {"rank": rank, "doing": doing, "where": _place(report)}
+    entry.update({k: f[k] for k in ("op_type", "seq", "last_enqueued", "last_completed") if k in f})
+    if f.get("rank") == rank and "ran_ms" in f:
+        entry["ran_ms"] = f["ran_ms"]
+    return entry
+
+
+def _names(ranks: Iterable[int]) -> str:
+    return ", ".join(str(r) for r in sorted(ranks))
