@@ -139,6 +139,8 @@ class Report:
     findings: tuple[Finding, ...]
     cores: tuple[Mapping[str, Any], ...] = ()
     telemetry: tuple[GpuSeries, ...] = ()
+    suspects: tuple[str, ...] = ()
+    """When nothing matched: ids of the events most likely to be the crash (postmortem.fingerprint)."""
 
     @property
     def verdict(self) -> Finding | None:

@@ -15,6 +15,7 @@ from types import ModuleType
 
 from . import __version__
 from .facts import collect_facts
+from .fingerprint import suspects
 from .inputs import Blob, open_inputs
 from .join import join
 from .model import Event, InputInfo, Options, Report
@@ -67,7 +68,8 @@ def analyze_blobs(blobs: Iterable[Blob], database: Database | None = None, optio
     facts = collect_facts(events)
     findings = rank(match(database, events), events, database.causes)
     tool = {"name": "postmortem", "version": __version__, "signatures": database.version}
-    return Report(tool, tuple(inputs), tuple(events), facts, tuple(findings), tuple(cores), telemetry)
+    unexplained = () if findings else suspects(events)
+    return Report(tool, tuple(inputs), tuple(events), facts, tuple(findings), tuple(cores), telemetry, unexplained)
 
 
 def read_blob(blob: Blob) -> tuple[InputInfo, list[Event]]:

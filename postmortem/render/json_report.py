@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..fingerprint import fingerprint
 from ..model import Event, GpuSeries, Report, to_plain
 from ..sources.gpu_telemetry import MAX_JSON_POINTS
 
@@ -27,6 +28,7 @@ def as_dict(report: Report) -> dict[str, Any]:
         "inputs": [to_plain(i) for i in report.inputs],
         "facts": to_plain(report.facts),
         "cores": to_plain(report.cores),
+        "suspects": list(report.suspects),
         "telemetry": [_series(s) for s in report.telemetry],
     }
 
@@ -62,6 +64,7 @@ def _event(event: Event) -> dict[str, Any]:
         "text": event.text,
         "fields": to_plain(event.fields),
         "count": event.count,
+        "fingerprint": fingerprint(event),
     }
 
 
