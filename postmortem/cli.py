@@ -6,15 +6,19 @@ asked for it and a finding that severe is present, 2 for usage errors.
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
 from . import __version__
-from .model import SEVERITIES, Options, severity_rank
+from .model import SEVERITIES, Options, Report, severity_rank
 from .pipeline import analyze as run_analysis
-from .render import FORMATS
+from .render import FORMATS, LANGUAGES, default_language
 from .signatures import SignatureError, load, load_default
 
 
@@ -39,8 +43,11 @@ def main() -> None:
 @click.option("--debug-dir", "debug_dirs", multiple=True, type=click.Path(exists=True, file_okay=False),
               help="Directory of separate debug files (.build-id/xx/rest.debug layout); repeatable.")
 @click.option("--show-env", is_flag=True, help="Show every environment variable of a core by value (may hold secrets).")
+@click.option("--lang", type=click.Choice(LANGUAGES), default=None,
+              help="Language of the report's own words (evidence stays verbatim); default from LC_ALL / LANG.")
+@click.option("--no-color", is_flag=True, help="Plain text even on a terminal (also when NO_COLOR is set).")
 def analyze(inputs: tuple[str, ...], fmt: str, output: str, fail_on: str | None, signature_dir: Path | None,
-            sysroot: str | None, debug_dirs: tuple[str, ...], show_env: bool) -> None:
+            sysroot: str | None, debug_dirs: tuple[str, ...], show_env: bool, lang: str | None, no_color: bool) -> None:
     """Analyse crash artifacts: files, directories, archives, or - for stdin.
 
     Every input is sniffed by content; compressed files (.gz .xz .bz2 .zst)
@@ -51,10 +58,11 @@ def analyze(inputs: tuple[str, ...], fmt: str, output: str, fail_on: str | None,
     except SignatureError as exc:
         raise click.UsageError(f"signature database: {exc}") from exc
     options = Options(sysroot=sysroot, debug_dirs=debug_dirs, show_env=show_env)
-    report = run_analysis(list(inputs), database, options)
-    text = FORMATS[fmt](report)
+    report = _with_spinner(lambda: run_analysis(list(inputs), database, options), len(inputs))
+    color = output == "-" and not no_color and not os.environ.get("NO_COLOR") and _is_terminal(sys.stdout)
+    text = FORMATS[fmt](report, lang=lang or default_language(), color=color)
     if output == "-":
-        click.echo(text, nl=False)
+        click.echo(text, nl=False, color=color)
     else:
         _write_new(Path(output), text, [p for p in inputs if p != "-"])
     if fail_on and any(severity_rank(f.severity) >= severity_rank(fail_on) for f in report.findings):
@@ -67,3 +75,50 @@ def _write_new(path: Path, text: str, inputs: list[str]) -> None:
     if any(Path(p).resolve() == target for p in inputs):
         raise click.UsageError(f"--output {path} is one of the inputs; inputs are never modified")
     path.write_text(text, encoding="utf-8")
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+SPINNER_DELAY_S = 1.0
+"""An analysis shorter than this shows nothing on stderr."""
+
+
+def _with_spinner(work: Callable[[], Report], count: int) -> Report:
+    """Run the analysis; on a terminal, a spinner on stderr once it takes longer than SPINNER_DELAY_S.
+
+    The pipeline has no progress hook, so the spinner says only that it is
+    still working and for how long; it is erased before the report is written.
+    """
+    if not _is_terminal(sys.stderr):
+        return work()
+    result: list[Report] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            result.append(work())
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the calling thread
+            failure.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    started = time.monotonic()
+    worker.start()
+    worker.join(SPINNER_DELAY_S)
+    frames, shown = "|/-\\", 0
+    while worker.is_alive():
+        elapsed = time.monotonic() - started
+        sys.stderr.write(f"\r{frames[shown % 4]} postmortem: {count} input(s), {elapsed:4.0f} s ")
+        sys.stderr.flush()
+        shown += 1
+        worker.join(0.2)
+    if shown:
+        sys.stderr.write("\r" + " " * 48 + "\r")
+        sys.stderr.flush()
+    if failure:
+        raise failure[0]
+    return result[0]

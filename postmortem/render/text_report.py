@@ -2,144 +2,179 @@
 
 Input text is shown with control characters made visible, so a log line
 cannot move the cursor, recolour the terminal or hide what follows it.
+Colour (`color=True`, for a terminal) only ever wraps the tool's own words and
+the already-made-safe input text; the words come in the reader's language.
 """
 
 from __future__ import annotations
 
 import textwrap
+import unicodedata
+from collections.abc import Callable
 
+import click
 import regex
 
 from ..model import Event, Finding, Report
+from .i18n import Translator
+from .view import GPU_KINDS, safe, where as _where
 
 EVIDENCE_SHOWN = 5
 """Evidence lines printed per finding; the rest are counted."""
 
 CORE_FRAMES = 16
 """Frames of the crashing thread printed; the JSON has them all."""
-GPU_KINDS = ("nvidia-driver", "cuda-library", "framework", "user-extension")
-"""Module kinds listed under a core: what tells where in the GPU stack it crashed."""
+SEVERITY_COLOURS = {"critical": "red", "error": "red", "warning": "yellow", "info": "blue"}
 
-_CONTROL = regex.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def safe(text: str) -> str:
-    """Make control characters visible (\\x1b shows as '\\x1b')."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+Style = Callable[..., str]
 
 
-def render(report: Report) -> str:
-    """The whole terminal report as one string."""
+def render(report: Report, lang: str = "en", color: bool = False) -> str:
+    """The whole terminal report as one string; `color` adds ANSI styles for a terminal."""
+    t = Translator(lang)
+    style: Style = click.style if color else _plain
     out: list[str] = []
     verdict = report.verdict
     if verdict is None:
-        out.append("Verdict: unknown: no known cause matched.")
-        out.append(f"  {len(report.events)} event(s) found; see them with --format json.")
+        out.append(style(t("verdict_unknown"), bold=True))
+        out.append(f"  {t('unknown_detail', count=len(report.events))} {t('unknown_hint')}")
     else:
-        out.extend(_verdict(verdict))
-        out.extend(_evidence(report, verdict))
+        out.extend(_verdict(report, verdict, t, style))
+        out.extend(_evidence(report, verdict, t, style))
     others = report.findings[1:]
     if others:
         out.append("")
-        out.append("Other findings:")
+        out.append(_heading(t("other_findings"), style))
         for finding in others:
-            note = f" (consequence of {finding.consequence_of})" if finding.consequence_of else ""
+            words = t.words(finding, report)
+            note = f" ({t('consequence_of', root=finding.consequence_of)})" if finding.consequence_of else ""
             out.append(
-                f"  - {finding.cause} [{finding.signature}] {finding.severity}, "
-                f"confidence {finding.confidence:.2f}{note}: {finding.title}"
+                f"  - {style(finding.cause, fg=SEVERITY_COLOURS.get(finding.severity))} [{finding.signature}] "
+                f"{t('severity_' + finding.severity)}, {t('confidence').lower()} {finding.confidence:.2f}{note}: "
+                f"{safe(words.title)}"
             )
             first = _first_event(report, finding)
             if first is not None:
-                out.append(f"      {_where(first)}  {_one_line(first.text)}")
+                out.append(f"      {style(_where(first), fg='cyan')}  {_one_line(first.text)}")
     for core in report.cores:
-        out.extend(_core(core))
-    out.extend(_facts(report))
-    out.extend(_inputs(report))
+        out.extend(_core(core, t, style))
+    out.extend(_facts(report, t, style))
+    out.extend(_inputs(report, t, style))
     return "\n".join(out) + "\n"
 
 
-def _verdict(finding: Finding) -> list[str]:
+def _plain(text: str, **_: object) -> str:
+    return text
+
+
+def _heading(text: str, style: Style) -> str:
+    return style(text + (":" if text.isascii() else "："), bold=True)
+
+
+def _verdict(report: Report, finding: Finding, t: Translator, style: Style) -> list[str]:
+    words = t.words(finding, report)
+    colour = SEVERITY_COLOURS.get(finding.severity)
     lines = [
-        f"Verdict: {finding.cause}: {safe(finding.title)}",
-        f"  signature {finding.signature}, severity {finding.severity}, "
-        f"confidence {finding.confidence:.2f} ({finding.confidence_reason})",
+        style(t("verdict_line", cause=finding.cause, title=safe(words.title)), fg=colour, bold=True),
+        "  " + t("signature_line", signature=finding.signature, severity=t("severity_" + finding.severity),
+                 confidence=f"{finding.confidence:.2f}", reason=words.reason),
         "",
-        *(f"  {line}" for line in textwrap.wrap(safe(finding.explanation), 88)),
+        *(f"  {line}" for line in _wrap(safe(words.explanation))),
     ]
-    if finding.actions:
+    if words.actions:
         lines.append("")
-        lines.append("What to do:")
-        lines.extend(f"  {i}. {action}" for i, action in enumerate(finding.actions[:3], 1))
+        lines.append(_heading(t("what_to_do"), style))
+        lines.extend(f"  {i}. {safe(action)}" for i, action in enumerate(words.actions[:3], 1))
     return lines
 
 
-def _evidence(report: Report, finding: Finding) -> list[str]:
+_TOKENS = regex.compile(r"[!-~]+|\s+|.")
+"""Wrapping units: a run of printable ASCII (a word, a path, a flag) stays whole; any other character stands alone."""
+
+
+def _wrap(text: str, width: int = 88) -> list[str]:
+    """Wrap at `width` columns; CJK text has no spaces, so it may break between any two wide characters."""
+    if text.isascii():
+        return textwrap.wrap(text, width)
+    lines, line, used = [], "", 0
+    for token in _TOKENS.findall(text):
+        size = sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in token)
+        if used + size > width and line:
+            lines.append(line.rstrip())
+            line, used = "", 0
+        if line or not token.isspace():
+            line, used = line + token, used + size
+    return lines + [line] if line else lines
+
+
+def _evidence(report: Report, finding: Finding, t: Translator, style: Style) -> list[str]:
     events = [e for e in (report.event(i) for i in finding.evidence) if e is not None]
-    lines = ["", "Evidence:"]
+    lines = ["", _heading(t("evidence"), style)]
     for event in events[:EVIDENCE_SHOWN]:
         repeat = f" (x{event.count})" if event.count > 1 else ""
-        lines.append(f"  {_where(event)}{repeat}")
+        lines.append(f"  {style(_where(event), fg='cyan')}{repeat}")
         lines.extend(f"    {safe(text)}" for text in event.text.splitlines()[:6])
     if len(events) > EVIDENCE_SHOWN:
-        lines.append(f"  ... and {len(events) - EVIDENCE_SHOWN} more")
+        lines.append("  " + t("more_events", count=len(events) - EVIDENCE_SHOWN))
     return lines
 
 
-def _core(core) -> list[str]:
+def _core(core, t: Translator, style: Style) -> list[str]:
     """A core file as a debugger user reads it: process, signal, the crashing stack, GPU libraries."""
-    lines = ["", f"Core file {safe(core.path)}:"]
-    lines.append(f"  process {core.pid}: {safe(core.executable or '?')}"
+    lines = ["", _heading(t("core_file", path=safe(core.path)), style)]
+    lines.append(f"  {t('process')} {core.pid}: {safe(core.executable or '?')}"
                  + (f"  ({safe(core.command_line)})" if core.command_line else ""))
     if core.signal is not None:
         sig = core.signal
-        place = f" at {sig.address} ({safe(sig.mapping) if sig.mapping else 'no mapping'})" if sig.address else ""
-        sender = f", sent by pid {sig.sender_pid}" if sig.sender_pid else ""
-        lines.append(f"  signal {sig.name} ({sig.code_meaning}){place}{sender}")
+        mapping = safe(sig.mapping) if sig.mapping else t("no_mapping")
+        place = f" @ {sig.address} ({mapping})" if sig.address else ""
+        sender = ", " + t("sent_by", pid=sig.sender_pid) if sig.sender_pid else ""
+        lines.append(f"  {t('signal')} {style(sig.name, fg='red', bold=True)} ({sig.code_meaning}){place}{sender}")
     for thread in core.threads:
         if not thread.crashed:
             continue
-        lines.append(f"  crashing thread {thread.tid}:")
-        lines.extend(f"    #{i:<2} {_frame(frame)}" for i, frame in enumerate(thread.frames[:CORE_FRAMES]))
+        lines.append(f"  {t('crashing_thread', tid=thread.tid)}:")
+        lines.extend(f"    #{i:<2} {_frame(frame, t)}" for i, frame in enumerate(thread.frames[:CORE_FRAMES]))
         if len(thread.frames) > CORE_FRAMES:
-            lines.append(f"    ... {len(thread.frames) - CORE_FRAMES} more frames")
+            lines.append("    " + t("more_frames", count=len(thread.frames) - CORE_FRAMES))
         if thread.python_frames:
-            lines.append("    Python stack (innermost first):")
+            lines.append(f"    {t('python_stack')}:")
             lines.extend(f"      {safe(f.file)}:{f.line} in {safe(f.function)}" for f in thread.python_frames[:CORE_FRAMES])
-    others = [t for t in core.threads if not t.crashed]
+    others = [th for th in core.threads if not th.crashed]
     if others:
-        lines.append(f"  {len(others)} other thread(s); all frames with --format json")
+        lines.append("  " + t("other_threads_hint", count=len(others)))
     gpu_modules = [m for m in core.modules if m.kind in GPU_KINDS]
     if gpu_modules:
-        lines.append("  GPU libraries loaded:")
-        lines.extend(f"    {safe(m.path)} ({m.kind}{', ' + m.version if m.version else ''})" for m in gpu_modules)
+        lines.append(f"  {t('gpu_libraries')}:")
+        lines.extend(f"    {safe(m.path)} ({m.kind}{', ' + safe(m.version) if m.version else ''})" for m in gpu_modules)
     values = core.environment.get("values") or {}
     if values:
-        lines.append("  environment: " + ", ".join(f"{safe(k)}={safe(str(v))}" for k, v in values.items()))
+        lines.append(f"  {t('environment_variables')}: " + ", ".join(f"{safe(k)}={safe(str(v))}" for k, v in values.items()))
     return lines
 
 
-def _frame(frame) -> str:
+def _frame(frame, t: Translator) -> str:
     where = f"{safe(frame.module or '?')}!{safe(frame.symbol or '??')}"
     if frame.symbol_offset:
         where += f"+{frame.symbol_offset:#x}"
-    return f"{frame.pc} {where}" + ("" if frame.how in ("registers", "cfi") else f"  [{frame.how}: a guess]")
+    return f"{frame.pc} {where}" + ("" if frame.how in ("registers", "cfi") else f"  [{t('frame_guess', how=frame.how)}]")
 
 
-def _facts(report: Report) -> list[str]:
+def _facts(report: Report, t: Translator, style: Style) -> list[str]:
     if not report.facts:
         return []
-    lines = ["", "Environment:"]
+    lines = ["", _heading(t("environment"), style)]
     for name, values in report.facts.items():
         shown = ", ".join(safe(str(v)) for v in list(values)[:6])
         lines.append(f"  {name}: {shown}")
     return lines
 
 
-def _inputs(report: Report) -> list[str]:
-    lines = ["", f"Inputs ({len(report.inputs)}):"]
+def _inputs(report: Report, t: Translator, style: Style) -> list[str]:
+    lines = ["", _heading(t("inputs", count=len(report.inputs)), style)]
     for info in report.inputs:
-        lines.append(f"  {safe(info.path)}: {info.format}, {info.size} bytes")
-        lines.extend(f"    ! {safe(d)}" for d in info.diagnostics)
+        lines.append(f"  {style(safe(info.path), fg='cyan')}: {info.format}, {t('bytes', size=info.size)}")
+        lines.extend(f"    ! {style(safe(t.sentence(d)), fg='yellow')}" for d in info.diagnostics)
     return lines
 
 
@@ -147,15 +182,6 @@ def _first_event(report: Report, finding: Finding) -> Event | None:
     return report.event(finding.evidence[0]) if finding.evidence else None
 
 
-def _where(event: Event) -> str:
-    where = event.where
-    if where.line is None:
-        return safe(where.path) + (f"@{where.offset}" if where.offset is not None else "")
-    span = f"-{where.end_line}" if where.end_line and where.end_line != where.line else ""
-    return f"{safe(where.path)}:{where.line}{span}"
-
-
 def _one_line(text: str, width: int = 160) -> str:
     first = safe(text.splitlines()[0] if text else "")
     return first if len(first) <= width else first[: width - 3] + "..."
-

@@ -1,0 +1,184 @@
+"""Markdown for a GitHub or GitLab issue: the verdict in the first lines, evidence in fences, the rest folded.
+
+Nothing from the inputs may change the structure around it: evidence sits in
+fences longer than any backtick run inside it, and every other piece of
+input-derived text (titles and explanations filled from log fields, paths,
+facts) is HTML-escaped and has its Markdown punctuation backslash-escaped.
+Text inside `<summary>` is raw HTML to the tracker, so it is only HTML-escaped.
+"""
+
+from __future__ import annotations
+
+import html
+
+import regex
+
+from ..model import Event, Finding, Report
+from . import view
+from .i18n import Translator
+
+EVIDENCE_OPEN = 3
+"""Evidence events of the verdict shown unfolded; the rest go into <details>."""
+EVIDENCE_LINES = 30
+"""Lines per evidence block."""
+
+_PUNCTUATION = regex.compile(r"([\\`*_\[\]|~])")
+"""Characters that start emphasis, code, links or table cells anywhere in a line."""
+_BLOCK_START = regex.compile(r"^(\d*)([#+=.)-])")
+"""A line starting like a heading, quote, list or setext underline."""
+_BACKTICKS = regex.compile(r"`+")
+
+
+def text(value: object) -> str:
+    """Inline Markdown text that renders as exactly `value`: one line, HTML and Markdown escaped."""
+    flat = " ".join(view.safe(str(value)).split())
+    return _BLOCK_START.sub(r"\1\\\2", _PUNCTUATION.sub(r"\\\1", html.escape(flat, quote=False)))
+
+
+def plain_html(value: object) -> str:
+    """Text for raw-HTML spots (<summary>): escaped, one line."""
+    return html.escape(" ".join(view.safe(str(value)).split()))
+
+
+def code(value: object) -> str:
+    """An inline code span around `value`, its delimiter longer than any backtick run inside."""
+    flat = " ".join(view.safe(str(value)).split()).replace("|", "\\|")
+    ticks = "`" * (1 + max((len(run) for run in _BACKTICKS.findall(flat)), default=0))
+    pad = " " if flat.startswith("`") or flat.endswith("`") else ""
+    return f"{ticks}{pad}{flat}{pad}{ticks}"
+
+
+def fence(body: str, info: str = "text") -> str:
+    """A fenced block whose fence is longer than any backtick run in `body` (at least three)."""
+    longest = max((len(run) for run in _BACKTICKS.findall(body)), default=0)
+    marks = "`" * max(3, longest + 1)
+    return f"{marks}{info}\n{body}\n{marks}"
+
+
+def render(report: Report, lang: str = "en", color: bool = False) -> str:
+    """The whole report as Markdown (`color` is for terminals and ignored here)."""
+    t = Translator(lang)
+    out: list[str] = []
+    verdict = report.verdict
+    if verdict is None:
+        out += [f"### {text(t('verdict_unknown'))}", "", text(t("unknown_detail", count=len(report.events)))]
+    else:
+        out += _verdict(report, verdict, t)
+    out += _other_findings(report, t)
+    for core in report.cores:
+        out += _core(core, t)
+    out += _facts(report, t)
+    out += _inputs(report, t)
+    tool = report.tool
+    out += ["", f"<sub>{plain_html(t('tool_line', version=tool.get('version', '?'), signatures=tool.get('signatures', '?')))}</sub>"]
+    return "\n".join(out) + "\n"
+
+
+def _verdict(report: Report, finding: Finding, t: Translator) -> list[str]:
+    words = t.words(finding, report)
+    out = [
+        f"### {text(t('verdict'))}: `{finding.cause}`: {text(words.title)}",
+        "",
+        f"**{text(t('signature'))}** `{finding.signature}` · **{text(t('severity'))}** "
+        f"{text(t('severity_' + finding.severity))} · **{text(t('confidence'))}** {finding.confidence:.2f} "
+        f"({text(words.reason)})",
+        "",
+        text(words.explanation),
+    ]
+    if words.actions:
+        out += ["", f"**{text(t('what_to_do'))}**", ""]
+        out += [f"{i}. {text(action)}" for i, action in enumerate(words.actions, 1)]
+    events = view.evidence_of(report, finding)
+    if events:
+        out += ["", f"**{text(t('evidence'))}**", ""]
+        out += [block for event in events[:EVIDENCE_OPEN] for block in _evidence(event, t)]
+        if len(events) > EVIDENCE_OPEN:
+            out += _folded(t("more_events", count=len(events) - EVIDENCE_OPEN),
+                           [block for event in events[EVIDENCE_OPEN:] for block in _evidence(event, t)])
+    return out
+
+
+def _evidence(event: Event, t: Translator) -> list[str]:
+    """One event: its place, then its lines (repeats folded with a count) in a fence."""
+    lines = view.evidence_lines(event, EVIDENCE_LINES)
+    width = max((len(str(line.number)) for line in lines if line.number is not None), default=0)
+    body = "\n".join(
+        (f"{line.number:>{width}} | " if line.number is not None else "")
+        + line.text
+        + (f"   [{t('repeated_line', count=line.repeats)}]" if line.repeats > 1 else "")
+        for line in lines
+    )
+    repeat = f" ({text(t('reported_times', count=event.count))})" if event.count > 1 else ""
+    return [f"{code(view.where(event))} {code(event.kind)}{repeat}", "", fence(body), ""]
+
+
+def _folded(summary: str, body: list[str]) -> list[str]:
+    """A <details> block; blank lines around the body so the tracker reads it as Markdown."""
+    return ["", f"<details><summary>{plain_html(summary)}</summary>", "", *body, "", "</details>"]
+
+
+def _other_findings(report: Report, t: Translator) -> list[str]:
+    others = report.findings[1:]
+    if not others:
+        return []
+    rows = [
+        f"| {text(t('cause'))} | {text(t('signature'))} | {text(t('severity'))} | {text(t('confidence'))} | |",
+        "|---|---|---|---|---|",
+    ]
+    body: list[str] = []
+    for finding in others:
+        words = t.words(finding, report)
+        note = text(t("consequence_of", root=finding.consequence_of)) if finding.consequence_of else ""
+        rows.append(f"| `{finding.cause}` {text(words.title)} | `{finding.signature}` | "
+                    f"{text(t('severity_' + finding.severity))} | {finding.confidence:.2f} | {note} |")
+        body += [f"**{text(words.title)}** (`{finding.signature}`): {text(words.explanation)}", ""]
+        body += [block for event in view.evidence_of(report, finding)[:EVIDENCE_OPEN] for block in _evidence(event, t)]
+    return ["", f"**{text(t('other_findings'))}**", "", *rows] + _folded(t("evidence"), body)
+
+
+def _core(core, t: Translator) -> list[str]:
+    body: list[str] = [f"- {text(t('process'))}: {core.pid} {code(core.executable or '?')}"]
+    if core.command_line:
+        body.append(f"- {text(t('command_line'))}: {code(core.command_line)}")
+    if core.signal is not None:
+        sig = core.signal
+        body.append(f"- {text(t('signal'))}: `{sig.name}` ({text(sig.code_meaning)})"
+                    + (f", {text(t('fault_address'))} `{sig.address}`" if sig.address else ""))
+    for thread in core.threads:
+        title = t("crashing_thread", tid=thread.tid) if thread.crashed else t("thread", tid=thread.tid)
+        frames = "\n".join(f"#{i:<2} {view.safe(_frame(frame))}" for i, frame in enumerate(thread.frames))
+        if thread.python_frames:
+            frames += f"\n\n{t('python_stack')}:\n" + "\n".join(
+                f"  {view.safe(f.file)}:{f.line} in {view.safe(f.function)}" for f in thread.python_frames)
+        block = ["", f"{text(title)}:", "", fence(frames)]
+        body += block if thread.crashed else _folded(title, block)
+    gpu_modules = [m for m in core.modules if m.kind in view.GPU_KINDS]
+    if gpu_modules:
+        body += ["", f"{text(t('gpu_libraries'))}:", ""]
+        body += [f"- {code(m.path)} {text(m.kind)} {text(m.version or '')} {code(m.build_id or '')}" for m in gpu_modules]
+    return _folded(t("core_file", path=core.path), body)
+
+
+def _frame(frame) -> str:
+    name = f"{frame.module or '?'}!{frame.symbol or '??'}"
+    if frame.symbol_offset:
+        name += f"+{frame.symbol_offset:#x}"
+    return f"{frame.pc} {name}" + ("" if frame.how in ("registers", "cfi") else f"  [{frame.how}]")
+
+
+def _facts(report: Report, t: Translator) -> list[str]:
+    if not report.facts:
+        return []
+    rows = [f"| {text(t('fact'))} | {text(t('value'))} |", "|---|---|"]
+    for name, values in report.facts.items():
+        shown = ", ".join(str(v) for v in (values if isinstance(values, (list, tuple)) else [values]))
+        rows.append(f"| {text(name)} | {text(shown)} |")
+    return _folded(t("environment"), rows)
+
+
+def _inputs(report: Report, t: Translator) -> list[str]:
+    rows = [f"| {text(t('path'))} | {text(t('format'))} | {text(t('size'))} | {text(t('diagnostics'))} |", "|---|---|---|---|"]
+    for info in report.inputs:
+        notes = "; ".join(t.sentence(d) for d in info.diagnostics)
+        rows.append(f"| {text(info.path)} | {text(info.format)} | {info.size} | {text(notes)} |")
+    return _folded(t("inputs", count=len(report.inputs)), rows)

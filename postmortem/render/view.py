@@ -1,0 +1,364 @@
+"""What the HTML and Markdown reports show, computed once from a Report: plain data, no markup.
+
+Input text stays text here; escaping is the job of whoever writes markup
+(jinja2 autoescape for HTML, `markdown_report` for Markdown).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import PurePosixPath
+from typing import Any
+
+import regex
+
+from ..model import Event, Finding, Report
+
+GPU_KINDS = ("nvidia-driver", "cuda-library", "framework", "user-extension")
+"""Module kinds that belong to the GPU stack; highlighted in core sections."""
+
+_CONTROL = regex.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def safe(text: str) -> str:
+    """Control characters made visible (\\x1b shows as '\\x1b'): no input may drive a terminal or a viewer."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def where(event: Event) -> str:
+    """`path:line-end` (archive member included in the path), or `path@offset` for binary inputs."""
+    place = event.where
+    if place.line is None:
+        return safe(place.path) + (f"@{place.offset}" if place.offset is not None else "")
+    span = f"-{place.end_line}" if place.end_line and place.end_line != place.line else ""
+    section = getattr(place, "section", None)
+    return f"{safe(place.path)}:{place.line}{span}" + (f" [{safe(str(section))}]" if section else "")
+
+
+@dataclass(frozen=True)
+class Line:
+    """One shown evidence line: its number in the input when known, and how often it repeated in a row."""
+
+    number: int | None
+    text: str
+    repeats: int = 1
+
+
+def evidence_lines(event: Event, limit: int = 40) -> list[Line]:
+    """The event's text as numbered lines, runs of identical lines folded into one with a count."""
+    raw = event.text.splitlines() or [""]
+    span = (event.where.end_line or event.where.line or 0) - (event.where.line or 0) + 1
+    numbered = event.where.line is not None and span == len(raw)
+    folded: list[Line] = []
+    for index, text in enumerate(raw):
+        number = event.where.line + index if numbered else None
+        if folded and folded[-1].text == safe(text):
+            last = folded[-1]
+            folded[-1] = Line(last.number, last.text, last.repeats + 1)
+        else:
+            folded.append(Line(number, safe(text), 1))
+    return folded[:limit]
+
+
+def evidence_of(report: Report, finding: Finding) -> list[Event]:
+    """The finding's evidence events in report order."""
+    return [e for e in (report.event(i) for i in finding.evidence) if e is not None]
+
+
+# ---------------------------------------------------------------- timeline
+
+DRAW_ORDER = ("event", "finding", "consequence", "root")
+"""Marks are drawn weakest first, so a root is never hidden under another mark at the same time."""
+
+
+@dataclass(frozen=True)
+class Mark:
+    """One event on the timeline: lane, position and how it relates to the findings."""
+
+    event: Event
+    lane: int
+    x: float
+    role: str  # "root", "consequence", "finding" or "event"
+    label: str
+
+    @property
+    def order(self) -> int:
+        return DRAW_ORDER.index(self.role)
+
+
+@dataclass(frozen=True)
+class Link:
+    """A root finding's event joined to its consequence's event."""
+
+    x1: float
+    y1: float
+    x2: float
+    y2: float
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """The geometry of the SVG timeline, in viewBox units."""
+
+    lanes: tuple[str, ...]
+    marks: tuple[Mark, ...]
+    links: tuple[Link, ...]
+    ticks: tuple[tuple[float, str], ...]
+    zone: str
+    untimed: int
+    width: int = 1000
+    left: int = 170
+    lane_height: int = 34
+    top: int = 24
+
+    @property
+    def height(self) -> int:
+        return self.top + self.lane_height * len(self.lanes) + 34
+
+    def y(self, lane: int) -> float:
+        return self.top + self.lane_height * lane + self.lane_height / 2
+
+
+def lane_of(event: Event) -> str:
+    """The lane an event belongs to: its GPU, else its rank, else its host, else its input."""
+    fields = event.fields
+    host = fields.get("host")
+    prefix = f"{host} " if host else ""
+    for name, label in (("pci", "GPU {}"), ("gpu_index", "GPU {}"), ("gpu", "GPU {}"), ("rank", "rank {}")):
+        value = fields.get(name)
+        if value not in (None, "", [], ()):
+            return prefix + label.format(value)
+    if host:
+        return f"host {host}"
+    return PurePosixPath(event.where.path.split("!")[-1]).name or event.where.path
+
+
+def normal_times(events: Iterable[Event]) -> tuple[dict[str, datetime], str]:
+    """Event id -> time in one zone, and the zone's name (key of the UI catalogue).
+
+    Aware times go to UTC; naive ones (the log named no zone) are taken as
+    written, and the zone line says so.
+    """
+    timed = [e for e in events if isinstance(e.time, datetime)]
+    aware = [e for e in timed if e.time.tzinfo is not None]
+    times = {}
+    for event in timed:
+        moment = event.time.astimezone(timezone.utc).replace(tzinfo=None) if event.time.tzinfo else event.time
+        times[event.id] = moment
+    if not timed or len(aware) == len(timed):
+        zone = "zone_utc"
+    elif not aware:
+        zone = "zone_naive"
+    else:
+        zone = "zone_mixed"
+    return times, zone
+
+
+def timeline(report: Report) -> Timeline:
+    """Every timed event on one axis; spacing grows with the log of the gap, so seconds and days both read."""
+    times, zone = normal_times(report.events)
+    timed = sorted((e for e in report.events if e.id in times), key=lambda e: (times[e.id], e.id))
+    lanes: list[str] = []
+    for event in timed:
+        if lane_of(event) not in lanes:
+            lanes.append(lane_of(event))
+    shape = Timeline(tuple(lanes), (), (), (), zone, len(report.events) - len(timed))
+    positions = _positions([times[e.id] for e in timed], shape.left + 12, shape.width - 16)
+    roles = _roles(report)
+    marks = tuple(
+        Mark(e, lanes.index(lane_of(e)), positions[i], roles.get(e.id, "event"), _label(times[e.id], e.clock))
+        for i, e in enumerate(timed)
+    )
+    return Timeline(tuple(lanes), marks, _links(report, marks, shape), _ticks(marks), zone, shape.untimed)
+
+
+def _positions(moments: Sequence[datetime], left: float, right: float) -> list[float]:
+    if not moments:
+        return []
+    steps = [0.0] + [1 + math.log10(1 + max(0.0, (b - a).total_seconds())) for a, b in zip(moments, moments[1:])]
+    steps = [0.0 if i and moments[i] == moments[i - 1] else s for i, s in enumerate(steps)]
+    total = sum(steps)
+    if total == 0:
+        return [(left + right) / 2] * len(moments)
+    placed, running = [], 0.0
+    for step in steps:
+        running += step
+        placed.append(left + (right - left) * running / total)
+    return placed
+
+
+def _roles(report: Report) -> dict[str, str]:
+    """Event id -> its strongest role: evidence of a root (the verdict or a cause of others), of a consequence, of any finding."""
+    roots = {f.consequence_of for f in report.findings if f.consequence_of}
+    if report.verdict is not None:
+        roots.add(report.verdict.signature)
+    roles: dict[str, str] = {}
+    order = {"root": 3, "consequence": 2, "finding": 1}
+    for finding in report.findings:
+        role = "root" if finding.signature in roots else "consequence" if finding.consequence_of else "finding"
+        for event_id in finding.evidence:
+            if order[role] > order.get(roles.get(event_id, ""), 0):
+                roles[event_id] = role
+    return roles
+
+
+def _links(report: Report, marks: Sequence[Mark], shape: Timeline) -> tuple[Link, ...]:
+    placed = {m.event.id: m for m in marks}
+    by_signature = {f.signature: f for f in report.findings}
+    links = []
+    for finding in report.findings:
+        root = by_signature.get(finding.consequence_of or "")
+        if root is None:
+            continue
+        start = next((placed[i] for i in root.evidence if i in placed), None)
+        end = next((placed[i] for i in finding.evidence if i in placed), None)
+        if start and end:
+            links.append(Link(start.x, shape.y(start.lane), end.x, shape.y(end.lane)))
+    return tuple(links)
+
+
+def _ticks(marks: Sequence[Mark], spacing: float = 120) -> tuple[tuple[float, str], ...]:
+    """Time labels under the axis at event positions, never closer than `spacing`."""
+    ticks: list[tuple[float, str]] = []
+    for mark in marks:
+        if (not ticks or mark.x - ticks[-1][0] >= spacing) and (not ticks or mark.label != ticks[-1][1]):
+            ticks.append((mark.x, mark.label))
+    return tuple(ticks)
+
+
+def _label(moment: datetime, clock: str | None = None) -> str:
+    """The time as shown; a log line without a year ("Dec  2 11:38:47") is shown without one."""
+    return moment.strftime("%m-%d %H:%M:%S" if clock == "wall-no-year" else "%Y-%m-%d %H:%M:%S") + (f".{moment.microsecond // 1000:03d}" if moment.microsecond else "")
+
+
+# ---------------------------------------------------------------- telemetry
+
+METRICS = (
+    ("temperature", "°C", ("temp_c", "temperature.gpu", "gtemp")),
+    ("power", "W", ("power_w", "power.draw", "pwr")),
+    ("memory_used", "MiB", ("memory_used_mib", "memory.used", "fb")),
+    ("utilization", "%", ("util_pct", "utilization.gpu", "sm")),
+)
+"""Plotted metric, its unit, and the columns that carry it: the telemetry source's canonical
+names first, then raw nvidia-smi CSV and dmon spellings."""
+
+
+@dataclass(frozen=True)
+class Plot:
+    """One metric of one GPU as an SVG polyline (viewBox 300 x 120), with event ticks."""
+
+    gpu: str
+    metric: str
+    unit: str
+    points: str
+    low: float
+    high: float
+    start: str
+    end: str
+    events: tuple[tuple[float, str], ...] = field(default_factory=tuple)
+
+
+def telemetry_plots(report: Report) -> list[Plot]:
+    """Plots of `report.telemetry` (per-GPU time series, when a telemetry source gave any)."""
+    data = getattr(report, "telemetry", None)
+    if data is None:
+        return []
+    times, _ = normal_times(report.events)
+    plots = []
+    for gpu, frame in _frames(data):
+        for (metric, unit), series in _metric_series(frame).items():
+            plots.append(_plot(str(gpu), metric, unit, series, report, times))
+    return plots
+
+
+def _frames(data: Any) -> list[tuple[str, Any]]:
+    """(gpu, frame) pairs from a mapping of frames, a list of records with a frame, or one frame with a GPU column."""
+    if isinstance(data, Mapping):
+        return [(str(k), v) for k, v in data.items()]
+    if hasattr(data, "columns") and hasattr(data, "groupby"):
+        column = next((c for c in data.columns if str(c).strip().lower() in ("index", "gpu", "gpu_index", "pci.bus_id", "uuid")), None)
+        return [(str(k), g) for k, g in data.groupby(column)] if column is not None else [("GPU", data)]
+    if isinstance(data, (list, tuple)):
+        pairs = []
+        for item in data:
+            frame = getattr(item, "frame", None)
+            gpu = getattr(item, "gpu", None)
+            if frame is not None:
+                pairs.append((str(gpu if gpu is not None else len(pairs)), frame))
+        return pairs
+    return []
+
+
+def _metric_series(frame: Any) -> dict[tuple[str, str], list[tuple[datetime, float]]]:
+    """Metric -> [(time, value)] read from a DataFrame-like object (units in the header or cells are dropped)."""
+    if not hasattr(frame, "columns"):
+        return {}
+    columns = {str(c).strip().lower(): c for c in frame.columns}
+    time_column = next((columns[c] for c in columns if c in ("timestamp", "time", "datetime") or c.startswith("timestamp")), None)
+    if time_column is None and hasattr(frame, "index") and getattr(frame.index, "dtype", None) is not None \
+            and "datetime" in str(frame.index.dtype):
+        moments = list(frame.index)
+    elif time_column is not None:
+        moments = list(frame[time_column])
+    else:
+        return {}
+    found: dict[tuple[str, str], list[tuple[datetime, float]]] = {}
+    for metric, unit, names in METRICS:
+        column = next((columns[c] for c in columns for n in names if c == n or c.startswith(n + " ") or c.startswith(n + "[")), None)
+        if column is None:
+            continue
+        series = [(m, v) for m, v in zip(_datetimes(moments), (_number(x) for x in frame[column])) if m and v is not None]
+        if len(series) >= 2:
+            found[(metric, unit)] = series
+    return found
+
+
+def _datetimes(values: Iterable[Any]) -> list[datetime | None]:
+    moments = []
+    for value in values:
+        if hasattr(value, "to_pydatetime"):
+            value = value.to_pydatetime()
+        if isinstance(value, str):
+            try:
+                value = datetime.fromisoformat(value.strip().replace("/", "-"))
+            except ValueError:
+                value = None
+        if not isinstance(value, datetime) or value != value:  # NaT compares unequal to itself
+            value = None
+        elif value.tzinfo is not None:
+            value = value.astimezone(timezone.utc).replace(tzinfo=None)
+        moments.append(value if isinstance(value, datetime) else None)
+    return moments
+
+
+_NUMBER = regex.compile(r"-?\d+(?:\.\d+)?")
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value) if math.isfinite(float(value)) else None
+    found = _NUMBER.search(str(value))
+    return float(found.group()) if found else None
+
+
+def _plot(gpu: str, metric: str, unit: str, series: list[tuple[datetime, float]], report: Report,
+          times: Mapping[str, datetime]) -> Plot:
+    series.sort(key=lambda p: p[0])
+    start, end = series[0][0], series[-1][0]
+    span = (end - start).total_seconds() or 1.0
+    low, high = min(v for _, v in series), max(v for _, v in series)
+    scale = (high - low) or 1.0
+
+    def x(moment: datetime) -> float:
+        return round(4 + 292 * (moment - start).total_seconds() / span, 1)
+
+    points = " ".join(f"{x(m)},{round(112 - 104 * (v - low) / scale, 1)}" for m, v in series)
+    marks = tuple(
+        (x(times[e.id]), e.kind) for e in report.events if e.id in times and start <= times[e.id] <= end
+    )
+    return Plot(gpu, metric, unit, points, low, high, _label(start), _label(end), marks)
