@@ -6,8 +6,10 @@ asked for it and a finding that severe is present, 2 for usage errors.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+import textwrap
 import threading
 import time
 from collections.abc import Callable
@@ -16,10 +18,12 @@ from pathlib import Path
 import click
 
 from . import __version__
-from .model import SEVERITIES, Options, Report, severity_rank
+from .model import SEVERITIES, Options, Report, severity_rank, to_plain
 from .pipeline import analyze as run_analysis
 from .render import FORMATS, LANGUAGES, default_language
-from .signatures import SignatureError, load, load_default
+from .explain import explain
+from .lint import lint
+from .signatures import Database, SignatureError, default_directory, load, load_default, plugin_directories
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -36,8 +40,9 @@ def main() -> None:
               help="Write the report here instead of standard output.")
 @click.option("--fail-on", type=click.Choice(SEVERITIES[1:]), default=None,
               help="Exit 1 when a finding of this severity or worse is present.")
-@click.option("--signatures", "signature_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
-              default=None, help="Use this signature directory instead of the bundled one.")
+@click.option("--signatures", "signature_dirs", multiple=True,
+              type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Also load this signature pack (a directory of YAML files) beside the bundled one; repeatable.")
 @click.option("--sysroot", type=click.Path(exists=True, file_okay=False), default=None,
               help="Root of a copy of the crashed machine's files: libraries a core names are looked up under it.")
 @click.option("--debug-dir", "debug_dirs", multiple=True, type=click.Path(exists=True, file_okay=False),
@@ -46,17 +51,14 @@ def main() -> None:
 @click.option("--lang", type=click.Choice(LANGUAGES), default=None,
               help="Language of the report's own words (evidence stays verbatim); default from LC_ALL / LANG.")
 @click.option("--no-color", is_flag=True, help="Plain text even on a terminal (also when NO_COLOR is set).")
-def analyze(inputs: tuple[str, ...], fmt: str, output: str, fail_on: str | None, signature_dir: Path | None,
+def analyze(inputs: tuple[str, ...], fmt: str, output: str, fail_on: str | None, signature_dirs: tuple[Path, ...],
             sysroot: str | None, debug_dirs: tuple[str, ...], show_env: bool, lang: str | None, no_color: bool) -> None:
     """Analyse crash artifacts: files, directories, archives, or - for stdin.
 
     Every input is sniffed by content; compressed files (.gz .xz .bz2 .zst)
     and archives (.tar*, .zip) are read without extracting them.
     """
-    try:
-        database = load(signature_dir) if signature_dir else load_default()
-    except SignatureError as exc:
-        raise click.UsageError(f"signature database: {exc}") from exc
+    database = _database(signature_dirs)
     options = Options(sysroot=sysroot, debug_dirs=debug_dirs, show_env=show_env)
     report = _with_spinner(lambda: run_analysis(list(inputs), database, options), len(inputs))
     color = output == "-" and not no_color and not os.environ.get("NO_COLOR") and _is_terminal(sys.stdout)
@@ -66,6 +68,99 @@ def analyze(inputs: tuple[str, ...], fmt: str, output: str, fail_on: str | None,
     else:
         _write_new(Path(output), text, [p for p in inputs if p != "-"])
     if fail_on and any(severity_rank(f.severity) >= severity_rank(fail_on) for f in report.findings):
+        sys.exit(1)
+
+
+def _database(extra: tuple[Path, ...]) -> Database:
+    """The bundled signatures, plus installed packs (entry points) and the packs named on the command line."""
+    plugins, warnings = plugin_directories()
+    for warning in warnings:
+        click.echo(f"postmortem: {warning}", err=True)
+    if not plugins and not extra:
+        return load_default()
+    try:
+        return load(default_directory(), *plugins, *extra)
+    except SignatureError as exc:
+        raise click.UsageError(f"signature database: {exc}") from exc
+
+
+@main.command("explain")
+@click.argument("tokens", nargs=-1, required=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def explain_command(tokens: tuple[str, ...], fmt: str) -> None:
+    """What one code or one log line means: 'Xid 79', cudaErrorIllegalAddress, 700, or - to read lines from stdin."""
+    lines = [line for line in sys.stdin.read().splitlines() if line.strip()] if tokens == ("-",) else [" ".join(tokens)]
+    answers = [explain(line, _database(())) for line in lines]
+    if fmt == "json":
+        click.echo(json.dumps([to_plain(a) for a in answers], indent=2, ensure_ascii=False))
+        return
+    for answer in answers:
+        click.echo(f"{answer.token}\n  {answer.what}")
+        if answer.cuda is not None:
+            sticky = {"yes": "sticky: the CUDA context is dead, every later call fails too",
+                      "no": "not sticky: later calls can still succeed"}.get(answer.cuda.sticky, "sticky: unknown")
+            click.echo(f"  {sticky}")
+        if not answer.findings:
+            click.echo("  no signature names a cause for it")
+        for finding in answer.findings:
+            click.echo(f"  cause {finding.cause} [{finding.signature}], severity {finding.severity}: {finding.title}")
+            click.echo(textwrap.fill(finding.explanation, 88, initial_indent="    ", subsequent_indent="    "))
+            for i, action in enumerate(finding.actions[:3], 1):
+                click.echo(f"    {i}. {action}")
+
+
+@main.group("signatures")
+def signatures_group() -> None:
+    """List, show and check the signature database."""
+
+
+@signatures_group.command("list")
+@click.option("--cause", default=None, help="Only signatures of this cause.")
+@click.option("--signatures", "signature_dirs", multiple=True,
+              type=click.Path(exists=True, file_okay=False, path_type=Path), help="Also load this pack.")
+def signatures_list(cause: str | None, signature_dirs: tuple[Path, ...]) -> None:
+    """One line per signature: id, cause, severity, title."""
+    for signature in _database(signature_dirs).signatures:
+        if cause is None or signature.cause == cause:
+            click.echo(f"{signature.id:34} {signature.cause:22} {signature.severity:9} {signature.title}")
+
+
+@signatures_group.command("show")
+@click.argument("signature_id")
+@click.option("--signatures", "signature_dirs", multiple=True,
+              type=click.Path(exists=True, file_okay=False, path_type=Path), help="Also load this pack.")
+def signatures_show(signature_id: str, signature_dirs: tuple[Path, ...]) -> None:
+    """Everything about one signature: where it is defined, what it means, what to do, its examples."""
+    signature = next((s for s in _database(signature_dirs).signatures if s.id == signature_id), None)
+    if signature is None:
+        raise click.UsageError(f"no signature {signature_id!r} (see: postmortem signatures list)")
+    click.echo(f"{signature.id}: {signature.title}\n  cause {signature.cause}, severity {signature.severity}, "
+               f"confidence {signature.confidence}\n  defined in {signature.origin}")
+    click.echo(textwrap.fill(signature.explain, 88, initial_indent="  ", subsequent_indent="  "))
+    for action in signature.actions:
+        click.echo(f"  - {action}")
+    for reference in signature.references:
+        click.echo(f"  see {reference}")
+    for kind in ("positive", "negative"):
+        for example in signature.examples[kind]:
+            click.echo(f"  {kind} example: {example}")
+
+
+@signatures_group.command("lint")
+@click.option("--signatures", "signature_dirs", multiple=True,
+              type=click.Path(exists=True, file_okay=False, path_type=Path), help="Also load and check this pack.")
+@click.option("--root", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="Where file examples ({file: path}) are found; default: the bundled database's repository.")
+def signatures_lint(signature_dirs: tuple[Path, ...], root: Path | None) -> None:
+    """Check the database: schema, causes, duplicate ids (at load), every example, every translation.
+
+    Exits 1 when a problem is found."""
+    database = _database(signature_dirs)
+    problems = lint(database, root or default_directory().parent)
+    for problem in problems:
+        click.echo(f"{problem.signature}: {problem.message}")
+    click.echo(f"{len(database.signatures)} signatures, {len(problems)} problem(s)")
+    if problems:
         sys.exit(1)
 
 

@@ -21,6 +21,7 @@ import string
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -96,13 +97,38 @@ def load_default() -> Database:
     return load(default_directory())
 
 
-def load(directory: Path) -> Database:
-    """Load and validate every `*.yaml` under `directory`."""
+ENTRY_POINT_GROUP = "postmortem.signatures"
+"""Installed packages add signature packs here: each entry point names a directory of YAML files
+(a str or Path, or a callable returning one)."""
+
+
+def plugin_directories() -> tuple[list[Path], list[str]]:
+    """Directories of installed signature packs, and a warning for each pack that failed to load."""
+    found: list[Path] = []
+    warnings: list[str] = []
+    for entry in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            value = entry.load()
+            folder = Path(value() if callable(value) else value)
+            if not folder.is_dir():
+                raise NotADirectoryError(str(folder))
+            found.append(folder)
+        except Exception as exc:  # noqa: BLE001 - a broken plugin is a warning; the rest still loads
+            warnings.append(f"signature pack {entry.name!r} not loaded: {type(exc).__name__}: {exc}")
+    return found, warnings
+
+
+def load(*directories: Path) -> Database:
+    """Load and validate every `*.yaml` of each directory, as one database.
+
+    Later directories add signatures (and causes) beside earlier ones; an id
+    defined twice, in one pack or across packs, is an error naming both files.
+    """
     signatures: list[Signature] = []
     causes: dict[str, Cause] = {}
-    files = sorted(directory.glob("*.yaml"))
+    files = [path for directory in directories for path in sorted(Path(directory).glob("*.yaml"))]
     if not files:
-        raise SignatureError(f"{directory}: no signature files")
+        raise SignatureError(f"{', '.join(map(str, directories))}: no signature files")
     for path in files:
         try:
             document = yaml.load(path.read_text(encoding="utf-8"), Loader=_YAML_LOADER) or {}
@@ -169,11 +195,11 @@ def _example(label: str, value: Any) -> str | Mapping[str, str]:
 
 
 def _check_references(signatures: Sequence[Signature], causes: Mapping[str, Cause]) -> None:
-    seen: set[str] = set()
+    seen: dict[str, str] = {}
     for signature in signatures:
         if signature.id in seen:
-            raise SignatureError(f"{signature.origin}: duplicate id {signature.id!r}")
-        seen.add(signature.id)
+            raise SignatureError(f"{signature.origin}: duplicate id {signature.id!r} (first in {seen[signature.id]})")
+        seen[signature.id] = signature.origin
         if signature.cause not in causes:
             raise SignatureError(f"{signature.origin}: cause {signature.cause!r} is not in the cause vocabulary")
 
@@ -249,14 +275,18 @@ def _number(value: Any) -> float | None:
 
 
 class _Blank(dict):
+    def __init__(self, fields: Mapping[str, Any], missing: Callable[[str], str]):
+        super().__init__(fields)
+        self.missing = missing
+
     def __missing__(self, key: str) -> str:
-        return "?"
+        return self.missing(key)
 
 
-def render_explanation(template: str, fields: Mapping[str, Any]) -> str:
-    """Fill `{field}` placeholders from the first evidence event; unknown ones show '?'."""
+def render_explanation(template: str, fields: Mapping[str, Any], missing: Callable[[str], str] = lambda _: "?") -> str:
+    """Fill `{field}` placeholders from the first evidence event; unknown ones show `missing(name)` ('?')."""
     try:
-        return string.Formatter().vformat(template, (), _Blank({k: v for k, v in fields.items()}))
+        return string.Formatter().vformat(template, (), _Blank(fields, missing))
     except (ValueError, IndexError, KeyError, AttributeError):
         return template
 

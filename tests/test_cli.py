@@ -149,3 +149,83 @@ def test_core_sample_reads_like_a_debugger():
     assert core["signal"]["name"] == "SIGSEGV" and core["signal"]["address"] == "0x0"
     frames = [f["symbol"] for f in core["threads"][0]["frames"]]
     assert frames[:4] == ["lib_c", "lib_b", "lib_a", "main"]
+
+
+@pytest.mark.parametrize("token", ["700", "cudaErrorIllegalAddress", "CUDA_ERROR_ILLEGAL_ADDRESS",
+                                   "an illegal memory access was encountered"])
+def test_explain_names_one_cuda_error_however_it_is_spelled(token):
+    result = run("explain", "--format", "json", token)
+    [answer] = json.loads(result.output)
+    assert answer["cuda"]["number"] == 700 and answer["cuda"]["sticky"] == "yes"
+    assert [f["cause"] for f in answer["findings"]] == ["illegal-memory-access"]
+
+
+def test_explain_xid_and_pasted_lines():
+    text = run("explain", "Xid", "79").output
+    assert "cause gpu-off-bus [xid-79]" in text and "The GPU at <pci> stopped" in text
+    lines = (DATA / "offbus-dmesg.txt").read_bytes().splitlines()[0] + b"\nRuntimeError: CUDA error: out of memory\n"
+    answers = json.loads(run("explain", "--format", "json", "-", stdin=lines).output)
+    assert [a["findings"][0]["cause"] for a in answers] == ["gpu-off-bus", "gpu-oom"]
+    assert "no signature names a cause" in run("explain", "Xid", "14").output
+
+
+def test_signatures_list_show_and_lint():
+    listed = run("signatures", "list", "--cause", "gpu-off-bus").output.splitlines()
+    assert any(line.startswith("xid-79 ") for line in listed)
+    assert all(" gpu-off-bus " in line for line in listed)
+    shown = run("signatures", "show", "xid-79").output
+    assert "cause gpu-off-bus" in shown and "positive example:" in shown
+    assert CliRunner().invoke(main, ["signatures", "show", "no-such-id"]).exit_code == 2
+    linted = CliRunner().invoke(main, ["signatures", "lint"])
+    assert linted.exit_code == 0, linted.output
+    assert linted.output.rstrip().endswith("0 problem(s)")
+
+
+PACK = """
+signatures:
+  - id: site-dataloader-stall
+    title: Our data loader stalled
+    cause: nccl-timeout
+    severity: error
+    confidence: 0.9
+    match: {kind: nccl-timeout}
+    explain: Our own rule.
+    actions: [Check the shared file system]
+    examples:
+      positive: ["[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=4, OpType=BROADCAST, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800095 milliseconds before timing out."]
+      negative: ["{negative}"]
+"""
+
+
+def test_an_organisation_pack_loads_beside_the_bundled_one(tmp_path):
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    (pack / "site.yaml").write_text(PACK.replace("{negative}", "nothing to see"))
+    log = tmp_path / "train.log"
+    log.write_text(PACK.split('positive: ["')[1].split('"]')[0] + "\n")
+    report = json.loads(run("analyze", "--format", "json", "--signatures", str(pack), str(log)).output)
+    fired = {f["signature"] for f in report["findings"]}
+    assert {"site-dataloader-stall", "nccl-watchdog-timeout"} <= fired
+    linted = CliRunner().invoke(main, ["signatures", "lint", "--signatures", str(pack)])
+    assert linted.exit_code == 1 and "site-dataloader-stall: no zh-CN" in linted.output
+    (pack / "dup.yaml").write_text(PACK.replace("{negative}", "x"))
+    clash = CliRunner().invoke(main, ["analyze", "--signatures", str(pack), str(log)])
+    assert clash.exit_code == 2 and "duplicate id 'site-dataloader-stall'" in clash.output
+
+
+def test_signature_packs_from_entry_points(tmp_path, monkeypatch):
+    from importlib.metadata import EntryPoint
+
+    from postmortem import signatures
+
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    module = tmp_path / "site_pack.py"
+    module.write_text(f"PACK = {str(pack)!r}\n\ndef broken():\n    raise RuntimeError('no pack here')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    points = [EntryPoint("good", "site_pack:PACK", signatures.ENTRY_POINT_GROUP),
+              EntryPoint("bad", "site_pack:broken", signatures.ENTRY_POINT_GROUP)]
+    monkeypatch.setattr(signatures, "entry_points", lambda group: points if group == signatures.ENTRY_POINT_GROUP else [])
+    found, warnings = signatures.plugin_directories()
+    assert found == [pack]
+    assert warnings == ["signature pack 'bad' not loaded: RuntimeError: no pack here"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from postmortem.pipeline import analyze, analyze_text
+from postmortem import lint
 from postmortem.signatures import SignatureError, default_directory, load, load_default
 
 DATABASE = load_default()
@@ -17,8 +17,9 @@ CAUSES_MD = ROOT.parent / "shared" / "spec" / "causes.md"
 
 def fired(example) -> list[str]:
     """Signatures that fire on an example: log text, or a file (a core) named relative to the repo."""
-    report = analyze([str(ROOT / example["file"])]) if isinstance(example, dict) else analyze_text(example, "example.log")
-    return [f.signature for f in report.findings]
+    result = lint.fired(example, ROOT)
+    assert result is not None, f"example file missing: {example}"
+    return result
 
 
 def _examples(kind: str):
