@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 import regex
 
+from . import knowledge
 from .knowledge import CudaError, cuda_error
 from .model import Event, Finding, Location, Report
 from .pipeline import analyze_text
@@ -36,8 +37,11 @@ def explain(token: str, database: Database | None = None) -> Explanation:
     database = database or load_default()
     if code := _XID.match(token):
         kind, number = code[1].lower(), int(code[2])
-        return _from_event(token, f"{'Xid' if kind == 'xid' else 'SXid'} {number}", database,
-                           Event(kind, Location("<explain>", 1), token, {kind: number}))
+        label = f"{'Xid' if kind == 'xid' else 'SXid'} {number}"
+        documented = knowledge.xid(number) if kind == "xid" else knowledge.sxid(number)
+        what = (f"{label}: {documented.name} (origin {documented.origin}; severity {documented.severity}; "
+                f"recommended action {documented.action})" if documented else f"{label}: not a documented code")
+        return _from_event(token, what, database, Event(kind, Location("<explain>", 1), token, {kind: number}))
     record = cuda_error(token)
     if record is not None:
         fields = {"error": record.runtime_name or record.driver_name, "number": record.number,

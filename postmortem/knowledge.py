@@ -115,6 +115,40 @@ def find_cuda_error(text: str) -> tuple[CudaError | None, int | None]:
     return None, None
 
 
+@dataclass(frozen=True)
+class CatalogCode:
+    """One documented Xid or SXid: its name, where it comes from, how bad it is, what to do."""
+
+    number: int
+    name: str
+    origin: str
+    severity: str
+    action: str
+    cause: str | None
+
+
+@cache
+def _catalog(table: str) -> dict[int, CatalogCode]:
+    text = resources.files("postmortem").joinpath(f"data/{table}.tsv").read_text(encoding="utf-8")
+    rows = csv.DictReader(text.splitlines(), delimiter="\t")
+    key = table  # the first column is named after the table: xid or sxid
+    return {
+        int(row[key]): CatalogCode(int(row[key]), row["name"], row["origin"], row["severity"], row["action"],
+                                   _dash(row["cause"]))
+        for row in rows
+    }
+
+
+def xid(number: int) -> CatalogCode | None:
+    """The documented Xid `number` (data/xid.tsv, with its sources), or None."""
+    return _catalog("xid").get(number)
+
+
+def sxid(number: int) -> CatalogCode | None:
+    """The documented NVSwitch SXid `number` (data/sxid.tsv, with its sources), or None."""
+    return _catalog("sxid").get(number)
+
+
 SIGNALS: dict[int, str] = {
     1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT", 7: "SIGBUS",
     8: "SIGFPE", 9: "SIGKILL", 10: "SIGUSR1", 11: "SIGSEGV", 12: "SIGUSR2", 13: "SIGPIPE",

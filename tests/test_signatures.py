@@ -138,3 +138,31 @@ def test_every_documented_xid_with_a_cause_has_a_signature():
         xid = int(row["xid"])
         event = Event("xid", Location("x", 1), f"Xid {xid}", {"xid": xid, "pci": "0000:07:00", "message": ""})
         assert any(s.condition(event) for s in DATABASE.signatures), xid
+
+
+REFERENCE = ROOT.parent / "shared" / "reference"
+
+
+@pytest.mark.skipif(not REFERENCE.is_dir(), reason="shared reference not beside the checkout")
+def test_every_documented_code_has_an_entry():
+    """Each Xid, SXid and CUDA error of the reference tables is known; each one with a cause is explained by it."""
+    import csv
+
+    from postmortem import knowledge
+    from postmortem.explain import explain
+
+    def rows(name):
+        return list(csv.DictReader((REFERENCE / name).open(encoding="utf-8"), delimiter="\t"))
+
+    xids, sxids, errors = rows("xid.tsv"), rows("sxid.tsv"), rows("cuda-errors.tsv")
+    assert all(knowledge.xid(int(r["xid"])).name == r["name"] for r in xids)
+    assert all(knowledge.sxid(int(r["sxid"])).name == r["name"] for r in sxids)
+    assert all(knowledge.cuda_error(int(r["number"])).number == int(r["number"]) for r in errors)
+    for row in errors:
+        if row["cause"] != "-":
+            answer = explain(row["runtime_name"] if row["runtime_name"] != "-" else row["driver_name"])
+            assert row["cause"] in [f.cause for f in answer.findings], row["runtime_name"]
+    for row in xids:
+        if row["cause"] != "-":
+            assert row["cause"] in [f.cause for f in explain(f"Xid {row['xid']}").findings], row["xid"]
+    assert len(xids) > 170 and len(sxids) > 390 and len(errors) > 130

@@ -29,6 +29,7 @@ from typing import Any
 
 import regex
 
+from .. import knowledge
 from ..model import Event
 from ..text import Line, TextDoc
 
@@ -413,6 +414,8 @@ def _xid_fields(m: regex.Match) -> dict[str, Any]:
         "process": name if name and "<" not in name else None,
         "message": message,
     }
+    if documented := knowledge.xid(fields["xid"]):
+        fields["xid_name"] = documented.name
     for pattern in _XID_DETAILS:
         if d := pattern.search(message):
             for key, value in d.groupdict().items():
@@ -425,7 +428,9 @@ def _sxid_fields(m: regex.Match) -> dict[str, Any]:
     message = m["msg"].strip()
     link = regex.search(r"\bLink (\d+)", message)
     fatal = True if message.startswith("Fatal") else False if message.lower().startswith("non-fatal") else None
-    return {"sxid": int(m["sxid"]), "pci": m["pci"], "switch": int(m["switch"]), "message": message,
+    documented = knowledge.sxid(int(m["sxid"]))
+    return {"sxid": int(m["sxid"]), "sxid_name": documented.name if documented else None,
+            "pci": m["pci"], "switch": int(m["switch"]), "message": message,
             "fatal": fatal, "link": int(link[1]) if link else None}
 
 
