@@ -8,10 +8,12 @@ whichever file said it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .join import NVML_KINDS, gpu_key
+from .knowledge import cuda_error, describe_arch
 from .model import Event
 
 FACT_FIELDS = (
@@ -90,3 +92,47 @@ def _same_gpu(known: Mapping[str, Any], new: Mapping[str, Any], ordinal: int | N
 
 def _model(name: object) -> str:
     return str(name).lower().removeprefix("nvidia ").strip()
+
+
+ARCH_KNOWLEDGE = ("gpu_model", "sm", "family", "min_cuda", "min_torch", "cuda_removed", "last_torch_wheels",
+                  "shipped_range", "ptx_targets")
+"""Fields `with_arch_knowledge` adds to an event that reports an architecture problem."""
+
+
+def with_arch_knowledge(events: Sequence[Event]) -> list[Event]:
+    """Events that report an architecture problem (a GPU without kernels in the build), with what the
+    architecture table says about their GPU: family, the CUDA / PyTorch releases that have its kernels,
+    the range of sm the build ships (knowledge.describe_arch).
+
+    The GPU is the event's own (gpu_name / sm); an event that names none (ggml's bare "no kernel image")
+    takes the GPU model the other inputs name, when they name exactly one.
+    """
+    sole = _sole_gpu(events)
+    enriched: list[Event] = []
+    for event in events:
+        if _reports_arch_problem(event):
+            own = event.fields.get("gpu_name") or event.fields.get("sm")
+            name, sm = (event.fields.get("gpu_name"), event.fields.get("sm")) if own else sole
+            known = describe_arch(name, sm, event.fields.get("supported_archs"))
+            added = {key: value for key, value in known.items() if key not in event.fields}
+            if added:
+                event = dataclasses.replace(event, fields={**event.fields, **added})
+        enriched.append(event)
+    return enriched
+
+
+def _reports_arch_problem(event: Event) -> bool:
+    if event.kind == "arch-unsupported":
+        return True
+    record = cuda_error(event.fields["error"]) if event.fields.get("error") else None
+    return record is not None and record.cause == "arch-mismatch"
+
+
+def _sole_gpu(events: Iterable[Event]) -> tuple[str | None, str | None]:
+    """(gpu_name, sm) when every GPU the inputs name is of one model, else (None, None)."""
+    named = {(str(e.fields["gpu_name"]), e.fields.get("sm")) for e in events if e.fields.get("gpu_name")}
+    models = {_model(name) for name, _ in named}
+    if len(models) != 1:
+        return None, None
+    name = next(iter(named))[0]
+    return name, next((sm for _, sm in named if sm), None)

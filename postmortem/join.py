@@ -184,9 +184,11 @@ def _gpu_of(event: Event, fields: dict, maps: _Maps, host: str | None) -> _Proof
     if event.kind in NVML_KINDS:
         return maps.gpus.get(("smi", host, fields.get("gpu_index")))
     ordinal = fields.get("gpu_index", fields.get("cuda_device"))
+    visible = maps.gpus.get(("visible", fields.get("pid")))
+    if ordinal is None and visible is not None and len(visible.value) == 1:
+        ordinal = 0  # a process that sees one GPU can only have used that one
     if not isinstance(ordinal, int):
         return None
-    visible = maps.gpus.get(("visible", fields.get("pid")))
     if visible is not None:
         if ordinal >= len(visible.value):
             return None
@@ -250,7 +252,7 @@ def nccl_suspects(events: Sequence[Event]) -> list[Event]:
     if len(reports) < 2:
         return []
     failed = _failed_ranks(events, set(reports))
-    progress = {rank: _progress(report) for rank, report in reports.items()}
+    progress = {rank: _progress(rank, report) for rank, report in reports.items()}
     behind = sorted(rank for rank, done in progress.items() if done == min(progress.values()))
     if len(failed) == 1:
         suspect, rank_event = next(iter(failed.items()))
@@ -272,6 +274,12 @@ def nccl_suspects(events: Sequence[Event]) -> list[Event]:
         "suspect_rank": suspect, "reason": reason, "ranks": sorted(reports), "per_rank": per_rank,
         "summary": "; ".join(entry["doing"] for entry in per_rank),
     }
+    order = _report_order(per_rank)
+    fields.update(order)
+    if suspect is None and order and order["first_report"]["rank"] != order["last_report"]["rank"]:
+        last = order["last_report"]
+        fields["reason"] = reason = (f"{reason}; rank {last['rank']} was the last to report its timeout "
+                                     f"({last.get('time') or last.get('stamp')}): it entered the collective last")
     if suspect is not None:
         fields["suspect_doing"] = (per_rank[sorted(reports).index(suspect)]["doing"] if suspect in reports
                                    else f"rank {suspect}: {failed[suspect].kind} at {_place(failed[suspect])}")
@@ -290,12 +298,20 @@ def _rank_reports(timeouts: Iterable[Event]) -> dict[int, Event]:
     reports: dict[int, Event] = {}
     for event in timeouts:
         f = event.fields
-        if f.get("group_rank") is not None and f.get("group_rank") != f.get("rank"):
-            continue
         for rank in f.get("ranks") or ([f["rank"]] if f.get("rank") is not None else []):
+            own = _own(rank, event)
+            group_rank = own.get("group_rank", f.get("group_rank") if rank == f.get("rank") else None)
+            if group_rank is not None and group_rank != rank:
+                continue
             if rank not in reports or f.get("seq", 0) < reports[rank].fields.get("seq", 0):
                 reports[rank] = event
     return reports
+
+
+def _own(rank: int, report: Event) -> dict[str, Any]:
+    """What `rank` itself said in a report folded from several ranks (the source's fields["per_rank"])."""
+    per_rank = report.fields.get("per_rank") or {}
+    return per_rank.get(rank) or per_rank.get(str(rank)) or {}
 
 
 def _failed_ranks(events: Sequence[Event], waiting: set[int]) -> dict[int, Event]:
@@ -308,26 +324,42 @@ def _failed_ranks(events: Sequence[Event], waiting: set[int]) -> dict[int, Event
     return failed
 
 
-def _progress(report: Event) -> int:
-    """How far a rank got: its last completed collective, else the one before the one it timed out in."""
-    f = report.fields
-    if isinstance(f.get("last_completed"), int):
-        return f["last_completed"]
-    return int(f.get("seq", 0)) - 1
+def _progress(rank: int, report: Event) -> int:
+    """How far a rank got: its own last completed collective, else the one before the one it timed out in."""
+    done = _own(rank, report).get("last_completed")
+    if done is None and (report.fields.get("rank") == rank or not report.fields.get("per_rank")):
+        done = report.fields.get("last_completed")
+    return done if isinstance(done, int) else int(report.fields.get("seq", 0)) - 1
 
 
 def _summary(rank: int, report: Event) -> dict[str, Any]:
+    """One rank's line: what it waited in, for how long, how far it got, when it said so."""
     f = report.fields
+    own = _own(rank, report) or ({k: f[k] for k in ("ran_ms", "last_enqueued", "last_completed") if k in f}
+                                 if f.get("rank") == rank else {})
     doing = f"rank {rank}: waiting in {f.get('op_type', 'a collective')} SeqNum={f.get('seq', '?')}"
-    if f.get("ran_ms") is not None and f.get("rank") == rank:  # a folded report keeps the first rank's duration
-        doing += f" for {f['ran_ms']} ms"
-    if f.get("last_completed") is not None:
-        doing += f", last completed {f['last_completed']}"
+    if own.get("ran_ms") is not None:
+        doing += f" for {own['ran_ms']} ms"
+    if own.get("last_completed") is not None:
+        doing += f", last completed {own['last_completed']}"
     entry = {"rank": rank, "doing": doing, "where": _place(report)}
-    entry.update({k: f[k] for k in ("op_type", "seq", "last_enqueued", "last_completed") if k in f})
-    if f.get("rank") == rank and "ran_ms" in f:
-        entry["ran_ms"] = f["ran_ms"]
+    entry.update({k: f[k] for k in ("op_type", "seq") if k in f})
+    entry.update({k: own[k] for k in ("ran_ms", "last_enqueued", "last_completed", "pg", "time", "stamp") if k in own})
     return entry
+
+
+def _report_order(per_rank: list[dict[str, Any]]) -> dict[str, Any]:
+    """Which rank's watchdog reported first and last, when every rank's report carries a comparable stamp.
+
+    The first to report entered the collective first (it waited longest); the last entered it last.
+    """
+    for key in ("time", "stamp"):
+        stamped = [entry for entry in per_rank if entry.get(key)]
+        if len(stamped) == len(per_rank) > 1:
+            ordered = sorted(stamped, key=lambda entry: entry[key])
+            return {"first_report": {"rank": ordered[0]["rank"], key: ordered[0][key]},
+                    "last_report": {"rank": ordered[-1]["rank"], key: ordered[-1][key]}}
+    return {}
 
 
 def _names(ranks: Iterable[int]) -> str:

@@ -195,3 +195,133 @@ WINDOWS_EXCEPTIONS: dict[int, tuple[str, str | None]] = {
 }
 """NTSTATUS codes a crashed Windows process exits with, and the nearest POSIX signal.
 0xC0000409 is also how the MSVC runtime reports abort() and fail-fast exits."""
+
+
+@dataclass(frozen=True)
+class Arch:
+    """One GPU architecture (data/arch.tsv): what it is called and which builds carry kernels for it.
+
+    Version fields are None where the reference does not establish them.
+    """
+
+    capability: str
+    sm: str
+    family: str
+    models: tuple[str, ...]
+    min_cuda: str | None
+    min_torch: str | None
+    cuda_removed: str | None
+    """The first CUDA toolkit that cannot build for it."""
+    last_torch_wheels: str | None
+    """The last official PyTorch wheel flavour (e.g. cu118) that ships its kernels."""
+
+    @property
+    def number(self) -> int:
+        """sm_120 -> 120: architectures compare by this number."""
+        return sm_number(self.sm) or 0
+
+
+def _rows(name: str) -> list[dict[str, str]]:
+    """A data/ table; `#` lines above the header say where it comes from."""
+    text = resources.files("postmortem").joinpath(f"data/{name}").read_text(encoding="utf-8")
+    return list(csv.DictReader([line for line in text.splitlines() if not line.startswith("#")], delimiter="\t"))
+
+
+def _models(examples: str) -> list[str]:
+    """'RTX 4090/4080/4070' -> ['RTX 4090', 'RTX 4080', 'RTX 4070']: a slash swaps the first name's last word."""
+    names: list[str] = []
+    for entry in examples.split(","):
+        first, *others = [part.strip() for part in entry.split("/")]
+        if not first or first == "-":
+            continue
+        names.append(first)
+        stem = first.rsplit(" ", 1)[0] + " " if " " in first else ""
+        names.extend(stem + other for other in others if other)
+    return names
+
+
+@cache
+def architectures() -> tuple[Arch, ...]:
+    """Every row of data/arch.tsv, loaded once."""
+    return tuple(
+        Arch(row["compute_capability"], row["sm"], row["family"], tuple(_models(row["example_gpus"])),
+             _dash(row["min_cuda"]), _dash(row["min_torch"]), _dash(row["cuda_removed"]),
+             _dash(row["last_torch_wheels"]))
+        for row in _rows("arch.tsv")
+    )
+
+
+_SM = regex.compile(r"(?i)^(?:sm_?|compute_)?(\d+)([a-z]?)$")
+
+
+def sm_number(value: object) -> int | None:
+    """120 from 'sm_120', 'sm_120a', 'compute_120', '12.0' or 120; None when it is none of these."""
+    text = str(value).strip()
+    if regex.fullmatch(r"\d+\.\d", text):
+        major, minor = text.split(".")
+        return int(major) * 10 + int(minor)
+    found = _SM.match(text)
+    return int(found.group(1)) if found else None
+
+
+def arch(value: object) -> Arch | None:
+    """The architecture an sm ('sm_120'), compute target ('compute_90') or capability ('12.0') names."""
+    number = sm_number(value)
+    return next((a for a in architectures() if a.number == number), None) if number is not None else None
+
+
+_NAME_NOISE = regex.compile(r"(?i)\b(?:nvidia|geforce|tesla)\b|[-_(),]")
+
+
+def _tokens(name: str) -> tuple[str, ...]:
+    return tuple(_NAME_NOISE.sub(" ", name).lower().split())
+
+
+@cache
+def _model_index() -> tuple[tuple[tuple[str, ...], Arch], ...]:
+    """Model names as word tuples with their architecture, longest first (so 'rtx 6000 ada' beats 'rtx 6000')."""
+    pairs = [(_tokens(model), a) for a in architectures() for model in a.models]
+    pairs += [(_tokens(row["model"]), arch(row["compute_capability"])) for row in _rows("gpu-models.tsv")]
+    pairs = [(tokens, a) for tokens, a in pairs if tokens and a is not None]
+    return tuple(sorted(pairs, key=lambda pair: -len(pair[0])))
+
+
+def gpu_arch(name: str | None) -> Arch | None:
+    """The architecture of a GPU named as logs print it: 'NVIDIA GeForce RTX 5090', 'Tesla K80',
+    'NVIDIA A100-SXM4-80GB', 'NVIDIA H100 80GB HBM3', 'RTX 4090'. A known model's words must appear
+    together in the name, so 'A10' does not match 'A100'."""
+    words = _tokens(name or "")
+    for model, found in _model_index():
+        if any(words[i:i + len(model)] == model for i in range(len(words) - len(model) + 1)):
+            return found
+    return None
+
+
+def short_gpu_name(name: str) -> str:
+    """'NVIDIA GeForce RTX 5090' -> 'RTX 5090': the model as people say it."""
+    return regex.sub(r"(?i)^\s*(?:nvidia\s+)?(?:geforce\s+)?", "", name).strip() or name
+
+
+def describe_arch(gpu_name: str | None = None, sm: str | None = None, shipped: list[str] | None = None) -> dict:
+    """Facts about a GPU and a build, as event fields for explanation templates (only those known).
+
+    gpu_model, sm, family, min_cuda, min_torch, cuda_removed, last_torch_wheels come from the tables;
+    shipped_range ('sm_50 ... sm_90') and ptx_targets from the build's arch list, when the input gives one.
+    """
+    found = arch(sm) if sm else None
+    found = found or gpu_arch(gpu_name)
+    facts: dict[str, str] = {}
+    if gpu_name:
+        facts["gpu_model"] = short_gpu_name(gpu_name)
+    if found is not None:
+        facts.update(sm=sm or found.sm, family=found.family.split(" (")[0])
+        for key in ("min_cuda", "min_torch", "cuda_removed", "last_torch_wheels"):
+            if getattr(found, key):
+                facts[key] = getattr(found, key)
+    targets = sorted((t for t in shipped or () if sm_number(t) is not None), key=sm_number)
+    cubins = [t for t in targets if not t.startswith("compute_")]
+    if cubins:
+        facts["shipped_range"] = cubins[0] if len(cubins) == 1 else f"{cubins[0]} ... {cubins[-1]}"
+    if any(t.startswith("compute_") for t in targets):
+        facts["ptx_targets"] = " ".join(t for t in targets if t.startswith("compute_"))
+    return facts

@@ -80,7 +80,11 @@ class Finding:
 
     `confidence` is 0..1 and `confidence_reason` says in one line why.
     `consequence_of` names the signature of a root finding that explains this
-    one (an illegal-address traceback right after an ECC Xid on that GPU).
+    one (an illegal-address traceback right after an ECC Xid on that GPU);
+    a root lists the signatures it explains in `consequences`. `count` is how
+    many reports the evidence folds (11,000 Xid 45 lines are one finding),
+    `first_seen` / `last_seen` the ISO times of its earliest and latest
+    evidence (None when the inputs give no time).
     """
 
     signature: str
@@ -94,6 +98,10 @@ class Finding:
     evidence: tuple[str, ...]
     references: tuple[str, ...] = ()
     consequence_of: str | None = None
+    consequences: tuple[str, ...] = ()
+    count: int = 1
+    first_seen: str | None = None
+    last_seen: str | None = None
 
 
 @dataclass(frozen=True)

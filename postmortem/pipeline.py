@@ -14,7 +14,7 @@ from functools import cache
 from types import ModuleType
 
 from . import __version__
-from .facts import collect_facts
+from .facts import collect_facts, with_arch_knowledge
 from .fingerprint import suspects
 from .inputs import Blob, open_inputs
 from .join import join
@@ -64,7 +64,7 @@ def analyze_blobs(blobs: Iterable[Blob], database: Database | None = None, optio
         events.extend(found)
     telemetry = tuple(e.fields["series"] for e in events if e.kind == "gpu-series")  # frames, not evidence
     events = [e for e in events if e.kind != "gpu-series"]
-    events = _number(join(_dedupe(events)))
+    events = with_arch_knowledge(_number(join(_dedupe(events))))
     facts = collect_facts(events)
     findings = rank(match(database, events), events, database.causes)
     tool = {"name": "postmortem", "version": __version__, "signatures": database.version}

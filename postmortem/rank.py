@@ -1,21 +1,31 @@
 """Ranking: which finding is the root, which are its consequences, how sure we are.
 
-A deeper-layer cause (bad GPU memory, a GPU off the bus, a host OOM kill)
-explains the application errors that follow it on the same host and GPU within
-a short window. Such followers are marked `consequence_of` the root and ranked
-after every root; the root's confidence rises with what it explains. Each
-adjustment is written into the finding's one-line confidence reason.
+A finding is a consequence of a root when one of these rules relates them:
+
+- deeper layer: a cause ranked well above (bad GPU memory, a GPU off the bus, a
+  host OOM kill) explains the application errors that follow it on the same
+  host and GPU within a short window (never a build or driver problem);
+- sticky CUDA error: after a sticky error (knowledge.cuda_error(...).sticky)
+  the context is dead, so every later CUDA error of the same process (same pid,
+  or the same input when no pid is known) is a consequence;
+- off the bus: after Xid 79 every later CUDA error or Xid on that GPU is.
+
+Followers are marked `consequence_of` the root, ranked after every root, and
+listed in the root's `consequences`; the root's confidence rises with what it
+explains. Each adjustment is written into the confidence reason, with the
+specifics (what, where, when, how long before, which rank or pid).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 
 from .join import gpu_key
+from .knowledge import cuda_error
 from .model import Event, Finding, severity_rank
-from .signatures import Cause
+from .signatures import Cause, moment
 
 WINDOW = timedelta(minutes=10)
 """How long after a root cause its consequences may still appear."""
@@ -23,15 +33,26 @@ LEAD = timedelta(minutes=1)
 """How much earlier than the root a consequence may be stamped (clock skew, buffering)."""
 DEEPER = 10
 """Cause-rank difference from which one cause can explain another."""
+UNEXPLAINABLE_LAYERS = frozenset({"build", "driver"})
+"""Layers no deeper event can cause: a wheel without kernels for the GPU is not a symptom of bad memory."""
 
 
 @dataclasses.dataclass(frozen=True)
 class _Scope:
     """What a finding's evidence says about where and when it happened."""
 
+    first: Event | None
+    """The earliest evidence event (by time, else the first listed)."""
     earliest: datetime | None
     hosts: frozenset[str]
     gpus: frozenset[str]
+    pids: frozenset[int]
+    paths: frozenset[str]
+    events: tuple[Event, ...]
+
+
+Rule = Callable[[Finding, _Scope, Finding, _Scope], str | None]
+"""A rule says why `root` explains `follower` (words), or None."""
 
 
 def rank(findings: Sequence[Finding], events: Sequence[Event], causes: Mapping[str, Cause]) -> list[Finding]:
@@ -42,27 +63,45 @@ def rank(findings: Sequence[Finding], events: Sequence[Event], causes: Mapping[s
     def cause_rank(finding: Finding) -> int:
         return causes[finding.cause].rank if finding.cause in causes else 0
 
+    def deeper(root: Finding, rs: _Scope, follower: Finding, fs: _Scope) -> str | None:
+        layer = causes[follower.cause].layer if follower.cause in causes else ""
+        if (cause_rank(root) - cause_rank(follower) >= DEEPER and layer not in UNEXPLAINABLE_LAYERS
+                and severity_rank(root.severity) >= severity_rank("error") and _related(rs, fs)):
+            return _specifics(rs, fs, follower)
+        return None
+
+    rules: tuple[Rule, ...] = (_after_sticky_error, _after_off_bus, deeper)
+    def why(root: Finding, follower: Finding) -> str | None:
+        rs, fs = scopes[root.signature], scopes[follower.signature]
+        return next((words for rule in rules if (words := rule(root, rs, follower, fs))), None)
+
+    links = {
+        (root.signature, follower.signature): words
+        for follower in findings
+        for root in findings
+        if root is not follower and (words := why(root, follower))
+    }
     ranked: list[Finding] = []
-    explained: dict[str, int] = {}
+    consequences: dict[str, list[str]] = {}
     for finding in findings:
         roots = [
-            other
-            for other in findings
-            if cause_rank(other) - cause_rank(finding) >= DEEPER
-            and severity_rank(other.severity) >= severity_rank("error")
-            and _related(scopes[other.signature], scopes[finding.signature])
+            other for other in findings
+            if (other.signature, finding.signature) in links
+            and not ((finding.signature, other.signature) in links and _before(scopes[finding.signature],
+                                                                                scopes[other.signature]))
         ]
         if roots:
             root = max(roots, key=lambda r: (cause_rank(r), severity_rank(r.severity), r.confidence))
-            explained[root.signature] = explained.get(root.signature, 0) + 1
+            consequences.setdefault(root.signature, []).append(finding.signature)
             finding = dataclasses.replace(
                 finding,
                 consequence_of=root.signature,
                 confidence=round(finding.confidence * 0.6, 2),
-                confidence_reason=f"{finding.confidence_reason}; likely a consequence of {root.signature}",
+                confidence_reason="; ".join([finding.confidence_reason, f"likely a consequence of {root.signature}",
+                                             links[root.signature, finding.signature]]),
             )
         ranked.append(finding)
-    ranked = [_credit(f, explained.get(f.signature, 0), scopes[f.signature], by_id) for f in ranked]
+    ranked = [_credit(f, consequences.get(f.signature, []), by_id) for f in ranked]
     ranked.sort(
         key=lambda f: (
             f.consequence_of is not None,
@@ -75,13 +114,114 @@ def rank(findings: Sequence[Finding], events: Sequence[Event], causes: Mapping[s
     return ranked
 
 
-def _credit(finding: Finding, explains: int, scope: _Scope, by_id: Mapping[str, Event]) -> Finding:
+def _after_sticky_error(root: Finding, rs: _Scope, follower: Finding, fs: _Scope) -> str | None:
+    """A sticky CUDA error kills the context: later CUDA errors of that process follow from it."""
+    sticky = next((e for e in rs.events if e.kind == "cuda-error" and _is_sticky(e)), None)
+    errors = [e for e in fs.events if e.kind == "cuda-error"]
+    if sticky is None or not errors or not _before(rs, fs, strict=True):
+        return None
+    pid = sticky.fields.get("pid")
+    same = [e for e in errors if e.fields.get("pid") == pid] if pid is not None else \
+        [e for e in errors if e.fields.get("pid") is None and e.where.path == sticky.where.path]
+    if not same:
+        return None
+    who = f"pid {pid}" if pid is not None else "the same process"
+    return (f"{sticky.fields.get('error')} is sticky: every later CUDA call of {who} fails; "
+            f"{_specifics(rs, _scope(same), follower)}")
+
+
+def _after_off_bus(root: Finding, rs: _Scope, follower: Finding, fs: _Scope) -> str | None:
+    """After Xid 79 the GPU is gone until reset: every later CUDA error or Xid on it is a consequence."""
+    if not any(e.kind == "xid" and e.fields.get("xid") == 79 for e in rs.events):
+        return None
+    if not any(e.kind == "cuda-error" or (e.kind == "xid" and e.fields.get("xid") != 79) for e in fs.events):
+        return None
+    if rs.hosts and fs.hosts and not rs.hosts & fs.hosts or rs.gpus and fs.gpus and not rs.gpus & fs.gpus:
+        return None
+    if rs.earliest is not None and fs.earliest is not None and _comparable(rs.earliest, fs.earliest) \
+            and moment(fs.earliest) < moment(rs.earliest):
+        return None
+    return f"the GPU fell off the bus first; {_specifics(rs, fs, follower)}"
+
+
+def _is_sticky(event: Event) -> bool:
+    if event.fields.get("sticky") in ("yes", "no"):
+        return event.fields["sticky"] == "yes"
+    record = cuda_error(event.fields["error"]) if event.fields.get("error") else None
+    return record is not None and record.sticky == "yes"
+
+
+def _before(first: _Scope, second: _Scope, strict: bool = False) -> bool:
+    """Did `first` begin before `second`? By time when both have one, else by line in the same input."""
+    if first.earliest is not None and second.earliest is not None and _comparable(first.earliest, second.earliest):
+        a, b = moment(first.earliest), moment(second.earliest)
+        return a < b if strict else a <= b
+    if first.first is None or second.first is None or first.first.where.path != second.first.where.path:
+        return False
+    a, b = first.first.where.line or 0, second.first.where.line or 0
+    return a < b if strict else a <= b
+
+
+def _specifics(root: _Scope, follower: _Scope, finding: Finding) -> str:
+    """'Xid 48 on 0000:3b:00.0 at 10:02:11, 1.2 s before the cudaErrorIllegalAddress error of rank 3 on the
+    same GPU': the parts the evidence gives, in that order."""
+    cause, effect = root.first, follower.first
+    if cause is None or effect is None:
+        return f"before {finding.signature}"
+    words = [_label(cause)]
+    if cause.fields.get("pci"):
+        words.append(f"on {cause.fields['pci']}")
+    elif cause.fields.get("host"):
+        words.append(f"on {cause.fields['host']}")
+    if cause.time is not None:
+        words.append(f"at {cause.time.strftime('%H:%M:%S')}")
+    gap = _gap(cause.time, effect.time)
+    sentence = " ".join(words) + (f", {gap} before" if gap else ", before") + f" the {_label(effect, finding)}"
+    if who := _who(effect):
+        sentence += f" of {who}"
+    if root.gpus and root.gpus & follower.gpus:
+        sentence += " on the same GPU"
+    elif root.hosts and root.hosts & follower.hosts:
+        sentence += " on the same host"
+    return sentence
+
+
+def _label(event: Event, finding: Finding | None = None) -> str:
+    """What an event is, in a few words: 'Xid 48', 'cudaErrorIllegalAddress error', else the signature."""
+    if event.kind in ("xid", "sxid") and event.fields.get(event.kind) is not None:
+        return f"{'Xid' if event.kind == 'xid' else 'SXid'} {event.fields[event.kind]}"
+    if event.fields.get("error"):
+        return f"{event.fields['error']} error"
+    return f"{finding.signature} report" if finding else event.kind
+
+
+def _who(event: Event) -> str | None:
+    rank, pid = event.fields.get("rank"), event.fields.get("pid")
+    if rank is not None:
+        return f"rank {rank}" + (f" (pid {pid})" if pid is not None else "")
+    return f"pid {pid}" if pid is not None else None
+
+
+def _gap(earlier: datetime | None, later: datetime | None) -> str | None:
+    if earlier is None or later is None or not _comparable(earlier, later):
+        return None
+    seconds = moment(later) - moment(earlier)
+    if seconds < 0:
+        return None
+    return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
+def _comparable(a: datetime, b: datetime) -> bool:
+    return (a.tzinfo is None) == (b.tzinfo is None)
+
+
+def _credit(finding: Finding, explains: Sequence[str], by_id: Mapping[str, Event]) -> Finding:
     """Raise a root's confidence for corroboration: several inputs, or followers it explains."""
     inputs = len({by_id[i].where.path for i in finding.evidence if i in by_id})
     bonus, notes = 0.0, []
     if explains:
-        bonus += 0.05 * min(explains, 2)
-        notes.append(f"explains {explains} later finding{'s' * (explains != 1)}")
+        bonus += 0.05 * min(len(explains), 2)
+        notes.append(f"explains {len(explains)} later finding{'s' * (len(explains) != 1)}")
     if inputs > 1:
         bonus += 0.03
         notes.append("seen in several inputs")
@@ -89,17 +229,21 @@ def _credit(finding: Finding, explains: int, scope: _Scope, by_id: Mapping[str, 
         return finding
     return dataclasses.replace(
         finding,
+        consequences=tuple(explains),
         confidence=round(min(0.99, finding.confidence + bonus), 2),
         confidence_reason="; ".join([finding.confidence_reason, *notes]),
     )
 
 
 def _scope(evidence: Sequence[Event]) -> _Scope:
-    """Times, hosts and GPUs of the evidence; a pci the join stage proved (a traceback's GPU) counts too."""
-    times = [e.time for e in evidence if e.time is not None]
+    """Times, hosts, GPUs, pids and inputs of the evidence; a pci the join stage proved counts too."""
+    timed = sorted((e for e in evidence if e.time is not None), key=lambda e: moment(e.time))
+    first = timed[0] if timed else (evidence[0] if evidence else None)
     hosts = frozenset(str(e.fields["host"]) for e in evidence if e.fields.get("host"))
     gpus = frozenset(key for e in evidence if (key := gpu_key(e.fields.get("pci"))))
-    return _Scope(min(times, key=_sortable) if times else None, hosts, gpus)
+    pids = frozenset(e.fields["pid"] for e in evidence if isinstance(e.fields.get("pid"), int))
+    paths = frozenset(e.where.path for e in evidence)
+    return _Scope(first, timed[0].time if timed else None, hosts, gpus, pids, paths, tuple(evidence))
 
 
 def _related(root: _Scope, follower: _Scope) -> bool:
@@ -110,14 +254,10 @@ def _related(root: _Scope, follower: _Scope) -> bool:
         return False
     if root.earliest is None or follower.earliest is None:
         return True
-    if (root.earliest.tzinfo is None) != (follower.earliest.tzinfo is None):
+    if not _comparable(root.earliest, follower.earliest):
         return True
     return root.earliest - LEAD <= follower.earliest <= root.earliest + WINDOW
 
 
-def _sortable(moment: datetime | None) -> float:
-    if moment is None:
-        return float("inf")
-    if moment.tzinfo is None:
-        return (moment - datetime(1970, 1, 1)).total_seconds()
-    return moment.timestamp()
+def _sortable(moment_: datetime | None) -> float:
+    return float("inf") if moment_ is None else moment(moment_)

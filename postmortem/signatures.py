@@ -11,7 +11,15 @@ A condition is a mapping; every key present must hold:
 - `text`: a regex searched in the event's verbatim text;
 - `fields`: {name: expected}; expected is a value, a list of values, or a
   mapping with one of `regex`, `gte`, `lte`, `exists`;
+- `count`: {gte: N} and/or {lte: N} on the event's `count` (identical reports a
+  source folded into it), so a storm of many correctable errors can be told
+  from one;
 - `any` / `all`: lists of conditions; `not`: one condition.
+
+Explanation templates (`explain`) use `{field}` placeholders filled from the
+first evidence event. A part in `[[...]]` is kept only when every placeholder
+inside it is known, so one template reads well with or without the facts
+(`[[{gpu_model} is {sm} ({family}); ]]`); such parts may nest.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import hashlib
 import string
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from functools import cache
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -227,6 +236,8 @@ def compile_condition(spec: Any) -> Condition:
         elif key == "not":
             sub = compile_condition(value)
             parts.append(lambda e, sub=sub: not sub(e))
+        elif key == "count":
+            parts.append(_count_test(value))
         else:
             raise SignatureError(f"unknown condition key {key!r}")
     return lambda e: all(part(e) for part in parts)
@@ -249,6 +260,14 @@ def _field_test(name: str, expected: Any) -> Condition:
         raise SignatureError(f"field {name}: unknown operator {op!r}")
     allowed = frozenset(_normal(v) for v in _as_list(expected))
     return lambda e: name in e.fields and _normal(e.fields[name]) in allowed
+
+
+def _count_test(bounds: Any) -> Condition:
+    """The event's count (folded repeats) within {gte: N} / {lte: N}."""
+    if not isinstance(bounds, dict) or not bounds or not set(bounds) <= {"gte", "lte"}:
+        raise SignatureError(f"count must be a mapping with gte and/or lte, got {bounds!r}")
+    low, high = float(bounds.get("gte", float("-inf"))), float(bounds.get("lte", float("inf")))
+    return lambda e: low <= e.count <= high
 
 
 def _as_list(value: Any) -> list:
@@ -283,12 +302,26 @@ class _Blank(dict):
         return self.missing(key)
 
 
+_OPTIONAL = regex.compile(r"\[\[((?:(?!\[\[|\]\]).)*)\]\]", regex.DOTALL)
+"""An innermost `[[...]]` part of a template."""
+
+
 def render_explanation(template: str, fields: Mapping[str, Any], missing: Callable[[str], str] = lambda _: "?") -> str:
-    """Fill `{field}` placeholders from the first evidence event; unknown ones show `missing(name)` ('?')."""
+    """Fill `{field}` placeholders from the first evidence event; unknown ones show `missing(name)` ('?').
+
+    `[[...]]` parts whose placeholders are not all known are left out (innermost first).
+    """
     try:
+        while (resolved := _OPTIONAL.sub(lambda m: m.group(1) if _known(m.group(1), fields) else "", template)) != template:
+            template = resolved
         return string.Formatter().vformat(template, (), _Blank(fields, missing))
     except (ValueError, IndexError, KeyError, AttributeError):
         return template
+
+
+def _known(template: str, fields: Mapping[str, Any]) -> bool:
+    names = [name for _, name, _, _ in string.Formatter().parse(template) if name]
+    return all(fields.get(name) not in (None, "", [], ()) for name in names)
 
 
 def match(database: Database, events: Iterable[Event]) -> list[Finding]:
@@ -308,6 +341,7 @@ def finding_for(signature: Signature, hits: Sequence[Event]) -> Finding:
     occurrences = sum(e.count for e in hits)
     places = len({e.where.path for e in hits})
     reason = f"{occurrences} matching event{'s' * (occurrences != 1)} in {places} input{'s' * (places != 1)}"
+    times = sorted((e.time for e in hits if e.time is not None), key=moment)
     return Finding(
         signature=signature.id,
         cause=signature.cause,
@@ -319,4 +353,12 @@ def finding_for(signature: Signature, hits: Sequence[Event]) -> Finding:
         actions=signature.actions,
         evidence=tuple(e.id for e in hits),
         references=signature.references,
+        count=occurrences,
+        first_seen=times[0].isoformat() if times else None,
+        last_seen=times[-1].isoformat() if times else None,
     )
+
+
+def moment(value: datetime) -> float:
+    """Seconds for ordering times; naive times (logs without a zone) are read as UTC."""
+    return value.replace(tzinfo=timezone.utc).timestamp() if value.tzinfo is None else value.timestamp()

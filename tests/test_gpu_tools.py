@@ -152,3 +152,54 @@ def test_table_header_gives_versions_and_junk_is_skipped():
 def test_repeated_error_lines_fold():
     [event] = parse_bytes(b"No devices were found\nNo devices were found\n")
     assert event.count == 2
+
+
+# ---- the default nvidia-smi table ------------------------------------------------------------
+
+
+def test_table_new_layout_one_event_per_gpu_row():
+    rows = events("nvsmi-table-a6000x9-550.txt")
+    assert [e.kind for e in rows] == ["gpu-state"] * 9  # the banner's versions live on the rows
+    assert [e.fields["gpu_index"] for e in rows] == list(range(9))
+    assert [(e.where.line, e.where.end_line) for e in rows[:2]] == [(8, 10), (12, 14)]
+    first = rows[0].fields
+    assert (first["nvsmi_version"], first["driver_version"], first["cuda_version"]) == ("550.127.05", "550.127.05", "12.4")
+    assert (first["pci"], first["gpu_name"], first["pstate"]) == ("0000:4f:00.0", "NVIDIA RTX A6000", "P8")
+    assert (first["fan_pct"], first["temp_c"], first["power_w"], first["power_cap_w"]) == (30, 28, 24, 300)
+    assert (first["memory_used_mib"], first["memory_total_mib"], first["util_pct"]) == (1, 46068, 0)
+    assert (first["ecc_volatile_uncorrectable"], first["compute_mode"], first["view"]) == (0, "Default", "table")
+    assert "mig_mode" not in first and "err_cells" not in first  # MIG N/A; no ERR!
+    assert rows[8].fields["pci"] == "0000:d6:00.0"
+    assert "| NVIDIA-SMI 550.127.05" in rows[0].text and "|   0  NVIDIA RTX A6000" in rows[0].text
+
+
+def test_table_old_and_530_layouts_each_with_their_banner():
+    titan, rtx = events("nvsmi-table-515-and-530.txt")
+    assert (titan.fields["driver_version"], titan.fields["gpu_name"], titan.fields["power_cap_w"]) == (
+        "515.65.01", "NVIDIA TITAN V", 250)
+    assert "ecc_volatile_uncorrectable" not in titan.fields  # the cell says N/A
+    assert (rtx.fields["nvsmi_version"], rtx.fields["driver_version"]) == ("530.47", "531.68")
+    assert (rtx.fields["memory_used_mib"], rtx.fields["util_pct"], rtx.fields["power_w"]) == (1029, 18, 16)
+    assert rtx.where.line == 28
+
+
+def test_table_err_cells(database):
+    [lone] = events("nvsmi-table-err-power.txt")
+    assert lone.fields["err_cells"] == ["power"] and lone.fields["err_count"] == 1
+    assert lone.fields["power_cap_w"] == 250 and "power_w" not in lone.fields
+    assert lone.fields["pci"] == "8ed0:00:00.0"  # Azure's Hyper-V PCI domain
+    assert signatures_for(database, [lone]) == {"nvsmi-table-err-single"}
+    healthy, lost = events("nvsmi-table-err-gsp.txt")
+    assert "err_cells" not in healthy.fields and healthy.fields["mig_mode"] == "Disabled"
+    assert lost.fields["err_cells"] == ["name", "ecc", "fan", "temp", "perf", "power", "power_cap", "util", "mig_mode"]
+    assert (lost.fields["pci"], lost.fields["gpu_index"], lost.fields["memory_total_mib"]) == ("0000:91:00.0", 5, 81920)
+    assert "gpu_name" not in lost.fields
+    assert signatures_for(database, [healthy, lost]) == {"nvsmi-table-err-cells"}
+
+
+def test_table_ecc_count_fires_the_ecc_signature(database):
+    text = (DATA / "nvsmi-table-a6000x9-550.txt").read_bytes().replace(
+        b"Off |                    0 |\n| 30%   29C    P8             18W", b"Off |                    2 |\n| 30%   29C    P8             18W")
+    second = parse_bytes(text)[1]
+    assert second.fields["ecc_volatile_uncorrectable"] == 2
+    assert signatures_for(database, [second]) == {"nvsmi-ecc-uncorrectable"}

@@ -151,3 +151,44 @@ def test_a_rank_that_failed_instead_of_waiting_is_the_suspect():
     suspect = nccl_suspects(relabelled)[0]
     assert suspect.fields["suspect_rank"] == 1
     assert "logged no watchdog timeout but failed on its own (child-failed" in suspect.fields["reason"]
+
+
+def test_symmetric_ranks_name_who_reported_first_and_last():
+    suspect = kinds(run("nccl_log/timeout-llamafactory.log"), "nccl-suspect")[0]
+    assert suspect.fields["first_report"] == {"rank": 0, "stamp": "1206 18:44:12.715298"}
+    assert suspect.fields["last_report"] == {"rank": 3, "stamp": "1206 18:44:13.275158"}
+    assert "rank 3 was the last to report its timeout (1206 18:44:13.275158)" in suspect.fields["reason"]
+    assert [r["ran_ms"] for r in suspect.fields["per_rank"]] == [600061, 600089, 600099]  # each rank its own
+
+
+def test_rank_behind_within_one_folded_timeout(tmp_path):
+    """Same SeqNum on every rank, but rank 4's watchdog line says it completed less (edited from the real log).
+
+    Before per-rank details the fold kept one rank's progress for all, so no rank could stand out."""
+    text = (DATA / "nccl_log" / "timeout-llamafactory.log").read_text().replace(
+        "[PG 1 Rank 4] Exception (either an error or timeout) detected by watchdog at work: 7753, "
+        "last enqueued NCCL work: 7755, last completed NCCL work: 7752.",
+        "[PG 1 Rank 4] Exception (either an error or timeout) detected by watchdog at work: 7753, "
+        "last enqueued NCCL work: 7753, last completed NCCL work: 7751.")
+    (tmp_path / "train.log").write_text(text)
+    suspect = kinds(analyze([str(tmp_path / "train.log")]), "nccl-suspect")[0]
+    assert suspect.fields["suspect_rank"] == 4
+    assert suspect.fields["suspect_doing"] == (
+        "rank 4: waiting in _REDUCE_SCATTER_BASE SeqNum=7753 for 600099 ms, last completed 7751")
+
+
+@pytest.mark.parametrize("visible", ["1", "GPU-73d12ef7-f589-f867-4259-c7090ab44737"])
+def test_core_cuda_visible_devices_names_its_gpu(tmp_path, visible):
+    """A real core made with CUDA_VISIBLE_DEVICES naming the second A10 (by index or UUID) joins that GPU."""
+    import shutil
+
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc not installed: the crashing program cannot be built")
+    from test_core import crash
+
+    core = crash(tmp_path / "job", "crash", env={"CUDA_VISIBLE_DEVICES": visible})
+    report = analyze([str(core), str(JOIN / "nvsmi-q-two-a10.txt")])
+    [signal] = kinds(report, "core-signal")
+    assert signal.fields["cuda_visible_devices"] == visible
+    assert signal.fields["pci"] == "0000:08:00.0"
+    assert signal.fields["joined"]["pci"].startswith(f"CUDA device 0 -> CUDA_VISIBLE_DEVICES={visible}")

@@ -153,3 +153,48 @@ def test_version_info_line_and_odd_input():
     [version] = of_kind(found, "nccl-version")
     assert version.fields["nccl_version"] == "2.18.1" and version.fields["nccl_cuda"] == "12.1"
     assert not of_kind(found, "nccl-timeout")
+
+
+def test_folded_timeout_keeps_each_ranks_own_report():
+    """Ranks 0, 3, 4 fold into one event; each keeps its own duration, glog stamp, process group and progress."""
+    [timeout] = events("timeout-llamafactory.log")
+    per_rank = timeout.fields["per_rank"]
+    assert sorted(per_rank) == [0, 3, 4]
+    assert [per_rank[r]["ran_ms"] for r in (0, 3, 4)] == [600061, 600089, 600099]
+    assert per_rank[3]["stamp"] == "1206 18:44:13.275158"
+    assert per_rank[4] == {"ran_ms": 600099, "stamp": "1206 18:44:12.755262", "pg": "1",
+                          "last_enqueued": 7755, "last_completed": 7752}
+    assert "last_completed" not in per_rank[3]  # rank 3 printed no "detected by watchdog at work" line
+
+
+def test_progress_lines_are_keyed_by_rank_and_sequence():
+    """Two ranks reporting the same SeqNum with different progress: each keeps its own (the old code kept one)."""
+    text = (DATA / "timeout-llamafactory.log").read_text().replace(
+        "[PG 1 Rank 4] Exception (either an error or timeout) detected by watchdog at work: 7753, "
+        "last enqueued NCCL work: 7755, last completed NCCL work: 7752.",
+        "[PG 1 Rank 4] Exception (either an error or timeout) detected by watchdog at work: 7753, "
+        "last enqueued NCCL work: 7753, last completed NCCL work: 7751.")
+    [timeout] = parse_alone(nccl_log, text.encode(), "edited.log")
+    assert (timeout.fields["last_enqueued"], timeout.fields["last_completed"]) == (7755, 7752)  # rank 0's
+    assert timeout.fields["per_rank"][4]["last_completed"] == 7751
+
+
+def test_sub_group_rank_and_pg_id_per_rank():
+    first = of_kind(events("timeout-alltoall.log"), "nccl-timeout")[0]
+    assert first.fields["per_rank"][13] == {
+        "ran_ms": 600045, "group_rank": 1, "pg": "11", "time": "2025-02-18T12:54:00",
+        "stamp": "0218 04:54:22.864467", "last_enqueued": 220, "last_completed": 215}
+
+
+def test_thousands_of_interleaved_rank_lines_fold_into_one_timeout():
+    """The real llamafactory log re-labelled for 64 ranks and interleaved line by line (the test builds it)."""
+    lines = (DATA / "timeout-llamafactory.log").read_text().splitlines()
+    mixed = []
+    for line in lines:
+        for rank in range(64):
+            mixed.append(line.replace("[rank0]:", f"[rank{rank}]:").replace("[Rank 0]", f"[Rank {rank}]"))
+    raw = ("\n".join(mixed) + "\n").encode() * 5
+    assert raw.count(b"\n") > 1000
+    timeouts = of_kind(parse_alone(nccl_log, raw, "interleaved.log"), "nccl-timeout")
+    assert len(timeouts) == 1
+    assert set(range(64)) <= set(timeouts[0].fields["ranks"])

@@ -61,3 +61,61 @@ def test_host_oom_explains_the_nccl_timeout_of_other_ranks():
     findings = by_cause(report)
     assert report.findings[0].cause == "host-oom"
     assert findings["nccl-timeout"].consequence_of == report.findings[0].signature
+
+
+def test_root_lists_its_consequences_and_the_reason_has_the_specifics():
+    report = analyze_text("\n".join([XID48, XID31.format(clock="11:38:52", pci="0000:07:00")]))
+    root, follower = report.findings[0], by_cause(report)["illegal-memory-access"]
+    assert root.consequences == (follower.signature,)
+    assert "Xid 48 on 0000:07:00 at 11:38:47, 5.0 s before the Xid 31 of pid 14292 on the same GPU" in (
+        follower.confidence_reason)
+
+
+# Real lines: an illegal-address error (sticky) then a later CUDA error of the same process, as PyTorch
+# prints them (tests/data/framework_log; the Xid 79 line is NVIDIA's documented wording used by kernel.yaml).
+STICKY = "RuntimeError: CUDA error: an illegal memory access was encountered"
+LATER = "RuntimeError: CUDA error: unspecified launch failure"
+XID79 = "Dec  2 11:38:40 worker4 kernel: [  210.000000] NVRM: Xid (PCI:0000:07:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
+
+
+def test_a_sticky_error_explains_later_cuda_errors_of_the_same_process():
+    report = analyze_text("\n".join([STICKY, "some output", LATER]))
+    findings = by_cause(report)
+    later = findings["launch-failure"]
+    assert later.consequence_of == findings["illegal-memory-access"].signature
+    assert "is sticky" in later.confidence_reason
+
+
+def test_a_later_error_before_the_sticky_one_is_not_its_consequence():
+    report = analyze_text("\n".join([LATER.replace("unspecified launch failure", "out of memory"), STICKY]))
+    assert all(f.consequence_of is None for f in report.findings if f.cause == "gpu-oom")
+
+
+def test_after_xid_79_every_later_xid_on_that_gpu_is_a_consequence():
+    report = analyze_text("\n".join([XID79, XID31.format(clock="11:38:52", pci="0000:07:00")]))
+    findings = by_cause(report)
+    assert report.findings[0].cause == "gpu-off-bus"
+    assert findings["illegal-memory-access"].consequence_of == report.findings[0].signature
+
+
+def test_storm_counts_and_times_on_the_finding():
+    # one real Xid 31 line repeated 50 times as a faulting job prints it: one finding with count and span
+    lines = [XID31.format(clock=f"11:38:{second:02d}", pci="0000:07:00") for second in range(10, 60)]
+    report = analyze_text("\n".join(lines))
+    finding = by_cause(report)["illegal-memory-access"]
+    assert finding.count == 50
+    assert finding.first_seen.endswith("11:38:10")
+    # kernel_log folds the repeats into one event that keeps only its first time, so last_seen is that too
+    assert finding.last_seen == finding.first_seen
+
+
+def test_oom_reason_names_the_kill():
+    report = analyze(
+        [
+            str(CORPUS / "nccl_log" / "timeout-llamafactory.log"),
+            str(CORPUS / "kernel_log" / "oomkill-python-dmesg-t-03.dmesg.txt"),
+        ]
+    )
+    timeout = by_cause(report)["nccl-timeout"]
+    assert report.findings[0].consequences and timeout.signature in report.findings[0].consequences
+    assert "likely a consequence of" in timeout.confidence_reason

@@ -75,6 +75,9 @@ def _signal_event(found: CoreRead, path: str) -> Event:
     if crashed is not None:
         fields["functions"] = functions_of({"function": f.symbol} for f in crashed.frames)
     fields.update(core.gpu)
+    visible = (core.environment or {}).get("values", {}).get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:  # the join maps the process's CUDA device ordinals to physical GPUs through it
+        fields["cuda_visible_devices"] = visible
     if core.python_version:
         fields["python_version"] = core.python_version
     return Event(kind="core-signal", where=Location(path, offset=found.note_offset), text=_summary(found),

@@ -3,7 +3,9 @@
 `nvidia-smi -q` is the one place a GPU's health counters sit side by side
 (ECC, retired pages, row remapping, throttle reasons, temperatures, clocks);
 it becomes one `gpu-state` event per GPU whose text keeps the lines that
-prove a finding. When nvidia-smi cannot even start, its one-line complaint
+prove a finding. The default `nvidia-smi` table gives the same event per GPU
+row (fewer fields; `ERR!` cells, where NVML could not read a value, listed in
+`err_cells`); its version banner becomes facts of those events. When nvidia-smi cannot even start, its one-line complaint
 (`nvml-error`) is the evidence. DCGM's host engine reports health-watch
 verdicts (`dcgm-health`), and the Fabric Manager log reports NVSwitch errors
 (`sxid`, the same kind and field names the kernel log uses for SXid lines).
@@ -32,7 +34,12 @@ ANCHORS: tuple[bytes, ...] = (
     b"No devices were found",
     b"in health system",
     b"detected NVSwitch",
+    b"MiB /",  # the memory cell of a table row: a row pasted without its banner is still read
+    b"ERR!",
 )
+
+TABLE_LINES = 2000
+"""Most lines read for one nvidia-smi table (16 GPUs take 70)."""
 
 REPORT_LINES = 20000
 """Most lines read for one nvidia-smi -q report (8 GPUs with process lists stay far below)."""
@@ -44,6 +51,18 @@ _NUMBER = regex.compile(r"^-?\d+")
 _TABLE_VERSIONS = regex.compile(
     r"NVIDIA-SMI (?P<smi>[\d.]+)\s+Driver Version: (?P<driver>[\d.]+)\s+CUDA Version: (?P<cuda>[\d.]+)")
 _BUS_ID = regex.compile(r"(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])")
+
+_ROW_NAME = regex.compile(r"^\s*(?P<index>\d+)\s+(?P<name>\S.*?)\s+(?P<persistence>On|Off|N/A|ERR!|WDDM|TCC)\s*$")
+_ROW_BUS = regex.compile(r"^\s*(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]|ERR!)\s+(?P<display>\S+)\s*$")
+_ROW_ONE = regex.compile(r"^\s*(?P<ecc>\S+)\s*$")
+_ROW_POWER = regex.compile(
+    r"^\s*(?P<fan>\S+)\s+(?P<temp>\S+)\s+(?P<perf>\S+)\s+(?P<power>\S+?)\s*/\s*(?P<power_cap>\S+)\s*$")
+_ROW_MEMORY = regex.compile(r"^\s*(?P<memory_used>\S+?)\s*/\s*(?P<memory_total>\S+)\s*$")
+_ROW_UTIL = regex.compile(r"^\s*(?P<util>\S+)\s+(?P<compute_mode>\S.*?)\s*$")
+_ROW_CELLS = ((_ROW_NAME, _ROW_BUS, _ROW_ONE), (_ROW_POWER, _ROW_MEMORY, _ROW_UTIL))
+"""The cells of a GPU row's first and second line, the same in every layout (only widths change)."""
+_ROW_FIELDS = {"fan": "fan_pct", "temp": "temp_c", "power": "power_w", "power_cap": "power_cap_w",
+               "memory_used": "memory_used_mib", "memory_total": "memory_total_mib", "util": "util_pct"}
 
 _NVML_ERRORS = (
     regex.compile(r"Failed to initialize NVML: (?P<error>.+?)\s*$"),
@@ -65,7 +84,7 @@ _FM_ERROR = regex.compile(
     r"(?: physical id (?P<switch>\d+))?(?: port (?P<port>\d+))?")
 _FM_TIME = regex.compile(r"^\[(?P<stamp>[A-Z][a-z]{2} +\d{1,2} \d{4} \d{2}:\d{2}:\d{2})\]")
 
-_ACTIVE_IGNORED = frozenset({"Idle", "Applications Clocks Setting", "Display Clock Setting", "Sync Boost"})
+ACTIVE_IGNORED = frozenset({"Idle", "Applications Clocks Setting", "Display Clock Setting", "Sync Boost"})
 """Clock event reasons that are normal operation, not a finding."""
 
 
@@ -78,8 +97,12 @@ def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
             continue
         text = line.text
         if match := _TABLE_VERSIONS.search(text):
-            yield doc.event("nvsmi-versions", line, {
-                "nvsmi_version": match["smi"], "driver_version": match["driver"], "cuda_version": match["cuda"]})
+            versions = {"nvsmi_version": match["smi"], "driver_version": match["driver"], "cuda_version": match["cuda"]}
+            events, covered = _table(doc, line, versions)
+            yield from events or [doc.event("nvsmi-versions", line, versions)]
+        elif (row := _table_row(doc, line)) is not None:
+            yield _row_event(doc, row, {}, None)
+            covered = row[-1].number
         elif "NVSMI LOG" in text or "Attached GPUs" in text or "Driver Version" in text:
             events, covered = _report(doc, line)
             yield from events
@@ -107,7 +130,7 @@ def _one_line(doc: TextDoc, line: Line) -> Event | None:
 def _nvml_error(doc: TextDoc, line: Line, match: regex.Match) -> Event:
     fields = {"error": match["error"], "tool": "nvidia-smi"}
     if match.groupdict().get("bus"):
-        fields["pci"] = _pci(match["bus"])
+        fields["pci"] = pci_of(match["bus"])
     last = line
     for nxt in doc.following(line, 2):
         if version := _NVML_VERSION.search(nxt.text):
@@ -121,7 +144,7 @@ def _fabric_error(doc: TextDoc, line: Line, match: regex.Match) -> Event:
     fields: dict = {"sxid": int(match["sxid"]), "fatal": match["severity"] == "fatal",
                     "message": line.text[match.start():].strip(), "origin": "fabric-manager"}
     if match["bus"]:
-        fields["pci"] = _pci(match["bus"])
+        fields["pci"] = pci_of(match["bus"])
     for name in ("switch", "port"):
         if match[name]:
             fields[name] = int(match[name])
@@ -146,7 +169,7 @@ def _fold(seen: dict[tuple, Event], event: Event | None) -> None:
         seen[key] = event
 
 
-def _pci(bus: str) -> str:
+def pci_of(bus: str) -> str:
     """A bus id as the kernel prints it: nvidia-smi's 8-digit domain cut to 4 (00000000:07:00.0 -> 0000:07:00.0)."""
     domain, colon, rest = bus.partition(":")
     if not colon:
@@ -222,7 +245,7 @@ def _gpu_state(doc: TextDoc, index: int, section: list[Line], header: dict, head
     head = section[0]
     bus = _GPU_HEADER.match(head.text)["bus"]
     tree = _tree(section)
-    fields: dict = {"pci": _pci(bus), "bus_id": bus, "gpu_index": index}
+    fields: dict = {"pci": pci_of(bus), "bus_id": bus, "gpu_index": index}
     for name, key in (("driver_version", "Driver Version"), ("cuda_version", "CUDA Version")):
         if header.get(key, "N/A") != "N/A":
             fields[name] = header[key]
@@ -303,7 +326,7 @@ def _clock_reasons(tree: dict, fields: dict) -> list[Line]:
     """Active clock event (throttle) reasons; older drivers call the section Clocks Throttle Reasons."""
     active = [(path[-1], line) for path, line in tree.items()
               if path[0] in ("Clocks Event Reasons", "Clocks Throttle Reasons") and len(path) > 1
-              and _value(line) == "Active" and path[-1] not in _ACTIVE_IGNORED]
+              and _value(line) == "Active" and path[-1] not in ACTIVE_IGNORED]
     if active:
         fields["throttle_active"] = [name for name, _ in active]
     return [line for _, line in active]
@@ -347,3 +370,94 @@ def _misc(tree: dict, fields: dict) -> list[Line]:
         if fields["pcie_replays"]:
             evidence.append(line)
     return evidence
+
+
+# ---- the default nvidia-smi table -------------------------------------------------------------
+
+
+def _cells(line: Line) -> list[str] | None:
+    """The three cells of a table line ("| a | b | c |"), or None."""
+    text = line.text.strip()
+    if not (text.startswith("|") and text.endswith("|")):
+        return None
+    cells = text[1:-1].split("|")
+    return cells if len(cells) == 3 else None
+
+
+def _row_match(line: Line, which: int) -> dict | None:
+    """The named cells of a GPU row's first (0) or second (1) line, or None when it is not one."""
+    cells = _cells(line)
+    if cells is None:
+        return None
+    matches = [pattern.match(cell) for pattern, cell in zip(_ROW_CELLS[which], cells)]
+    if not all(matches):
+        return None
+    return {name: value for match in matches for name, value in match.groupdict().items()}
+
+
+def _table_row(doc: TextDoc, line: Line) -> list[Line] | None:
+    """The lines of the GPU row that candidate `line` belongs to (first, second and an optional MIG line)."""
+    if _row_match(line, 1) is not None:
+        before = doc.preceding(line, 1)
+        first = before[0] if before and _row_match(before[0], 0) is not None else None
+        return _with_mig(doc, [first, line]) if first else None
+    if _row_match(line, 0) is not None:
+        after = doc.following(line, 1)
+        return _with_mig(doc, [line, after[0]]) if after and _row_match(after[0], 1) is not None else None
+    return None
+
+
+def _with_mig(doc: TextDoc, row: list[Line]) -> list[Line]:
+    after = doc.following(row[-1], 1)
+    return [*row, after[0]] if after and _is_mig(after[0]) else row
+
+
+def _is_mig(line: Line) -> bool:
+    """The third line of a row in 450+ layouts: empty cells but the last (MIG mode)."""
+    cells = _cells(line)
+    return cells is not None and not cells[0].strip() and not cells[1].strip() and bool(cells[2].strip())
+
+
+def _table(doc: TextDoc, banner: Line, versions: dict) -> tuple[list[Event], int]:
+    """One gpu-state event per GPU row of the table under `banner`; also the last line read."""
+    lines = doc.following(banner, TABLE_LINES, max_bytes=1 << 20)
+    events: list[Event] = []
+    last = banner.number
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        stripped = line.text.strip()
+        if not stripped or "Processes:" in stripped or stripped[0] not in "|+":
+            break
+        if i + 1 < len(lines) and _row_match(line, 0) is not None and _row_match(lines[i + 1], 1) is not None:
+            row = lines[i : i + 3] if i + 2 < len(lines) and _is_mig(lines[i + 2]) else lines[i : i + 2]
+            events.append(_row_event(doc, row, versions, banner))
+            i += len(row)
+        else:
+            i += 1
+        last = lines[i - 1].number
+    return events, last
+
+
+def _row_event(doc: TextDoc, row: list[Line], versions: dict, banner: Line | None) -> Event:
+    """A gpu-state event from one table row: the values shown, `ERR!` cells named in err_cells."""
+    cells = _row_match(row[0], 0) | _row_match(row[1], 1)
+    if len(row) > 2:
+        cells["mig_mode"] = _cells(row[2])[2].strip()
+    errors = [name for name, value in cells.items() if value == "ERR!"]
+    fields: dict = {"gpu_index": int(cells["index"]), **versions, "view": "table"}
+    if cells["bus"] != "ERR!":
+        fields |= {"pci": pci_of(cells["bus"]), "bus_id": cells["bus"]}
+    for name, field_name in (("name", "gpu_name"), ("perf", "pstate"), ("compute_mode", "compute_mode"),
+                             ("mig_mode", "mig_mode")):
+        if cells.get(name) not in (None, "ERR!", "N/A"):
+            fields[field_name] = cells[name]
+    for name, field_name in _ROW_FIELDS.items():
+        if match := _NUMBER.match(cells[name]):
+            fields[field_name] = int(match[0])
+    if cells["ecc"].isdigit():
+        fields["ecc_volatile_uncorrectable"] = int(cells["ecc"])
+    if errors:
+        fields |= {"err_cells": errors, "err_count": len(errors)}
+    text = "\n".join(line.text.rstrip() for line in ([banner] if banner else []) + row)
+    return doc.event("gpu-state", row[0], fields, last=row[-1], text=text)

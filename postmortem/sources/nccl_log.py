@@ -61,6 +61,8 @@ _BY_CODE = {code: name for name, (code, _) in RESULTS.items()}
 _GLOBAL_RANK = regex.compile(r"\[rank(\d+)\]:")
 _MSG_RANK = regex.compile(r"\[(?:[^\[\]]*\s)?Rank (\d+)\]")
 _ISO_TIME = regex.compile(r"(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}(?::\d{2})?)")
+_GLOG_STAMP = regex.compile(r"\[[EWIF](\d{3,4}) (\d{2}:\d{2}:\d{2}\.\d+)")
+_PG = regex.compile(r"\[PG (?:ID )?(\w+)")
 
 _SEQ = regex.compile(r"SeqNum=(\d+)")
 _OP = regex.compile(r"OpType=(\w+)")
@@ -111,12 +113,13 @@ class _Fold:
     time: datetime | None
     ranks: set[int] = field(default_factory=set)
     reports: int = 1
+    per_rank: dict[int, dict] = field(default_factory=dict)
 
 
 def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
     """Events from NCCL/ProcessGroupNCCL candidate lines, repeats folded."""
     folds: dict[tuple, _Fold] = {}
-    progress: dict[int, tuple[int, int]] = {}
+    progress: dict[tuple[int | None, int], dict] = {}
     consumed = 0
     for line in lines:
         if line.number <= consumed:
@@ -133,7 +136,12 @@ def _read(doc: TextDoc, line: Line, folds: dict, progress: dict) -> int:
     """Add what `line` says to the folds; return the last line number it used."""
     text = line.text
     if match := _PG_PROGRESS.search(text):
-        progress[int(match[1])] = (int(match[2]), int(match[3]))
+        global_rank, group_rank = _ranks(text)
+        rank = global_rank if global_rank is not None else group_rank
+        seen = {"last_enqueued": int(match[2]), "last_completed": int(match[3])}
+        if pg := _PG.search(text):
+            seen["pg"] = pg[1]
+        progress.setdefault((rank, int(match[1])), seen)
         return line.number
     if "NCCL WARN" in text:
         return _warn(line, folds)
@@ -321,6 +329,25 @@ def _add(folds: dict, key: tuple, kind: str, first: Line, last: Line, text: str 
     fold.reports += 1
     if rank is not None:
         fold.ranks.add(rank)
+        fold.per_rank.setdefault(rank, _rank_detail(first.text if text is None else text, fields, rank, group_rank))
+
+
+def _rank_detail(text: str, fields: dict, rank: int, group_rank: int | None) -> dict:
+    """What one rank's own report of a folded message says: its duration, group rank, process group and stamp.
+
+    The stamp is glog's (month, day and time, no year: "1206 18:44:12.715298"), comparable within one log;
+    a full date on the line gives "time" instead.
+    """
+    detail = {name: fields[name] for name in ("ran_ms",) if name in fields}
+    if group_rank is not None and group_rank != rank:
+        detail["group_rank"] = group_rank
+    if pg := _PG.search(text):
+        detail["pg"] = pg[1]
+    if when := _time(text):
+        detail["time"] = when.isoformat()
+    if stamp := _GLOG_STAMP.search(text):
+        detail["stamp"] = f"{stamp[1].rjust(4, '0')} {stamp[2][:15]}"
+    return detail
 
 
 def _time(text: str) -> datetime | None:
@@ -338,8 +365,14 @@ def _event(doc: TextDoc, fold: _Fold, progress: dict) -> Event:
     fields = dict(fold.fields)
     if len(fold.ranks) > 1:
         fields["ranks"] = sorted(fold.ranks)
-    if fold.kind == "nccl-timeout" and fields.get("seq") in progress:
-        fields["last_enqueued"], fields["last_completed"] = progress[fields["seq"]]
+    if fold.kind == "nccl-timeout":
+        per_rank = {rank: fold.per_rank[rank] | progress.get((rank, fields.get("seq")), {})
+                    for rank in sorted(fold.per_rank)}
+        mine = progress.get((fields.get("rank"), fields.get("seq"))) or progress.get((None, fields.get("seq")))
+        if mine:
+            fields.update({k: mine[k] for k in ("last_enqueued", "last_completed")})
+        if per_rank:
+            fields["per_rank"] = per_rank
     count = len(fold.ranks) if len(fold.ranks) > 1 else fold.reports
     extra = {"time": fold.time, "clock": "wall"} if fold.time else {}
     text = fold.text if fold.text is not None and fold.last is fold.first else None
