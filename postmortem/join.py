@@ -40,6 +40,11 @@ def gpu_key(pci: object) -> str | None:
     return f"{parts[0][-4:].rjust(4, '0')}:{parts[1].rjust(2, '0')}:{parts[2].rjust(2, '0')}"
 
 
+DRIVER_KINDS = frozenset({"xid", "sxid", "gpu-off-bus", "gpu-init-failed"})
+"""Driver-reported events that get the host's driver version, so that signatures of known driver bugs can
+match on it (only when the inputs state one version for that host)."""
+
+
 def join(events: Sequence[Event]) -> list[Event]:
     """The events enriched with what the identity maps prove, on one clock, plus NCCL suspect events."""
     maps = _Maps.build(events)
@@ -82,12 +87,13 @@ class _Maps:
     gpus: _Claims  # ("uuid", uuid) / ("smi", host, index) / ("visible", pid) -> pci or visible list
     pids: _Claims  # (pid, field) -> value
     ranks: _Claims  # (rank,) -> pid
+    drivers: _Claims  # (host,) -> the driver version the inputs state for it
     same_model: bool  # every nvidia-smi GPU is one model: CUDA's default order is then PCI order
 
     @classmethod
     def build(cls, events: Sequence[Event]) -> _Maps:
         hosts = frozenset(str(e.fields["host"]) for e in events if e.fields.get("host"))
-        maps = cls(hosts, _Claims(), _Claims(), _Claims(), False)
+        maps = cls(hosts, _Claims(), _Claims(), _Claims(), _Claims(), False)
         models = set()
         for event in events:
             maps._learn(event)
@@ -104,6 +110,8 @@ class _Maps:
         def proof(value: Any, what: str) -> _Proof:
             return _Proof(value, f"{what} ({_place(event)})", f.get("host"), _comparable(event))
 
+        if f.get("driver_version"):
+            self.drivers.state((host,), proof(f["driver_version"], f"driver {f['driver_version']}"))
         if pci and f.get("gpu_uuid"):
             self.gpus.state(("uuid", str(f["gpu_uuid"]).lower()), proof(pci, f"{f['gpu_uuid']} is at {pci}"))
         if pci and event.kind in NVML_KINDS and f.get("gpu_index") is not None:
@@ -161,6 +169,8 @@ def _enrich(event: Event, maps: _Maps) -> Event:
             add(name, maps.pids.get((host, pid, name)))
     if not f.get("pci") and "pci" not in added:
         add("pci", _gpu_of(event, {**f, **added}, maps, host))
+    if event.kind in DRIVER_KINDS:
+        add("driver_version", maps.drivers.get((host,)))
     if not added:
         return event
     return dataclasses.replace(event, fields={**f, **added, "joined": {**f.get("joined", {}), **why}})

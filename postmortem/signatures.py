@@ -10,7 +10,8 @@ A condition is a mapping; every key present must hold:
 - `kind`: an event kind, or a list of kinds;
 - `text`: a regex searched in the event's verbatim text;
 - `fields`: {name: expected}; expected is a value, a list of values, or a
-  mapping with one of `regex`, `gte`, `lte`, `exists`;
+  mapping with one of `regex`, `gte`, `lte`, `exists`, or `version` (dotted
+  numbers against comma-separated bounds: ">=525, <525.105.17");
 - `count`: {gte: N} and/or {lte: N} on the event's `count` (identical reports a
   source folded into it), so a storm of many correctable errors can be told
   from one;
@@ -257,6 +258,8 @@ def _field_test(name: str, expected: Any) -> Condition:
             return lambda e: _number(e.fields.get(name)) is not None and sign * (_number(e.fields[name]) - bound) >= 0
         if op == "exists":
             return lambda e: (name in e.fields and e.fields[name] is not None) == bool(operand)
+        if op == "version":
+            return _version_test(name, str(operand))
         raise SignatureError(f"field {name}: unknown operator {op!r}")
     allowed = frozenset(_normal(v) for v in _as_list(expected))
     return lambda e: name in e.fields and _normal(e.fields[name]) in allowed
@@ -268,6 +271,34 @@ def _count_test(bounds: Any) -> Condition:
         raise SignatureError(f"count must be a mapping with gte and/or lte, got {bounds!r}")
     low, high = float(bounds.get("gte", float("-inf"))), float(bounds.get("lte", float("inf")))
     return lambda e: low <= e.count <= high
+
+
+_CONSTRAINT = regex.compile(r"^\s*(>=|<=|>|<|==)\s*(\d+(?:\.\d+)*)\s*$")
+_COMPARE: dict[str, Callable[[tuple, tuple], bool]] = {
+    ">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, "<": lambda a, b: a < b,
+    "==": lambda a, b: a == b,
+}
+
+
+def _version_key(text: Any) -> tuple[int, ...] | None:
+    parts = regex.match(r"\d+(?:\.\d+)*", str(text).strip())
+    return tuple(int(p) for p in parts.group().split(".")) if parts else None
+
+
+def _version_test(name: str, spec: str) -> Condition:
+    """`{version: ">=525, <525.105.17"}`: every comma-separated bound holds for the dotted number in the field."""
+    bounds = []
+    for part in spec.split(","):
+        found = _CONSTRAINT.match(part)
+        if not found:
+            raise SignatureError(f"field {name}: bad version bound {part!r}")
+        bounds.append((_COMPARE[found[1]], _version_key(found[2])))
+
+    def test(event: Event) -> bool:
+        value = _version_key(event.fields.get(name)) if event.fields.get(name) is not None else None
+        return value is not None and all(compare(value, bound) for compare, bound in bounds)
+
+    return test
 
 
 def _as_list(value: Any) -> list:

@@ -279,3 +279,18 @@ def test_corpus_case_top1_and_mentions(case, monkeypatch):
     assert report.findings and report.findings[0].cause in spec["expected_causes"]
     blob = json.dumps(to_plain(report), ensure_ascii=False)
     assert [m for m in spec["must_mention"] if m not in blob] == []
+
+
+def test_known_driver_bug_needs_the_driver_version_from_another_input():
+    """Xid 119 (nvidia-docker#1648, March 2023) with a /proc/driver/nvidia/version file from another input:
+    NVIDIA's R525 release notes name GSP timeouts fixed in 525.105.17."""
+    xid = str(DATA / "xid119-gsp-timeout-02.dmesg.txt")
+    buggy = pipeline.analyze([xid, str(DATA / "driver-525.60.13-version.txt")])
+    assert buggy.findings[0].signature == "xid-119-driver-525-gsp-bug"
+    xid_event = buggy.event(buggy.findings[0].evidence[0])
+    assert xid_event.fields["driver_version"] == "525.60.13"
+    assert "driver_version" in xid_event.fields["joined"]
+    fixed = pipeline.analyze([xid, str(DATA / "driver-525.105.17-version.txt")])
+    assert "xid-119-driver-525-gsp-bug" not in [f.signature for f in fixed.findings]
+    alone = pipeline.analyze([xid])
+    assert alone.findings[0].signature == "xid-119-120"
