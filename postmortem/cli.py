@@ -19,7 +19,7 @@ import click
 
 from . import __version__
 from .model import SEVERITIES, Options, Report, severity_rank, to_plain
-from .pipeline import analyze as run_analysis
+from .pipeline import Progress, analyze as run_analysis
 from .render import FORMATS, LANGUAGES, default_language
 from .explain import explain
 from .lint import lint
@@ -60,7 +60,7 @@ def analyze(inputs: tuple[str, ...], fmt: str, output: str, fail_on: str | None,
     """
     database = _database(signature_dirs)
     options = Options(sysroot=sysroot, debug_dirs=debug_dirs, show_env=show_env)
-    report = _with_spinner(lambda: run_analysis(list(inputs), database, options), len(inputs))
+    report = _with_spinner(lambda progress: run_analysis(list(inputs), database, options, progress))
     color = output == "-" and not no_color and not os.environ.get("NO_COLOR") and _is_terminal(sys.stdout)
     text = FORMATS[fmt](report, lang=lang or default_language(), color=color)
     if output == "-":
@@ -183,20 +183,25 @@ SPINNER_DELAY_S = 1.0
 """An analysis shorter than this shows nothing on stderr."""
 
 
-def _with_spinner(work: Callable[[], Report], count: int) -> Report:
-    """Run the analysis; on a terminal, a spinner on stderr once it takes longer than SPINNER_DELAY_S.
+def _with_spinner(work: Callable[[Progress | None], Report]) -> Report:
+    """Run the analysis; on a terminal, a progress line on stderr once it takes longer than SPINNER_DELAY_S.
 
-    The pipeline has no progress hook, so the spinner says only that it is
-    still working and for how long; it is erased before the report is written.
+    The line names how many inputs are done, the one being read and the time
+    spent; it is erased before the report is written. Silent when stderr is
+    not a terminal.
     """
     if not _is_terminal(sys.stderr):
-        return work()
+        return work(None)
     result: list[Report] = []
     failure: list[BaseException] = []
+    current = [0, ""]
+
+    def note(done: int, path: str) -> None:
+        current[:] = [done, path]
 
     def run() -> None:
         try:
-            result.append(work())
+            result.append(work(note))
         except BaseException as exc:  # noqa: BLE001 - re-raised in the calling thread
             failure.append(exc)
 
@@ -204,15 +209,17 @@ def _with_spinner(work: Callable[[], Report], count: int) -> Report:
     started = time.monotonic()
     worker.start()
     worker.join(SPINNER_DELAY_S)
-    frames, shown = "|/-\\", 0
+    frames, shown, width = "|/-\\", 0, 0
     while worker.is_alive():
-        elapsed = time.monotonic() - started
-        sys.stderr.write(f"\r{frames[shown % 4]} postmortem: {count} input(s), {elapsed:4.0f} s ")
+        done, path = current
+        line = f"\r{frames[shown % 4]} postmortem: {done} input(s) done, reading {path[-50:]} ({time.monotonic() - started:.0f} s) "
+        width = max(width, len(line))
+        sys.stderr.write(line)
         sys.stderr.flush()
         shown += 1
         worker.join(0.2)
     if shown:
-        sys.stderr.write("\r" + " " * 48 + "\r")
+        sys.stderr.write("\r" + " " * width + "\r")
         sys.stderr.flush()
     if failure:
         raise failure[0]

@@ -56,6 +56,9 @@ class Event:
     clock: str | None = None
     count: int = 1
     id: str = ""
+    context_before: tuple[str, ...] = ()
+    context_after: tuple[str, ...] = ()
+    """A few input lines around the evidence, so a reader sees it in place."""
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import cache
 from types import ModuleType
 
@@ -38,9 +38,14 @@ def text_prefilter() -> Prefilter:
     return Prefilter({source.NAME: source.ANCHORS for source in text_sources()})
 
 
-def analyze(paths: list[str], database: Database | None = None, options: Options = Options()) -> Report:
+Progress = Callable[[int, str], None]
+"""Told (inputs done so far, the input being read) before each input: for progress displays."""
+
+
+def analyze(paths: list[str], database: Database | None = None, options: Options = Options(),
+            progress: Progress | None = None) -> Report:
     """Read every input under `paths` and explain what happened."""
-    return analyze_blobs(open_inputs(paths), database, options)
+    return analyze_blobs(open_inputs(paths), database, options, progress)
 
 
 def analyze_text(text: str, name: str = "<text>", database: Database | None = None) -> Report:
@@ -48,13 +53,16 @@ def analyze_text(text: str, name: str = "<text>", database: Database | None = No
     return analyze_blobs([Blob(name, BytesReader(text.encode("utf-8")))], database)
 
 
-def analyze_blobs(blobs: Iterable[Blob], database: Database | None = None, options: Options = Options()) -> Report:
+def analyze_blobs(blobs: Iterable[Blob], database: Database | None = None, options: Options = Options(),
+                  progress: Progress | None = None) -> Report:
     """The pipeline over already opened inputs."""
     database = database or load_default()
     inputs: list[InputInfo] = []
     events: list[Event] = []
     cores: list = []
-    for blob in blobs:
+    for done, blob in enumerate(blobs):
+        if progress is not None:
+            progress(done, blob.path)
         if blob.kind == "elf" and blob.reader is not None:
             info, found, core = read_elf(blob, options)
             cores.extend([core] if core is not None else [])
@@ -93,6 +101,7 @@ def read_blob(blob: Blob) -> tuple[InputInfo, list[Event]]:
                 events.extend(found)
         events, notes = bug_report.name_sections(doc, [l for l in lines if bug_report.NAME in l.groups], events)
         diagnostics.extend(notes)
+        events = [_in_context(doc, event) for event in events]
     except OSError as exc:
         diagnostics.append(f"read error: {exc}")
     if not formats:
@@ -108,6 +117,17 @@ def read_elf(blob: Blob, options: Options) -> tuple[InputInfo, list[Event], obje
     diagnostics = (*blob.diagnostics, *result.diagnostics)
     info = InputInfo(blob.path, result.format, blob.reader.size, _sampled_digest(blob), diagnostics)
     return info, list(result.events), result.core
+
+
+CONTEXT_LINES = 2
+"""Input lines kept before and after each event's own lines."""
+
+
+def _in_context(doc: TextDoc, event: Event) -> Event:
+    if event.where.line is None or event.where.path != doc.path:
+        return event
+    before, after = doc.context(event.where.line, event.where.end_line or event.where.line, CONTEXT_LINES)
+    return dataclasses.replace(event, context_before=before, context_after=after)
 
 
 def _run_source(source: ModuleType, doc: TextDoc, lines: list[Line], diagnostics: list[str]) -> list[Event]:

@@ -7,6 +7,7 @@ windows, asks the prefilter where anchors are, and decodes only those lines
 
 from __future__ import annotations
 
+import bisect
 import codecs
 import hashlib
 from collections.abc import Iterator
@@ -68,6 +69,7 @@ class TextDoc:
         self.path = path
         self.encoding = encoding
         self.sha256 = ""
+        self._known: list[tuple[int, int]] = [(1, 0)]  # (line number, byte offset) of lines whose start is known
 
     def decode(self, raw: bytes) -> str:
         """Bytes to clean text; undecodable bytes become U+FFFD, never an error."""
@@ -99,8 +101,11 @@ class TextDoc:
             lines.extend(self._scan_chunk(prefilter, pos, chunk, line_number))
             line_number += chunk.count(b"\n")
             pos += len(chunk)
+            self._known.append((line_number, pos))
         self.sha256 = digest.hexdigest()
-        return _merge_same_lines(lines)
+        merged = _merge_same_lines(lines)
+        self._known = sorted(set(self._known) | {(line.number, line.start) for line in merged})
+        return merged
 
     def _scan_chunk(self, prefilter: Prefilter, base: int, chunk: bytes, first_number: int) -> Iterator[Line]:
         number, counted_to = first_number, 0
@@ -145,6 +150,33 @@ class TextDoc:
                 l.text for l in [first, *self.following(first, last.number - first.number)])
         where = Location(self.path, first.number, (last or first).number)
         return Event(kind=kind, where=where, text=text, fields=fields or {}, **extra)
+
+    def context(self, first: int, last: int, lines: int = 2) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The `lines` lines before line `first` and after line `last` (1-based), for evidence in context.
+
+        Starts from the nearest line whose offset the scan learned (every
+        candidate line and window start), so it reads a few KiB, not the file.
+        """
+        start = self._line_at(first)
+        if start is None:
+            return (), ()
+        before = tuple(line.text for line in self.preceding(start, lines))
+        after_from = start if last <= first else next(iter(self.following(start, last - first)[-1:]), start)
+        after = tuple(line.text for line in self.following(after_from, lines))
+        return before, after
+
+    def _line_at(self, number: int) -> Line | None:
+        known = bisect.bisect_right(self._known, (number, float("inf"))) - 1
+        if known < 0:
+            return None
+        at_number, offset = self._known[known]
+        if number == at_number:
+            end = self.reader.read_at(offset, MAX_LINE).find(b"\n")
+            end = offset + end if end >= 0 else min(self.reader.size, offset + MAX_LINE)
+            return Line(number, offset, end, self.decode(self.reader.read_at(offset, end - offset)))
+        anchor = Line(at_number - 1, offset - 1, offset - 1, "")
+        found = self.following(anchor, number - at_number + 1)
+        return found[-1] if len(found) == number - at_number + 1 else None
 
     def following(self, line: Line, limit: int = 200, max_bytes: int = 1 << 20) -> list[Line]:
         """Up to `limit` lines after `line` (for tracebacks and other blocks).

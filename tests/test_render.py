@@ -154,7 +154,7 @@ ALLOWED_TAGS = {
     "html", "head", "meta", "title", "style", "body", "header", "main", "footer", "section", "p", "h1", "h2", "h3",
     "span", "strong", "code", "pre", "div", "dl", "dt", "dd", "ol", "ul", "li", "table", "thead", "tbody", "tr",
     "th", "td", "details", "summary", "figure", "figcaption", "br", "svg", "defs", "marker", "path", "rect",
-    "text", "line", "circle", "polyline", "g",
+    "text", "line", "circle", "polyline", "g", "mark",
 }
 RESOURCE_ATTRIBUTES = {"src", "href", "xlink:href", "action", "data", "poster", "srcset", "background", "formaction"}
 
@@ -398,3 +398,12 @@ def test_signature_i18n_folder_is_not_read_as_signatures():
     assert not any("/i18n/" in origin for origin in origins)
     for path in (ROOT / "signatures" / "i18n").glob("*.yaml"):
         assert "signatures" in yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def test_html_evidence_shows_context_and_marks_what_matched():
+    report = analyze([str(ROOT / "samples" / "ecc-then-illegal-address")])
+    page = FORMATS["html"](report, lang="en", color=False)
+    assert "<mark>NVRM: Xid</mark>" in page
+    assert 'class="line ctx"' in page  # the Xid 64 line shown dimmed under the Xid 48 evidence
+    md = FORMATS["markdown"](report, lang="en", color=False)
+    assert "\n2 : Dec  2 11:38:47 worker4 kernel" in md and "\n1 | Dec  2 11:38:47 worker4 kernel" in md

@@ -54,7 +54,7 @@ def render(report: Report, lang: str = "en", color: bool = False) -> str:
         lane_of=view.lane_of,
         plots=view.telemetry_plots(report),
         cores=[_core(core) for core in report.cores],
-        facts=[(name, ", ".join(view.safe(str(v)) for v in _values(values))) for name, values in report.facts.items()],
+        facts=[(name, "; ".join(view.fact_value(v) for v in _values(values))) for name, values in report.facts.items()],
         where=view.where,
         safe=view.safe,
     )

@@ -65,6 +65,7 @@ def _event(event: Event) -> dict[str, Any]:
         "fields": to_plain(event.fields),
         "count": event.count,
         "fingerprint": fingerprint(event),
+        "context": {"before": list(event.context_before), "after": list(event.context_after)},
     }
 
 

@@ -103,7 +103,7 @@ def _evidence(event: Event, t: Translator) -> list[str]:
     lines = view.evidence_lines(event, EVIDENCE_LINES)
     width = max((len(str(line.number)) for line in lines if line.number is not None), default=0)
     body = "\n".join(
-        (f"{line.number:>{width}} | " if line.number is not None else "")
+        (f"{line.number:>{width}} {':' if line.context else '|'} " if line.number is not None else "")
         + line.text
         + (f"   [{t('repeated_line', count=line.repeats)}]" if line.repeats > 1 else "")
         for line in lines
@@ -171,7 +171,7 @@ def _facts(report: Report, t: Translator) -> list[str]:
         return []
     rows = [f"| {text(t('fact'))} | {text(t('value'))} |", "|---|---|"]
     for name, values in report.facts.items():
-        shown = ", ".join(str(v) for v in (values if isinstance(values, (list, tuple)) else [values]))
+        shown = "; ".join(view.fact_value(v) for v in (values if isinstance(values, (list, tuple)) else [values]))
         rows.append(f"| {text(name)} | {text(shown)} |")
     return _folded(t("environment"), rows)
 

@@ -17,7 +17,7 @@ import regex
 
 from ..model import Event, Finding, Report
 from .i18n import Translator
-from .view import GPU_KINDS, safe, where as _where
+from .view import GPU_KINDS, fact_value, safe, where as _where
 
 EVIDENCE_SHOWN = 5
 """Evidence lines printed per finding; the rest are counted."""
@@ -165,7 +165,7 @@ def _facts(report: Report, t: Translator, style: Style) -> list[str]:
         return []
     lines = ["", _heading(t("environment"), style)]
     for name, values in report.facts.items():
-        shown = ", ".join(safe(str(v)) for v in list(values)[:6])
+        shown = "; ".join(fact_value(v) for v in list(values)[:6])
         lines.append(f"  {name}: {shown}")
     return lines
 

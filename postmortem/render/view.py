@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from datetime import datetime, timezone
 from pathlib import PurePosixPath
 from typing import Any
@@ -28,6 +29,15 @@ def safe(text: str) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
+def fact_value(value: Any) -> str:
+    """One value of a fact as a person reads it: a GPU's identity as `pci 0000:3b:00, uuid GPU-…`."""
+    if isinstance(value, Mapping):
+        return ", ".join(f"{key} {safe(str(item))}" for key, item in value.items() if item not in (None, ""))
+    if isinstance(value, (list, tuple)):
+        return " ".join(safe(str(item)) for item in value)
+    return safe(str(value))
+
+
 def where(event: Event) -> str:
     """`path:line-end` (archive member included in the path), or `path@offset` for binary inputs."""
     place = event.where
@@ -40,27 +50,60 @@ def where(event: Event) -> str:
 
 @dataclass(frozen=True)
 class Line:
-    """One shown evidence line: its number in the input when known, and how often it repeated in a row."""
+    """One shown evidence line: its number in the input when known, how often it repeated in a row,
+    whether it is context around the evidence rather than evidence, and its parts with the matched
+    anchors (the literals that made the line a candidate) marked."""
 
     number: int | None
     text: str
     repeats: int = 1
+    context: bool = False
+    parts: tuple[tuple[str, bool], ...] = ()
 
 
 def evidence_lines(event: Event, limit: int = 40) -> list[Line]:
-    """The event's text as numbered lines, runs of identical lines folded into one with a count."""
+    """The event's lines in their context, runs of identical lines folded into one with a count."""
     raw = event.text.splitlines() or [""]
     span = (event.where.end_line or event.where.line or 0) - (event.where.line or 0) + 1
     numbered = event.where.line is not None and span == len(raw)
+    first = event.where.line or 0
+    rows = [(first - len(event.context_before) + i if numbered else None, text, True)
+            for i, text in enumerate(event.context_before)]
+    rows += [(first + i if numbered else None, text, False) for i, text in enumerate(raw[:limit])]
+    rows += [(first + len(raw) + i if numbered else None, text, True) for i, text in enumerate(event.context_after)]
     folded: list[Line] = []
-    for index, text in enumerate(raw):
-        number = event.where.line + index if numbered else None
-        if folded and folded[-1].text == safe(text):
+    for number, text, is_context in rows:
+        shown = safe(text)
+        if folded and folded[-1].text == shown and folded[-1].context == is_context:
             last = folded[-1]
-            folded[-1] = Line(last.number, last.text, last.repeats + 1)
+            folded[-1] = Line(last.number, last.text, last.repeats + 1, is_context, last.parts)
         else:
-            folded.append(Line(number, safe(text), 1))
-    return folded[:limit]
+            folded.append(Line(number, shown, 1, is_context, () if is_context else marked(shown)))
+    return folded
+
+
+def marked(text: str) -> tuple[tuple[str, bool], ...]:
+    """The text cut into parts, True where a source's anchor literal matched (what made it evidence)."""
+    pattern = _anchor_pattern()
+    parts: list[tuple[str, bool]] = []
+    at = 0
+    for found in pattern.finditer(text):
+        if found.start() > at:
+            parts.append((text[at:found.start()], False))
+        parts.append((found.group(), True))
+        at = found.end()
+    if at < len(text):
+        parts.append((text[at:], False))
+    return tuple(parts) or ((text, False),)
+
+
+@cache
+def _anchor_pattern() -> regex.Pattern:
+    from ..sources import text_sources
+
+    literals = sorted({a.decode("utf-8", "replace").strip() for s in text_sources() for a in s.ANCHORS}, key=len,
+                      reverse=True)
+    return regex.compile("|".join(regex.escape(lit) for lit in literals if len(lit) >= 4))
 
 
 def evidence_of(report: Report, finding: Finding) -> list[Event]:
