@@ -11,15 +11,15 @@ writes `core` in the working directory.
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from common import compile_postmortem, measure
 
 PROGRAM = r"""
 #include <pthread.h>
@@ -40,18 +40,6 @@ int main(int argc, char **argv) {
 """
 
 
-def measure(command: list[str], output: Path) -> tuple[float, int]:
-    """Wall seconds and peak RSS (KiB) of one run, stdout to a real file."""
-    with open(output, "w") as sink:
-        start = time.perf_counter()
-        child = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
-        _pid, status, usage = os.wait4(child.pid, 0)
-        wall = time.perf_counter() - start
-    if status != 0:
-        sys.exit(f"{command[0]} failed ({status}); see {output}")
-    return wall, usage.ru_maxrss
-
-
 def make_core(directory: Path, megabytes: int) -> tuple[Path, Path]:
     (directory / "big.c").write_text(PROGRAM)
     subprocess.run(["gcc", "-O1", "-g", "-pthread", "-o", "big", "big.c"], cwd=directory, check=True)
@@ -69,6 +57,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
     postmortem = shutil.which("postmortem") or str(Path(sys.executable).parent / "postmortem")
+    compile_postmortem()
     with tempfile.TemporaryDirectory(prefix="bench-core-") as temp:
         exe, core = make_core(Path(temp), args.megabytes)
         print(f"core: {core.stat().st_size / 2**30:.2f} GiB apparent, {core.stat().st_blocks * 512 / 2**30:.2f} GiB on disk")
@@ -79,7 +68,11 @@ def main() -> None:
         measure(gdb, Path(temp) / "warm.txt")
         rows = []
         for _ in range(args.runs):
-            rows.append((*measure(ours, Path(temp) / "ours.txt"), *measure(gdb, Path(temp) / "gdb.txt")))
+            ours_wall, ours_rss, ours_status = measure(ours, Path(temp) / "ours.txt")
+            gdb_wall, gdb_rss, gdb_status = measure(gdb, Path(temp) / "gdb.txt")
+            if ours_status or gdb_status:
+                sys.exit(f"a run failed (postmortem {ours_status}, gdb {gdb_status}); see {temp}")
+            rows.append((ours_wall, ours_rss / 1024, gdb_wall, gdb_rss / 1024))
     for name, index in (("postmortem", 0), ("gdb", 2)):
         print(f"{name:10} wall {statistics.median(r[index] for r in rows):.3f} s  "
               f"peak RSS {statistics.median(r[index + 1] for r in rows) / 1024:.1f} MiB")

@@ -16,15 +16,14 @@ usage: python3 benchmarks/bench_scan.py [--size-mb 1024] [--runs 3] [--keep]
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from common import compile_postmortem, measure
 
 ERROR_LINES = [
     # real lines from public reports (see tests/data/*/SOURCES.md)
@@ -73,27 +72,13 @@ def anchors() -> list[bytes]:
     return sorted({a for source in text_sources() for a in source.ANCHORS})
 
 
-def timed(cmd: list[str]) -> tuple[float, int, int]:
-    """Wall seconds, exit status and peak RSS (bytes) of one child process.
-
-    Output goes to a real file: GNU grep stops at the first match when its
-    output is /dev/null, which would time nothing.
-    """
-    start = time.perf_counter()
-    with tempfile.TemporaryFile() as sink:
-        proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.DEVNULL)
-        _, status, usage = os.wait4(proc.pid, 0)
-    elapsed = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return elapsed, proc.returncode, usage.ru_maxrss * 1024
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size-mb", type=int, default=1024)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--keep", action="store_true", help="keep the generated log")
     args = parser.parse_args()
+    compile_postmortem()
     grep = shutil.which("grep")
     postmortem = shutil.which("postmortem") or str(Path(sys.executable).parent / "postmortem")
     workdir = Path(tempfile.mkdtemp(prefix="pm-bench-"))
@@ -102,11 +87,11 @@ def main() -> int:
     write_log(log, args.size_mb * 1024 * 1024)
     literals.write_bytes(b"\n".join(anchors()) + b"\n")
     size = log.stat().st_size
-    timed([grep, "-c", "-F", "-f", str(literals), str(log)])  # warm the page cache
+    measure([grep, "-c", "-F", "-f", str(literals), str(log)], workdir / "out.txt")  # warm the page cache
     pm_times, grep_times, pm_rss = [], [], []
     for run in range(args.runs):
-        pm_s, pm_rc, rss = timed([postmortem, "analyze", "--format", "json", str(log)])
-        grep_s, grep_rc, _ = timed([grep, "-c", "-F", "-f", str(literals), str(log)])
+        pm_s, rss, pm_rc = measure([postmortem, "analyze", "--format", "json", str(log)], workdir / "out.txt")
+        grep_s, _, grep_rc = measure([grep, "-c", "-F", "-f", str(literals), str(log)], workdir / "out.txt")
         if pm_rc != 0:
             print(f"postmortem exited {pm_rc}", file=sys.stderr)
             return 1

@@ -21,8 +21,6 @@ from . import __version__
 from .model import SEVERITIES, Options, Report, severity_rank, to_plain
 from .pipeline import Progress, analyze as run_analysis
 from .render import FORMATS, LANGUAGES, default_language
-from .explain import explain
-from .lint import lint
 from .signatures import Database, SignatureError, default_directory, load, load_default, plugin_directories
 
 
@@ -89,6 +87,8 @@ def _database(extra: tuple[Path, ...]) -> Database:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def explain_command(tokens: tuple[str, ...], fmt: str) -> None:
     """What one code or one log line means: 'Xid 79', cudaErrorIllegalAddress, 700, or - to read lines from stdin."""
+    from .explain import explain
+
     lines = [line for line in sys.stdin.read().splitlines() if line.strip()] if tokens == ("-",) else [" ".join(tokens)]
     answers = [explain(line, _database(())) for line in lines]
     if fmt == "json":
@@ -155,6 +155,8 @@ def signatures_lint(signature_dirs: tuple[Path, ...], root: Path | None) -> None
     """Check the database: schema, causes, duplicate ids (at load), every example, every translation.
 
     Exits 1 when a problem is found."""
+    from .lint import lint
+
     database = _database(signature_dirs)
     problems = lint(database, root or default_directory().parent)
     for problem in problems:

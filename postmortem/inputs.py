@@ -10,25 +10,14 @@ inputs go on.
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import io
-import lzma
 import os
 import sys
-import tarfile
-import zipfile
-import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .reader import ByteReader, BytesReader, FileReader, spool, utf16_to_utf8
-
-try:
-    import zstandard
-except ImportError:  # pragma: no cover - zstandard is a dependency
-    zstandard = None
 
 MAX_MEMBER = 2 * 1024**3
 """Largest decompressed stream or archive member read (an archive bomb stops here)."""
@@ -81,16 +70,30 @@ class _ReaderStream(io.RawIOBase):
         return self.pos
 
 
-def _decompressor(head: bytes):
-    """A function opening a decompressing stream for this magic, or None."""
+Opener = tuple[Callable[[io.RawIOBase], io.IOBase], tuple[type[Exception], ...]]
+"""A function opening a decompressing stream over raw bytes, and the errors its codec raises."""
+
+
+def _decompressor(head: bytes) -> Opener | None:
+    """The opener for this magic, or None; a codec is imported only when its magic is seen."""
     if head.startswith(b"\x1f\x8b"):
-        return lambda raw: gzip.GzipFile(fileobj=raw)
+        import gzip
+        import zlib
+
+        return (lambda raw: gzip.GzipFile(fileobj=raw)), (zlib.error,)
     if head.startswith(b"\xfd7zXZ\x00"):
-        return lambda raw: lzma.LZMAFile(raw)
+        import lzma
+
+        return (lambda raw: lzma.LZMAFile(raw)), (lzma.LZMAError,)
     if head.startswith(b"BZh") and head[3:4].isdigit():
-        return lambda raw: bz2.BZ2File(raw)
-    if head.startswith(b"\x28\xb5\x2f\xfd") and zstandard is not None:
-        return lambda raw: zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+        import bz2
+
+        return (lambda raw: bz2.BZ2File(raw)), ()
+    if head.startswith(b"\x28\xb5\x2f\xfd"):
+        import zstandard
+
+        return (lambda raw: zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)), (
+            zstandard.ZstdError,)
     return None
 
 
@@ -139,12 +142,12 @@ def _open_file(path: Path, display: str) -> Iterator[Blob]:
 def _expand(display: str, reader: ByteReader, depth: int, diagnostics: list[str]) -> Iterator[Blob]:
     """Unpack one byte stream by its content into the blobs it holds."""
     head = reader.read_at(0, 512)
-    opener = _decompressor(head)
-    if (opener or _is_tar(head) or _is_zip(head)) and depth >= MAX_DEPTH:
+    codec = _decompressor(head)
+    if (codec or _is_tar(head) or _is_zip(head)) and depth >= MAX_DEPTH:
         yield Blob(display, None, diagnostics=diagnostics + [f"nested more than {MAX_DEPTH} levels deep; skipped"])
         return
-    if opener is not None:
-        yield from _decompress(display, reader, opener, depth, diagnostics)
+    if codec is not None:
+        yield from _decompress(display, reader, codec, depth, diagnostics)
     elif _is_tar(head):
         yield from _tar_members(display, reader, depth)
     elif _is_zip(head):
@@ -157,11 +160,12 @@ def _expand(display: str, reader: ByteReader, depth: int, diagnostics: list[str]
         yield Blob(display, reader, diagnostics=diagnostics)
 
 
-def _decompress(display, reader, opener, depth, diagnostics) -> Iterator[Blob]:
+def _decompress(display: str, reader: ByteReader, codec: Opener, depth: int, diagnostics: list[str]) -> Iterator[Blob]:
+    opener, errors = codec
     try:
         with opener(_ReaderStream(reader)) as stream:
             inner, truncated = spool(stream, MAX_MEMBER)
-    except (OSError, EOFError, lzma.LZMAError, ValueError, *_zstd_errors()) as exc:
+    except (OSError, EOFError, ValueError, *errors) as exc:
         yield Blob(display, None, diagnostics=diagnostics + [f"cannot decompress: {exc}"])
         return
     if truncated:
@@ -169,11 +173,8 @@ def _decompress(display, reader, opener, depth, diagnostics) -> Iterator[Blob]:
     yield from _expand(display, inner, depth + 1, diagnostics)
 
 
-def _zstd_errors() -> tuple[type[Exception], ...]:
-    return (zstandard.ZstdError,) if zstandard is not None else ()
-
-
 def _tar_members(display: str, reader: ByteReader, depth: int) -> Iterator[Blob]:
+    import tarfile
     count = 0
     try:
         with tarfile.open(fileobj=_ReaderStream(reader), mode="r|") as archive:
@@ -192,11 +193,12 @@ def _tar_members(display: str, reader: ByteReader, depth: int) -> Iterator[Blob]
                 inner, truncated = spool(stream, MAX_MEMBER)
                 notes = [f"member cut at {MAX_MEMBER} bytes"] if truncated else []
                 yield from _expand(name, inner, depth + 1, notes)
-    except (tarfile.TarError, OSError, EOFError, zlib.error, *_zstd_errors()) as exc:
+    except (tarfile.TarError, OSError, EOFError) as exc:
         yield Blob(display, None, diagnostics=[f"tar archive broken after {count} members: {exc}"])
 
 
 def _zip_members(display: str, reader: ByteReader, depth: int) -> Iterator[Blob]:
+    import zipfile
     try:
         archive = zipfile.ZipFile(_ReaderStream(reader))
         infos = archive.infolist()

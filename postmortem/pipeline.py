@@ -12,6 +12,7 @@ import hashlib
 from collections.abc import Callable, Iterable
 from functools import cache
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from . import __version__
 from .facts import collect_facts, with_arch_knowledge
@@ -19,12 +20,14 @@ from .fingerprint import suspects
 from .inputs import Blob, open_inputs
 from .join import join
 from .model import Event, InputInfo, Options, Report
-from .prefilter import Prefilter
 from .rank import rank
 from .reader import BytesReader
 from .signatures import Database, load_default, match
-from .sources import bug_report, text_sources
+from .sources import text_sources
 from .text import Line, TextDoc, detect_encoding
+
+if TYPE_CHECKING:
+    from .prefilter import Prefilter
 
 
 MAX_CANDIDATES = 200_000
@@ -34,7 +37,9 @@ still finishes in bounded time (the rest is named in a diagnostic)."""
 
 @cache
 def text_prefilter() -> Prefilter:
-    """The one prefilter over every text source's anchors (compiled once)."""
+    """The one prefilter over every text source's anchors (compiled once, when a text input first needs it)."""
+    from .prefilter import Prefilter
+
     return Prefilter({source.NAME: source.ANCHORS for source in text_sources()})
 
 
@@ -99,6 +104,8 @@ def read_blob(blob: Blob) -> tuple[InputInfo, list[Event]]:
             if found:
                 formats.append(source.NAME)
                 events.extend(found)
+        from .sources import bug_report  # with the text sources: a core alone never imports it
+
         events, notes = bug_report.name_sections(doc, [l for l in lines if bug_report.NAME in l.groups], events)
         diagnostics.extend(notes)
         events = [_in_context(doc, event) for event in events]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import os
-import tempfile
 from typing import BinaryIO, Protocol
 
 SPOOL_IN_MEMORY = 64 * 1024 * 1024
@@ -68,6 +67,8 @@ def spool(stream: BinaryIO, limit: int) -> tuple[ByteReader, bool]:
             block = block[: limit - copied]
             truncated = True
         if copied + len(block) > SPOOL_IN_MEMORY and isinstance(buffer, io.BytesIO):
+            import tempfile  # only for data past SPOOL_IN_MEMORY
+
             spilled = tempfile.TemporaryFile()  # unnamed: removed by the OS when closed
             spilled.write(buffer.getbuffer())
             buffer = spilled

@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import hashlib
 import string
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import cache
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +116,10 @@ def plugin_directories() -> tuple[list[Path], list[str]]:
     """Directories of installed signature packs, and a warning for each pack that failed to load."""
     found: list[Path] = []
     warnings: list[str] = []
+    if not _any_pack_declared():
+        return found, warnings
+    from importlib.metadata import entry_points
+
     for entry in entry_points(group=ENTRY_POINT_GROUP):
         try:
             value = entry.load()
@@ -126,6 +130,23 @@ def plugin_directories() -> tuple[list[Path], list[str]]:
         except Exception as exc:  # noqa: BLE001 - a broken plugin is a warning; the rest still loads
             warnings.append(f"signature pack {entry.name!r} not loaded: {type(exc).__name__}: {exc}")
     return found, warnings
+
+
+def _any_pack_declared() -> bool:
+    """Whether any installed distribution's entry_points.txt names our group.
+
+    A quick look (a few small files) before importlib.metadata builds every
+    distribution: on start-up, most machines have no pack at all.
+    """
+    marker = f"[{ENTRY_POINT_GROUP}]"
+    for folder in map(Path, sys.path or []):
+        for found in (*folder.glob("*.dist-info/entry_points.txt"), *folder.glob("*.egg-info/entry_points.txt")):
+            try:
+                if marker in found.read_text(encoding="utf-8", errors="replace"):
+                    return True
+            except OSError:
+                continue
+    return False
 
 
 def load(*directories: Path) -> Database:

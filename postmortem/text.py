@@ -12,12 +12,15 @@ import codecs
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import regex
 
 from .model import Event, Location
-from .prefilter import Prefilter
 from .reader import ByteReader
+
+if TYPE_CHECKING:
+    from .prefilter import Prefilter
 
 WINDOW = 16 * 1024 * 1024
 """Bytes read per scan step; bounds memory whatever the file size."""

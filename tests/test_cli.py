@@ -214,39 +214,18 @@ def test_an_organisation_pack_loads_beside_the_bundled_one(tmp_path):
 
 
 def test_signature_packs_from_entry_points(tmp_path, monkeypatch):
-    from importlib.metadata import EntryPoint
-
+    """An installed distribution (a real dist-info on sys.path) declares two packs; the broken one is a warning."""
     from postmortem import signatures
 
     pack = tmp_path / "pack"
     pack.mkdir()
-    module = tmp_path / "site_pack.py"
-    module.write_text(f"PACK = {str(pack)!r}\n\ndef broken():\n    raise RuntimeError('no pack here')\n")
+    (tmp_path / "site_pack.py").write_text(f"PACK = {str(pack)!r}\n\ndef broken():\n    raise RuntimeError('no pack here')\n")
+    info = tmp_path / "site_pack-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: site-pack\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        f"[{signatures.ENTRY_POINT_GROUP}]\ngood = site_pack:PACK\nbad = site_pack:broken\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    points = [EntryPoint("good", "site_pack:PACK", signatures.ENTRY_POINT_GROUP),
-              EntryPoint("bad", "site_pack:broken", signatures.ENTRY_POINT_GROUP)]
-    monkeypatch.setattr(signatures, "entry_points", lambda group: points if group == signatures.ENTRY_POINT_GROUP else [])
     found, warnings = signatures.plugin_directories()
     assert found == [pack]
     assert warnings == ["signature pack 'bad' not loaded: RuntimeError: no pack here"]
-
-
-def test_progress_line_on_a_terminal_names_the_input_being_read(monkeypatch, capsys):
-    import time
-
-    from postmortem import cli
-
-    monkeypatch.setattr(cli, "_is_terminal", lambda stream: True)
-    monkeypatch.setattr(cli, "SPINNER_DELAY_S", 0.05)
-
-    def slow(progress):
-        progress(0, "/data/kern.log")
-        time.sleep(0.3)
-        progress(1, "/data/core.123")
-        time.sleep(0.3)
-        return "report"
-
-    assert cli._with_spinner(slow) == "report"
-    shown = capsys.readouterr().err
-    assert "reading /data/kern.log" in shown and "1 input(s) done, reading /data/core.123" in shown
-    assert shown.endswith("\r")  # the line is erased before the report is written

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from postmortem.pipeline import analyze_text
+from postmortem.render import json_report
 from postmortem.render.json_report import as_dict
 from postmortem.sources import gpu_telemetry
 
@@ -147,7 +148,7 @@ def test_json_telemetry_is_compact_and_bounded():
     report = analyze_text(rows(5000, 1 / 60, lambda n: 50, lambda n: 4000))
     data = json.loads(json.dumps(as_dict(report)))
     [gpu] = data["telemetry"]
-    assert gpu["count"] == 5000 and len(gpu["samples"]) <= gpu_telemetry.MAX_JSON_POINTS
+    assert gpu["count"] == 5000 and len(gpu["samples"]) <= json_report.MAX_JSON_POINTS
     assert gpu["columns"][0] == "time" and gpu["samples"][0][0] == "2024-06-01T10:00:00.177000"
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import regex
 
-from . import elf, gpu, notes, python_stack
+from . import elf, gpu, notes
 from .elf import ElfError, Read
 from .memory import Memory
 from .modules import Files, Module, group_mappings, load_module, vdso_module
@@ -388,6 +388,8 @@ def _with_python(threads: list[Thread], memory: Memory, modules: list[Module], v
     """
     if version is None:
         return threads
+    from . import python_stack  # only a CPython process needs the interpreter's layouts
+
     interpreter = [m for m in modules if gpu.classify(m.path) == "python" or m.path.endswith(("/python", "/python3"))]
 
     def find_symbol(name: str) -> int | None:

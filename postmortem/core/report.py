@@ -6,9 +6,10 @@ Addresses are hex strings ("0x7f3a..."): JSON numbers lose precision above 2**53
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-from .python_stack import PythonFrame
+if TYPE_CHECKING:
+    from .python_stack import PythonFrame
 
 
 @dataclass(frozen=True)

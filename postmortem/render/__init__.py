@@ -1,27 +1,33 @@
-"""Renderers: a Report in the form each audience reads (terminal, machines, bug trackers, people)."""
+"""Renderers: a Report in the form each audience reads (terminal, machines, bug trackers, people).
+
+Each renderer is imported when its format is asked for: a JSON run never pays
+for jinja2, a terminal run never for the HTML templates.
+"""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 
 from ..model import Report
-from . import html_report, json_report, markdown_report, text_report
 from .i18n import LANGUAGES, default_language
 
 Renderer = Callable[..., str]
 
+_MODULES = {"text": "text_report", "json": "json_report", "markdown": "markdown_report", "html": "html_report"}
 
-def _json(report: Report, lang: str = "en", color: bool = False) -> str:
-    """JSON is for machines: one language (the contract's), never coloured."""
-    return json_report.render(report)
+
+def render(fmt: str, report: Report, lang: str = "en", color: bool = False) -> str:
+    """The report in format `fmt` (one of FORMATS); JSON is one language (the contract's), never coloured."""
+    module = importlib.import_module(f"{__name__}.{_MODULES[fmt]}")
+    if fmt == "json":
+        return module.render(report)
+    return module.render(report, lang=lang, color=color)
 
 
 FORMATS: dict[str, Renderer] = {
-    "text": text_report.render,
-    "json": _json,
-    "markdown": markdown_report.render,
-    "html": html_report.render,
+    fmt: (lambda report, lang="en", color=False, fmt=fmt: render(fmt, report, lang, color)) for fmt in _MODULES
 }
 """Output format name -> function(report, lang="en", color=False) -> str."""
 
-__all__ = ["FORMATS", "LANGUAGES", "default_language"]
+__all__ = ["FORMATS", "LANGUAGES", "default_language", "render"]

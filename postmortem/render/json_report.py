@@ -7,9 +7,11 @@ from typing import Any
 
 from ..fingerprint import fingerprint
 from ..model import Event, GpuSeries, Report, to_plain
-from ..sources.gpu_telemetry import MAX_JSON_POINTS
 
 SCHEMA_VERSION = 1
+
+MAX_JSON_POINTS = 2000
+"""Samples per GPU in the JSON report; longer series are thinned evenly (the frame keeps them all)."""
 
 
 def as_dict(report: Report) -> dict[str, Any]:

@@ -77,9 +77,6 @@ GONE_MIN_SAMPLES = 3
 DMON_INTERVAL_S = 1.0
 """Seconds between dmon samples when its output carries no time column (the default of `dmon -d`)."""
 
-MAX_JSON_POINTS = 2000
-"""Samples per GPU in the JSON report; longer series are thinned evenly (the frame keeps them all)."""
-
 _FIELD = r"[a-z_][A-Za-z_.0-9]*(?: \[[^\]]+\])?"
 _CSV_HEADER = regex.compile(rf"^\s*(?:{_FIELD}, )+{_FIELD}\s*$")
 _DMON_HEADER = regex.compile(r"^#\s*(?:Date\s+)?(?:Time\s+)?gpu\s+\w")
