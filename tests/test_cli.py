@@ -229,3 +229,24 @@ def test_signature_packs_from_entry_points(tmp_path, monkeypatch):
     found, warnings = signatures.plugin_directories()
     assert found == [pack]
     assert warnings == ["signature pack 'bad' not loaded: RuntimeError: no pack here"]
+
+
+def test_progress_line_on_a_terminal_names_the_input_being_read(monkeypatch, capsys):
+    import time
+
+    from postmortem import cli
+
+    monkeypatch.setattr(cli, "_is_terminal", lambda stream: True)
+    monkeypatch.setattr(cli, "SPINNER_DELAY_S", 0.05)
+
+    def slow(progress):
+        progress(0, "/data/kern.log")
+        time.sleep(0.3)
+        progress(1, "/data/core.123")
+        time.sleep(0.3)
+        return "report"
+
+    assert cli._with_spinner(slow) == "report"
+    shown = capsys.readouterr().err
+    assert "reading /data/kern.log" in shown and "1 input(s) done, reading /data/core.123" in shown
+    assert shown.endswith("\r")  # the line is erased before the report is written
