@@ -249,16 +249,22 @@ def test_elf_that_is_not_a_core(tmp_path):
     assert "not a core" in report.inputs[0].diagnostics[0]
 
 
+def analyze_without(program_dir: Path, library: str, away: Path, options: Options = Options()):
+    """Analyse a copy of the program's core while its library is moved out of reach (and back after)."""
+    away.mkdir(exist_ok=True)
+    core = away / "core"
+    shutil.copy(program_dir / "core", core)
+    hidden = away.parent / f"hidden-{library}"
+    (program_dir / library).rename(hidden)
+    try:
+        return analyze([str(core)], options=options)
+    finally:
+        hidden.rename(program_dir / library)
+
+
 def test_missing_library_gives_partial_stack_and_says_sysroot(cores, tmp_path):
     source = cores["crash"].parent
-    moved = tmp_path / "elsewhere"
-    moved.mkdir()
-    shutil.copy(source / "core", moved / "core")
-    (source / "libcrash.so").rename(tmp_path / "libcrash.so")
-    try:
-        report = analyze([str(moved / "core")])
-    finally:
-        (tmp_path / "libcrash.so").rename(source / "libcrash.so")
+    report = analyze_without(source, "libcrash.so", tmp_path / "elsewhere")
     frames = report.cores[0].threads[0].frames
     assert frames[0].module == "libcrash.so" and frames[0].symbol is None
     assert any("--sysroot" in d and "libcrash.so" in d for d in report.inputs[0].diagnostics)
@@ -271,24 +277,13 @@ def test_missing_library_gives_partial_stack_and_says_sysroot(cores, tmp_path):
     target = sysroot / str(source / "libcrash.so").lstrip("/")
     target.parent.mkdir(parents=True)
     shutil.copy(source / "libcrash.so", target)
-    (source / "libcrash.so").rename(tmp_path / "libcrash.so")
-    try:
-        again = analyze([str(moved / "core")], options=Options(sysroot=str(sysroot)))
-    finally:
-        (tmp_path / "libcrash.so").rename(source / "libcrash.so")
+    again = analyze_without(source, "libcrash.so", tmp_path / "elsewhere", Options(sysroot=str(sysroot)))
     assert [f.symbol for f in again.cores[0].threads[0].frames[:3]] == ["lib_c", "lib_b", "lib_a"]
 
 
 def test_stack_scan_when_there_is_neither_cfi_nor_frame_pointer(cores, tmp_path):
     """-O2 -fomit-frame-pointer library missing: only a scan for return addresses finds main."""
-    source, away = cores["crash_o2"].parent, tmp_path / "away"
-    away.mkdir()
-    shutil.copy(source / "core", tmp_path / "core")
-    (source / "libcrash_o2.so").rename(away / "libcrash_o2.so")
-    try:
-        report = analyze([str(tmp_path / "core")])
-    finally:
-        (away / "libcrash_o2.so").rename(source / "libcrash_o2.so")
+    report = analyze_without(cores["crash_o2"].parent, "libcrash_o2.so", tmp_path / "away")
     frames = report.cores[0].threads[0].frames
     assert [(f.module, f.symbol, f.how) for f in frames[:2]] == [
         ("libcrash_o2.so", None, "registers"), ("crash_o2", "main", "scan")]
