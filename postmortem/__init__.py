@@ -8,3 +8,11 @@ def analyze(paths):
     from .pipeline import analyze as run
 
     return run(list(paths))
+
+
+def load(db):
+    """The fleet store written by `postmortem scan` as pandas DataFrames (`.cases`, `.findings`, `.events`,
+    `.facts`, `.gpus`, `.gpu_faults`, `.locations`; `.tables()` gives them all by name)."""
+    from .fleet.store import load as read
+
+    return read(db)

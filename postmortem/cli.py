@@ -226,3 +226,12 @@ def _with_spinner(work: Callable[[Progress | None], Report]) -> Report:
     if failure:
         raise failure[0]
     return result[0]
+
+
+# Commands that live beside their feature; each module imports nothing heavy until its command runs.
+from .binaries.commands import gpu_arch_command  # noqa: E402
+from .capture.commands import collect_command, run_command  # noqa: E402
+from .fleet.commands import COMMANDS as FLEET_COMMANDS  # noqa: E402
+
+for _command in (gpu_arch_command, collect_command, run_command, *FLEET_COMMANDS):
+    main.add_command(_command)

@@ -78,6 +78,10 @@ def analyze_blobs(blobs: Iterable[Blob], database: Database | None = None, optio
     telemetry = tuple(e.fields["series"] for e in events if e.kind == "gpu-series")  # frames, not evidence
     events = [e for e in events if e.kind != "gpu-series"]
     events = with_arch_knowledge(_number(join(_dedupe(events))))
+    if any(e.kind == "library-arch" for e in events):  # the libraries a core loaded, judged for the GPU named
+        from .binaries.library_arch import with_library_verdicts
+
+        events = with_library_verdicts(events)
     facts = collect_facts(events)
     findings = rank(match(database, events), events, database.causes)
     tool = {"name": "postmortem", "version": __version__, "signatures": database.version}

@@ -33,14 +33,49 @@ class CoreResult:
 
 
 def read(reader: ByteReader, path: str, options: Options) -> CoreResult:
-    """Read one ELF input; a core becomes a `core-signal` event and a Core record."""
+    """Read one ELF input; a core becomes a `core-signal` event and a Core record, a GPU core dump
+    (EM_CUDA ET_CORE, .nvcudmp) `gpu-exception` events."""
+    if _is_gpu_dump(reader):
+        return _gpu_dump(reader, path)
     try:
         found = read_core(reader.read_at, reader.size, path, options.sysroot, tuple(options.debug_dirs),
                           options.show_env, _core_dir(path))
     except Exception as exc:  # noqa: BLE001 - a reader bug must not cost the other inputs
         return CoreResult("elf-core", diagnostics=(f"core reader failed ({type(exc).__name__}: {exc})",))
     events = (_signal_event(found, path),) if found.core is not None and found.core.signal is not None else ()
+    if found.core is not None:  # which loaded libraries carry kernels for which GPUs (judged after the join)
+        from ..binaries.library_arch import library_events
+
+        process = os.path.basename(found.core.executable) if found.core.executable else None
+        events += tuple(library_events(found.core.modules, path, found.core.pid, process))
     return CoreResult(found.format, events, found.core, tuple(found.diagnostics))
+
+
+def _is_gpu_dump(reader: ByteReader) -> bool:
+    head = reader.read_at(0, 20)
+    return len(head) == 20 and head[:4] == b"\x7fELF" and int.from_bytes(head[16:18], "little") == 4 \
+        and int.from_bytes(head[18:20], "little") == 190
+
+
+def _gpu_dump(reader: ByteReader, path: str) -> CoreResult:
+    """A CUDA GPU core dump: one `gpu-exception` event per exception (postmortem.binaries.cudadump)."""
+    from datetime import datetime, timezone
+
+    from ..binaries import cudadump
+
+    try:
+        dump = cudadump.read_dump(reader.read_at, reader.size)
+        found = cudadump.events_fields(dump, path)
+    except Exception as exc:  # noqa: BLE001 - a reader bug must not cost the other inputs
+        return CoreResult("nvcudmp", diagnostics=(f"GPU core dump reader failed ({type(exc).__name__}: {exc})",))
+    stamp = dump.metadata.get("timestamp")
+    when = datetime.fromtimestamp(stamp, timezone.utc) if stamp else None
+    events = tuple(Event(kind="gpu-exception", where=Location(path), text=text, fields=fields, time=when,
+                         clock="wall" if when else None) for fields, text in found)
+    notes = list(dump.diagnostics)
+    if not dump.faults:
+        notes.append("GPU core dump without a faulting lane or SM exception")
+    return CoreResult("nvcudmp", events, diagnostics=tuple(notes))
 
 
 def _core_dir(path: str) -> str | None:

@@ -396,6 +396,8 @@ def _growth(rows):
     import numpy as np
 
     known = used.notna()
+    if not known.any():  # no memory sample survived: nothing can grow
+        return
     segment = (used.diff() < -LEAK_NOISE_MIB).cumsum()[known].to_numpy()  # a new segment after each real drop
     spans = rows[known]
     starts = np.concatenate(([0], (segment[1:] != segment[:-1]).nonzero()[0] + 1)) if len(segment) else segment

@@ -1,0 +1,317 @@
+"""CUDA GPU core dumps (.nvcudmp), read without cuda-gdb.
+
+The driver writes one when a kernel faults with CUDA_ENABLE_COREDUMP_ON_EXCEPTION=1.
+It is an ELF file (EM_CUDA, ET_CORE) whose `.cudbg.*` sections are tables:
+devices -> contexts -> modules (with each module's relocated cubin), devices
+-> grids, devices -> SMs -> blocks (CTAs) -> warps -> lanes. NVIDIA publishes
+the layout as `cudacoredump.h` (formats.md Q6). Tables are navigated by
+section type and sh_link (the parent table) / sh_info (the row in it), never
+by name. Rows only grow across driver versions, so each row is read up to its
+known prefix and missing fields are zero; a longer row (newer driver) or an
+unknown section type is a diagnostic, not a failure.
+
+Checked only against dumps written to the published layout (tests/helpers'
+builder, with a real nvcc cubin): no real dump was at hand.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+import regex
+
+from ..core import elf
+from ..core.elf import ElfError, Read
+from ..debugging import CUDA_EXCEPTIONS
+
+EM_CUDA = 190
+SHT_LOUSER = 0x80000000
+(MANAGED_MEM, GLOBAL_MEM, LOCAL_MEM, SHARED_MEM, DEV_REGS, ELF_IMG, RELF_IMG, BT, DEV_TABLE, CTX_TABLE, SM_TABLE,
+ GRID_TABLE, CTA_TABLE, WP_TABLE, LN_TABLE, MOD_TABLE, DEV_PRED, PARAM_MEM, DEV_UREGS, DEV_UPRED, CB_TABLE,
+ META_DATA, CBU_BAR) = range(SHT_LOUSER + 1, SHT_LOUSER + 24)
+_SHDR = struct.Struct("<IIQQQQIIQQ")
+_STANDARD_TYPES = frozenset(range(0, 20))
+MAX_TABLE = 64 << 20
+
+# Row layouts: (struct of the fields read, the row size at the newest driver this reader knows).
+_ROWS: dict[int, tuple[struct.Struct, int]] = {
+    DEV_TABLE: (struct.Struct("<QQQIIIIIIIIIIIIIIII"), 88),
+    CTX_TABLE: (struct.Struct("<QQQQII"), 40),
+    MOD_TABLE: (struct.Struct("<Q"), 8),
+    GRID_TABLE: (struct.Struct("<QQQQQQQIIIIIIIIIIII"), 136),
+    SM_TABLE: (struct.Struct("<IIIIQ"), 48),
+    CTA_TABLE: (struct.Struct("<QIII"), 56),
+    WP_TABLE: (struct.Struct("<QIIIII"), 80),
+    LN_TABLE: (struct.Struct("<QQIIIIII"), 64),
+    META_DATA: (struct.Struct("<QIIIIII"), 32),
+}
+_BASE_SIZE = {DEV_TABLE: 72, CTX_TABLE: 40, MOD_TABLE: 8, GRID_TABLE: 104, SM_TABLE: 8, CTA_TABLE: 24,
+              WP_TABLE: 32, LN_TABLE: 48, META_DATA: 32}
+"""Row sizes of the first driver that wrote each table: a shorter row is not this layout."""
+_NAMES = {DEV_TABLE: "device", CTX_TABLE: "context", MOD_TABLE: "module", GRID_TABLE: "grid", SM_TABLE: "SM",
+          CTA_TABLE: "block", WP_TABLE: "warp", LN_TABLE: "lane", META_DATA: "metadata"}
+_FILE_NAME = regex.compile(r"core_(?P<time>\d+)_(?P<host>.+)_(?P<pid>\d+)\.nvcudmp$")
+
+
+@dataclass(frozen=True)
+class _Section:
+    index: int
+    name: str
+    type: int
+    addr: int
+    offset: int
+    size: int
+    link: int
+    info: int
+    entsize: int
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One faulting lane (or an SM that recorded an exception after its warps exited)."""
+
+    exception: int
+    device: int
+    sm_id: int
+    warp: int | None
+    lane: int | None
+    block: tuple[int, int, int] | None
+    thread: tuple[int, int, int] | None
+    pc: int | None
+    grid_id: int | None
+
+
+@dataclass
+class Dump:
+    """What a GPU core dump says."""
+
+    devices: list[dict[str, Any]] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    faults: list[Fault] = field(default_factory=list)
+    grids: dict[tuple[int, int], dict[str, Any]] = field(default_factory=dict)
+    """(device, gridId64) -> grid row fields."""
+    functions: list[tuple[int, int, str]] = field(default_factory=list)
+    """(start, size, mangled name) of every function in the relocated cubins."""
+    diagnostics: list[str] = field(default_factory=list)
+
+
+def is_gpu_dump(head: elf.Header) -> bool:
+    return head.machine == EM_CUDA and head.type == elf.ET_CORE
+
+
+def read_dump(read: Read, size: int) -> Dump:
+    """Every table of the dump; what cannot be read is a diagnostic on the result."""
+    dump = Dump()
+    try:
+        head = elf.header(read)
+        sections = _sections(read, head)
+    except ElfError as exc:
+        dump.diagnostics.append(f"GPU core dump unreadable: {exc}")
+        return dump
+    strings = _strings(read, head, sections)
+    unknown = sorted({s.type for s in sections if s.type not in _STANDARD_TYPES and not SHT_LOUSER < s.type <= CBU_BAR})
+    if unknown:
+        dump.diagnostics.append("section types this reader does not know (a newer driver?): "
+                                + ", ".join(f"{t:#x}" for t in unknown) + "; skipped")
+    rows = {s.index: _rows(read, s, dump.diagnostics) for s in sections if s.type in _ROWS}
+    by_index = {s.index: s for s in sections}
+    for s in sections:
+        if s.type == DEV_TABLE:
+            dump.devices.extend(_device(r, strings) for r in rows[s.index])
+        elif s.type == META_DATA and rows[s.index]:
+            dump.metadata = _metadata(rows[s.index][0], strings)
+        elif s.type == GRID_TABLE:
+            for r in rows[s.index]:
+                dump.grids[(s.info, r[0])] = _grid(r)
+        elif s.type == RELF_IMG:
+            dump.functions.extend(_functions(read, s, dump.diagnostics))
+    _faults(sections, by_index, rows, dump)
+    return dump
+
+
+def _sections(read: Read, head: elf.Header) -> list[_Section]:
+    raw = elf.read_exact(read, head.shoff, head.shnum * _SHDR.size, "section headers")
+    table = list(_SHDR.iter_unpack(raw))
+    names = read(table[head.shstrndx][4], table[head.shstrndx][5]) if head.shstrndx < len(table) else b""
+    found = []
+    for i, (name_at, stype, _flags, addr, offset, size, link, info, _align, entsize) in enumerate(table):
+        end = names.find(b"\0", name_at)
+        found.append(_Section(i, names[name_at:end if end >= 0 else None].decode("ascii", "replace"), stype, addr,
+                              offset, size, link, info, entsize))
+    return found
+
+
+def _strings(read: Read, head: elf.Header, sections: list[_Section]) -> bytes:
+    """The string table the device and metadata rows index: `.strtab`, else the section-name table."""
+    table = next((s for s in sections if s.type == 3 and s.name == ".strtab"), None)
+    table = table or next((s for s in sections if s.index == head.shstrndx), None)
+    return read(table.offset, min(table.size, MAX_TABLE)) if table else b""
+
+
+def _string(strings: bytes, at: int) -> str | None:
+    if not 0 <= at < len(strings):
+        return None
+    end = strings.find(b"\0", at)
+    return strings[at:end if end >= 0 else None].decode("utf-8", "replace") or None
+
+
+def _rows(read: Read, section: _Section, notes: list[str]) -> list[tuple]:
+    """The rows of one table: each cut or zero-filled to the fields this reader knows."""
+    layout, newest = _ROWS[section.type]
+    what = _NAMES[section.type]
+    stride = section.entsize or newest
+    if stride < _BASE_SIZE[section.type]:
+        notes.append(f"{section.name or what + ' table'}: rows of {stride} bytes are shorter than any known "
+                     f"layout ({_BASE_SIZE[section.type]}); table skipped")
+        return []
+    if stride > newest:
+        notes.append(f"{section.name or what + ' table'}: rows of {stride} bytes, newer than this reader "
+                     f"({newest}); the known fields are read")
+    data = read(section.offset, min(section.size, MAX_TABLE))
+    if len(data) < section.size:
+        notes.append(f"{section.name or what + ' table'} cut off ({len(data)} of {section.size} bytes)")
+    rows = []
+    for at in range(0, len(data) - stride + 1, stride):
+        row = data[at:at + stride][:layout.size].ljust(layout.size, b"\0")
+        rows.append(layout.unpack(row))
+    return rows
+
+
+def _device(row: tuple, strings: bytes) -> dict[str, Any]:
+    name, dev_type, sm_type, _dev_id, _bus, _pci_dev, num_sms, warps, lanes, _regs, _preds, major, minor = row[:13]
+    found = {"name": _string(strings, name), "type": _string(strings, dev_type),
+             "sm_type": _string(strings, sm_type), "sm_count": num_sms, "warps_per_sm": warps,
+             "lanes_per_warp": lanes}
+    if major:
+        found["sm"] = f"sm_{major}{minor}"
+    return found
+
+
+def _metadata(row: tuple, strings: bytes) -> dict[str, Any]:
+    generator, drv_major, drv_minor, cuda_major, cuda_minor, flags, timestamp = row
+    found: dict[str, Any] = {"generator": _string(strings, generator), "flags": flags, "timestamp": timestamp}
+    if drv_major:
+        found["driver_version"] = f"{drv_major}.{drv_minor:02d}"
+    if cuda_major:
+        found["cuda_version"] = f"{cuda_major}.{cuda_minor}"
+    return found
+
+
+def _grid(row: tuple) -> dict[str, Any]:
+    (grid_id, _ctx, _function, entry, module, _parent, _params, _ktype, _origin, _status, regs,
+     gx, gy, gz, bx, by, bz, _blocking, host_tid) = row
+    return {"grid_id": grid_id, "function_entry": entry, "module": module, "registers": regs,
+            "grid_dim": (gx, gy, gz), "block_dim": (bx, by, bz), "host_tid": host_tid}
+
+
+def _functions(read: Read, section: _Section, notes: list[str]) -> list[tuple[int, int, str]]:
+    """Functions of one relocated cubin: their symbol values are the addresses the device ran them at."""
+    from .fatbin import cubin_functions
+
+    try:
+        return [(value, size, name) for name, value, size, _other in cubin_functions(read(section.offset, section.size))]
+    except ElfError as exc:
+        notes.append(f"relocated device image {section.name} (module {section.info}) unreadable: {exc}")
+        return []
+
+
+def _faults(sections: list[_Section], by_index: dict[int, _Section], rows: dict[int, list[tuple]],
+            dump: Dump) -> None:
+    """Faulting lanes, found by walking lane -> warp -> block -> SM -> device through sh_link / sh_info."""
+
+    def parent(section: _Section, kind: int) -> tuple[_Section, tuple] | None:
+        up = by_index.get(section.link)
+        if up is None or up.type != kind or section.info >= len(rows.get(up.index, ())):
+            dump.diagnostics.append(f"{section.name}: its link/info name no {_NAMES[kind]} row; skipped")
+            return None
+        return up, rows[up.index][section.info]
+
+    lane_faults = set()
+    for s in sections:
+        if s.type != LN_TABLE or not any(r[6] for r in rows[s.index]):
+            continue
+        chain = parent(s, WP_TABLE)
+        cta = chain and parent(chain[0], CTA_TABLE)
+        sm = cta and parent(cta[0], SM_TABLE)
+        if not sm:
+            continue
+        warp, block, sm_row = chain[1], cta[1], sm[1]
+        device = sm[0].info
+        lane_faults.add((device, sm_row[0]))
+        for lane in rows[s.index]:
+            if lane[6]:
+                pc = warp[0] if warp[5] else lane[0]
+                dump.faults.append(Fault(lane[6], device, sm_row[0], warp[1], lane[2], block[1:4], lane[3:6], pc,
+                                         block[0]))
+    for s in sections:  # r555+: an SM keeps its exception after the faulting warps exited
+        if s.type == SM_TABLE:
+            for sm_id, _pad, exception, pc_valid, pc in rows[s.index]:
+                if exception and (s.info, sm_id) not in lane_faults:
+                    dump.faults.append(Fault(exception, s.info, sm_id, None, None, None, None,
+                                             pc if pc_valid else None, None))
+
+
+def where(dump: Dump, pc: int | None) -> tuple[str, int] | None:
+    """(mangled function, offset) of a device PC in the relocated images."""
+    if pc is None:
+        return None
+    for start, size, name in dump.functions:
+        if start <= pc < start + max(size, 1):
+            return name, pc - start
+    return None
+
+
+def exception_name(number: int) -> str:
+    return CUDA_EXCEPTIONS.get(number, f"CUDA exception {number}")
+
+
+def _triple(value: tuple[int, int, int] | None) -> str | None:
+    return None if value is None else "(" + ",".join(str(v) for v in value) + ")"
+
+
+def events_fields(dump: Dump, path: str) -> list[tuple[dict[str, Any], str]]:
+    """(fields, one-line summary) per distinct exception: the first faulting lane of each, with how many lanes."""
+    from ..core.symbols import demangle
+
+    groups: dict[tuple, list[Fault]] = {}
+    for fault in dump.faults:
+        groups.setdefault((fault.device, fault.exception, fault.grid_id), []).append(fault)
+    names = {w[0] for faults in groups.values() if (w := where(dump, faults[0].pc))}
+    names |= {name for _, _, name in dump.functions}
+    plain = demangle(names)
+    found = []
+    from_name = _FILE_NAME.search(os.path.basename(path.split("!/")[-1]))
+    for (device, exception, grid_id), faults in groups.items():
+        first = faults[0]
+        fields: dict[str, Any] = {"exception": exception, "exception_name": exception_name(exception),
+                                  "device": device, "sm_id": first.sm_id, "warp": first.warp, "lane": first.lane,
+                                  "block": _triple(first.block), "thread": _triple(first.thread),
+                                  "lanes_faulted": len(faults), "source_format": "nvcudmp"}
+        if first.pc is not None:
+            fields["pc"] = hex(first.pc)
+        site = where(dump, first.pc)
+        grid = dump.grids.get((device, grid_id)) if grid_id is not None else None
+        if site is None and grid is not None:
+            entry = next(((s, n) for s, _z, n in dump.functions if s == grid["function_entry"]), None)
+            site = (entry[1], first.pc - entry[0]) if entry and first.pc is not None else None
+            fields["kernel"] = plain.get(entry[1], entry[1]) if entry else None
+        if site is not None:
+            fields["kernel"] = plain.get(site[0], site[0])
+            fields["kernel_mangled"] = site[0]
+            fields["where"] = f"{fields['kernel']}+{site[1]:#x}"
+        if grid is not None:
+            fields.update(grid=grid["grid_id"], grid_dim=_triple(grid["grid_dim"]), block_dim=_triple(grid["block_dim"]))
+        if device < len(dump.devices):
+            dev = dump.devices[device]
+            fields.update(gpu_name=dev.get("name"), sm=dev.get("sm") or dev.get("sm_type"), sm_count=dev.get("sm_count"))
+        fields.update({k: v for k, v in dump.metadata.items() if k in ("driver_version", "cuda_version")})
+        if from_name:
+            fields.update(pid=int(from_name.group("pid")), host=from_name.group("host"))
+        summary = (f"CUDA Exception: {fields['exception_name']} in {fields.get('where') or fields.get('kernel') or '??'}"
+                   f" on device {device}, block {fields['block'] or '?'} thread {fields['thread'] or '?'} "
+                   f"(SM {first.sm_id}, warp {first.warp}, lane {first.lane})")
+        found.append(({k: v for k, v in fields.items() if v is not None}, summary))
+    return found

@@ -1,0 +1,96 @@
+"""The `collect` and `run` commands; `postmortem.cli` registers them, their work is imported when they run."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+COMMAND_NOT_FOUND = 127
+"""Exit status when the job cannot be started, as shells use it."""
+
+
+def _seconds(text: str, option: str) -> float:
+    from .collect import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=option) from exc
+
+
+@click.command("collect")
+@click.argument("paths", nargs=-1, type=click.Path(exists=True))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Bundle to write (default: postmortem-bundle-<time>.tar.gz here).")
+@click.option("--since", default="2h", show_default=True,
+              help="Start of the window: a duration back from now (30m, 2h, 1d) or a local date and time.")
+@click.option("--anonymize", is_flag=True, help="Also replace host names, user names, IP addresses and home paths.")
+@click.option("--telemetry", "telemetry", default="5s", show_default=True,
+              help="How long to sample nvidia-smi telemetry (0 to skip).")
+@click.option("--timeout", "timeout", default="30s", show_default=True, help="Time limit of each step.")
+@click.option("--core-limit-mb", type=click.IntRange(0), default=2048, show_default=True,
+              help="Cores and GPU dumps larger than this are named in the manifest, not copied.")
+def collect_command(paths: tuple[str, ...], output: Path | None, since: str, anonymize: bool, telemetry: str,
+                    timeout: str, core_limit_mb: int) -> None:
+    """Gather the evidence of a GPU job's death on this machine into one redacted bundle.
+
+    Kernel log of the window, nvidia-smi report and telemetry, driver and
+    PCIe state, software stack, environment, core dumps, and the PATHs you
+    name. Secrets are redacted; binary cores are not (see the manifest).
+    Read the bundle with `postmortem analyze BUNDLE`.
+    """
+    import os
+    from datetime import datetime
+
+    from .collect import Plan, collect, parse_since
+
+    now = datetime.now()
+    try:
+        start = parse_since(since, now)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--since") from exc
+    output = output or Path(f"postmortem-bundle-{now:%Y%m%d-%H%M%S}.tar.gz")
+    target = os.path.abspath(output)
+    if any(os.path.abspath(p) == target for p in paths):
+        raise click.UsageError(f"--output {output} is one of the inputs; inputs are never modified")
+    plan = Plan(since=start, paths=paths, telemetry_s=_seconds(telemetry, "--telemetry"),
+                core_limit=core_limit_mb << 20, timeout_s=_seconds(timeout, "--timeout"), skip=frozenset({target}))
+    manifest = collect(output, plan, anonymize, progress=lambda step: click.echo(f"postmortem: {step} ...", err=True))
+    for entry in manifest.get("not_collected", []):
+        click.echo(f"postmortem: not collected: {entry['path']} ({entry['why']})", err=True)
+    if any(isinstance(entry["redacted"], str) for entry in manifest.get("files", [])):
+        click.echo("postmortem: the bundle holds core files, which are process memory and are not redacted", err=True)
+    total = manifest.get("redaction", {}).get("total", {})
+    redacted = ", ".join(f"{count} {kind}" for kind, count in total.items()) or "nothing"
+    click.echo(f"postmortem: wrote {output} ({len(manifest.get('files', []))} files; redacted: {redacted})", err=True)
+
+
+@click.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.option("--telemetry", default="5s", show_default=True,
+              help="nvidia-smi sampling interval while the job runs (0 to skip).")
+@click.option("--sanitizer", is_flag=True, help="Run the command under compute-sanitizer (memcheck).")
+@click.option("--gpu-core", is_flag=True, help="Let CUDA write a GPU core dump on an exception, into the case directory.")
+@click.option("--sync", is_flag=True, help="CUDA_LAUNCH_BLOCKING=1: errors are reported at the launch that caused them.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Case directory (default: postmortem-run-<time> here).")
+def run_command(command: tuple[str, ...], telemetry: str, sanitizer: bool, gpu_core: bool, sync: bool,
+                out: Path | None) -> None:
+    """Run a job with crash evidence switched on; if it fails, collect and explain.
+
+    Example: postmortem run --gpu-core -- python train.py --lr 3e-4
+
+    Exits with the job's own status (128+N when it died by signal N).
+    """
+    from .run import RunError, RunOptions, run
+
+    options = RunOptions(list(command), out, _seconds(telemetry, "--telemetry"), sanitizer, gpu_core, sync)
+    try:
+        status = run(options)
+    except RunError as exc:
+        click.echo(f"postmortem: {exc}", err=True)
+        status = COMMAND_NOT_FOUND
+    sys.stdout.flush()
+    sys.exit(status)

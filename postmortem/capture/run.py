@@ -1,0 +1,306 @@
+"""`postmortem run -- CMD`: run a job with the evidence switched on, and explain its death.
+
+The command runs in its own process group with faulthandler, core dumps and
+the NCCL flight recorder armed; its output reaches the terminal byte for byte
+while a copy goes to the case directory. Signals sent to postmortem are passed
+on to the job's group. When the job fails, the kernel log of its window and its
+cores join the case directory and `analyze` reads all of it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import BinaryIO
+
+from .collect import (
+    TELEMETRY_FIELDS,
+    CoreSetup,
+    core_setup,
+    coredumpctl_pieces,
+    kernel_log,
+    save_piece,
+)
+
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+WINDOW_MARGIN_S = 5.0
+"""The kernel log is read from this long before the start (a driver message can precede the job's first line)."""
+COREDUMP_WAIT_S = 3.0
+"""systemd-coredump registers a core a moment after the process died."""
+PUMP_GRACE_S = 10.0
+"""How long output is still copied after the job exits (a worker it left behind may hold its pipes open)."""
+SANITIZER_PLACES = ("/usr/local/cuda/bin/compute-sanitizer", "/opt/cuda/bin/compute-sanitizer")
+
+
+@dataclass
+class RunOptions:
+    command: list[str]
+    out: Path | None = None
+    telemetry_s: float = 5.0
+    sanitizer: bool = False
+    gpu_core: bool = False
+    sync: bool = False
+
+
+class RunError(Exception):
+    """The job could not be started as asked (no such command, no compute-sanitizer)."""
+
+
+def armed_environment(environ: Mapping[str, str], case: Path, options: RunOptions) -> dict[str, str]:
+    """The variables postmortem sets: defaults the user's own settings override, and what the flags ask for."""
+    defaults = {
+        "PYTHONFAULTHANDLER": "1",
+        "PYTHONUNBUFFERED": "1",  # output reaches the log as it is written; a crash loses no buffered lines
+        "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000",
+        "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
+        "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": str(case / "nccl_trace_rank_"),
+    }
+    armed = {name: value for name, value in defaults.items() if name not in environ}
+    if options.gpu_core:
+        armed.update(CUDA_ENABLE_COREDUMP_ON_EXCEPTION="1", CUDA_COREDUMP_FILE=str(case / "gpu-core.%h.%p.nvcudmp"))
+    if options.sync:
+        armed["CUDA_LAUNCH_BLOCKING"] = "1"
+    return armed
+
+
+def sanitizer_command(command: list[str]) -> list[str]:
+    """The command under compute-sanitizer (memcheck), or RunError when it is not installed."""
+    found = shutil.which("compute-sanitizer") or next((p for p in SANITIZER_PLACES if os.access(p, os.X_OK)), None)
+    if found is None:
+        raise RunError("--sanitizer: compute-sanitizer is not on PATH nor under /usr/local/cuda/bin "
+                       "(it comes with the CUDA toolkit)")
+    return [found, "--tool", "memcheck", *command]
+
+
+def new_case_dir(out: Path | None, now: datetime) -> Path:
+    """The case directory: `out`, or postmortem-run-<time> in the working directory (never an existing one)."""
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        return out
+    base = Path(f"postmortem-run-{now:%Y%m%d-%H%M%S}")
+    for n in range(1, 1000):
+        case = base if n == 1 else Path(f"{base}-{n}")
+        try:
+            case.mkdir()
+            return case
+        except FileExistsError:
+            continue
+    raise RunError(f"cannot make a case directory beside {base}")
+
+
+def run(options: RunOptions, say=lambda message: print(f"postmortem: {message}", file=sys.stderr, flush=True)) -> int:
+    """Run the job; return its exit status (128 + N when killed by signal N)."""
+    command = sanitizer_command(options.command) if options.sanitizer else list(options.command)
+    started, t0 = datetime.now(), time.time()
+    case = new_case_dir(options.out, started).resolve()
+    armed = armed_environment(os.environ, case, options)
+    setup = core_setup()
+    say(f"case directory {case}; {_core_words(setup)}")
+    try:
+        child, logs = _spawn(command, {**os.environ, **armed}, case)
+    except RunError:
+        with contextlib.suppress(OSError):
+            case.rmdir()  # only when it is empty: nothing of the user's is removed
+        raise
+    sampler = _start_telemetry(case, options.telemetry_s)
+    with _terminal_to(child.pid), _forwarding(child.pid):
+        pumps = [threading.Thread(target=_pump, args=(pipe, fd, log), daemon=True)
+                 for pipe, fd, log in ((child.stdout, 1, logs[0]), (child.stderr, 2, logs[1]))]
+        for pump in pumps:
+            pump.start()
+        returncode = child.wait()
+        for pump in pumps:
+            pump.join(PUMP_GRACE_S)
+    for pump, log in zip(pumps, logs):
+        if not pump.is_alive():
+            log.close()
+    _stop(sampler)
+    status = returncode if returncode >= 0 else 128 - returncode
+    record = {"command": command, "cwd": os.getcwd(), "pid": child.pid, "started": started.isoformat(timespec="seconds"),
+              "ended": datetime.now().isoformat(timespec="seconds"), "exit_status": status,
+              "signal_number": -returncode if returncode < 0 else None, "environment_set": armed,
+              "cores": setup.describe(), "telemetry": "sampled" if sampler else "not sampled"}
+    if status != 0:
+        record["collected"] = _gather(case, started, t0, child.pid, setup, say)
+    (case / "run.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    if status != 0:
+        _explain(case, status, returncode, say)
+    return status
+
+
+def _core_words(setup: CoreSetup) -> str:
+    limit = resource.getrlimit(resource.RLIMIT_CORE)[1]
+    if limit == 0:
+        return "core dumps are off (hard limit 0; `ulimit -Hc` must be raised by root)"
+    return setup.describe()
+
+
+def _spawn(command: list[str], env: dict[str, str], case: Path) -> tuple[subprocess.Popen, list[BinaryIO]]:
+    """Start the job in its own process group with the core size limit raised to the hard limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_CORE)
+    logs = [open(case / "stdout.log", "wb"), open(case / "stderr.log", "wb")]
+    try:
+        resource.setrlimit(resource.RLIMIT_CORE, (hard, hard))  # inherited by the child, restored right after
+        return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                process_group=0), logs
+    except OSError as exc:
+        for log in logs:
+            log.close()
+            os.unlink(log.name)
+        raise RunError(f"cannot run {command[0]}: {exc.strerror or exc}") from exc
+    finally:
+        resource.setrlimit(resource.RLIMIT_CORE, (soft, hard))
+
+
+def _pump(pipe: BinaryIO, terminal: int, log: BinaryIO) -> None:
+    """Copy the job's stream to our own and to the log, unchanged; a closed terminal does not stop the log."""
+    to_terminal = True
+    while chunk := os.read(pipe.fileno(), 65536):
+        if to_terminal:
+            try:
+                _write_all(terminal, chunk)
+            except OSError:
+                to_terminal = False
+        log.write(chunk)
+        log.flush()
+    pipe.close()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+@contextlib.contextmanager
+def _forwarding(pgid: int) -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP sent to postmortem go to the job's process group instead."""
+    def forward(signum: int, _frame) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def _terminal_to(pgid: int) -> Iterator[None]:
+    """On an interactive terminal, the job's group becomes the foreground: it may read the keyboard, gets Ctrl-C."""
+    try:
+        ours = os.getpgrp()
+        owner = os.tcgetpgrp(0) if os.isatty(0) else None
+    except OSError:
+        owner = None
+    if owner != ours:
+        yield
+        return
+    with _ignoring(signal.SIGTTOU):
+        os.tcsetpgrp(0, pgid)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGCONT)  # in case it tried to read before it owned the terminal
+    try:
+        yield
+    finally:
+        with _ignoring(signal.SIGTTOU), contextlib.suppress(OSError):
+            os.tcsetpgrp(0, ours)
+
+
+@contextlib.contextmanager
+def _ignoring(sig: int) -> Iterator[None]:
+    previous = signal.signal(sig, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(sig, previous)
+
+
+def _start_telemetry(case: Path, interval_s: float) -> subprocess.Popen | None:
+    """nvidia-smi sampling into telemetry.csv for as long as the job runs, when nvidia-smi is installed."""
+    if interval_s <= 0 or shutil.which("nvidia-smi") is None:
+        return None
+    loop = ["-lms", str(max(1, int(interval_s * 1000)))] if interval_s < 1 else ["-l", str(int(interval_s))]
+    with open(case / "telemetry.csv", "wb") as out:
+        return subprocess.Popen(["nvidia-smi", f"--query-gpu={TELEMETRY_FIELDS}", "--format=csv", *loop],
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def _stop(sampler: subprocess.Popen | None) -> None:
+    if sampler is None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(sampler.pid, signal.SIGTERM)
+    try:
+        sampler.wait(5)
+    except subprocess.TimeoutExpired:
+        os.killpg(sampler.pid, signal.SIGKILL)
+        sampler.wait()
+
+
+def _gather(case: Path, started: datetime, t0: float, pid: int, setup: CoreSetup, say) -> list[str]:
+    """The kernel log of the run's window and the job's cores, into the case directory; what happened, in words."""
+    notes = []
+    kernel = kernel_log(started - timedelta(seconds=WINDOW_MARGIN_S), 30.0)
+    saved = save_piece(kernel, case)
+    notes.append(f"kernel log: {kernel.source}" if saved else f"kernel log: not collected ({kernel.why})")
+    if setup.handler and "systemd-coredump" in setup.handler:
+        notes.extend(_systemd_cores(case, started, pid))
+    elif setup.handler:
+        notes.append(f"cores: piped to {setup.handler}; find the core there")
+    else:
+        for core in setup.files([Path.cwd()], t0 - 1):
+            notes.append(f"core: {core} -> {_link_or_copy(core, case / core.name)}")
+    for note in notes:
+        say(note)
+    return notes
+
+
+def _systemd_cores(case: Path, started: datetime, pid: int) -> list[str]:
+    deadline = time.monotonic() + COREDUMP_WAIT_S
+    while True:
+        pieces = coredumpctl_pieces(started - timedelta(seconds=WINDOW_MARGIN_S), 30.0, pid)
+        if len(pieces) > 1 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    notes = [f"coredumpctl: {piece.name} {'saved' if save_piece(piece, case) else 'not saved: ' + piece.why}"
+             for piece in pieces[1:]]
+    return notes or [f"coredumpctl: no core of pid {pid} ({pieces[0].why or pieces[0].status})"]
+
+
+def _link_or_copy(source: Path, target: Path) -> Path:
+    """A hard link when the core is on the same file system (no second copy of gigabytes), a copy otherwise."""
+    if target.exists():
+        target = target.with_name(f"{target.name}.{int(time.time())}")
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+    return target
+
+
+def _explain(case: Path, status: int, returncode: int, say) -> None:
+    """Analyse the case directory and print the verdict on stderr (stdout stays the job's)."""
+    from ..pipeline import analyze
+    from ..render import FORMATS, default_language
+
+    how = f"was killed by signal {-returncode}" if returncode < 0 else f"exited with status {status}"
+    say(f"the command {how}; analysing {case}")
+    report = analyze([str(case)])
+    color = not os.environ.get("NO_COLOR") and sys.stderr.isatty()
+    sys.stderr.write(FORMATS["text"](report, lang=default_language(), color=color))
+    say(f"evidence kept in {case} (postmortem analyze {case} --format html -o report.html)")

@@ -1,0 +1,117 @@
+"""`postmortem scan`, `postmortem buckets`, `postmortem report`: the fleet commands.
+
+Only click is imported here; the scan machinery, pandas and dask are imported
+when a command runs, so `postmortem analyze` never pays for them.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from .cases import CASE_MODES
+
+DEFAULT_DB = "postmortem.sqlite"
+
+
+@click.command("scan")
+@click.argument("path", type=click.Path(exists=True))
+@click.option("--db", default=DEFAULT_DB, show_default=True, type=click.Path(dir_okay=False),
+              help="SQLite store; created if missing. Re-running only analyses new or changed cases.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
+              help="Worker processes (local engine) or LocalCluster workers (dask without --scheduler); default: all cores.")
+@click.option("--engine", type=click.Choice(["local", "dask"]), default="local", show_default=True,
+              help="Where the per-case analysis runs: local processes, or a dask.distributed cluster.")
+@click.option("--scheduler", default=None, metavar="ADDR",
+              help="dask.distributed scheduler, e.g. tcp://10.0.0.5:8786 (workers must see PATH); "
+                   "default with --engine dask: a local cluster.")
+@click.option("--case-mode", type=click.Choice(list(CASE_MODES)), default="dir", show_default=True,
+              help="What one case is: " + "; ".join(f"{k}: {v}" for k, v in CASE_MODES.items()) + ".")
+@click.option("--force", is_flag=True, help="Analyse every case again, even unchanged ones (after an upgrade).")
+@click.option("--export", "export_format", type=click.Choice(["csv", "parquet"]), default=None,
+              help="After the scan, write every table of the store to -o DIR as <table>.csv or <table>.parquet.")
+@click.option("-o", "--output", type=click.Path(file_okay=False), default=None,
+              help="Directory for --export.")
+def scan_command(path: str, db: str, jobs: int | None, engine: str, scheduler: str | None, case_mode: str,
+                 force: bool, export_format: str | None, output: str | None) -> None:
+    """Analyse every case under PATH into a SQLite store (parallel; resumable after Ctrl-C or a kill).
+
+    One case that cannot be analysed is recorded with its diagnostic and the
+    scan goes on. Progress (cases done, rate, ETA) is shown on stderr when it
+    is a terminal; a summary is printed at the end.
+    """
+    from .scan import ScanError, scan
+    from .store import StoreError, export
+
+    if scheduler and engine != "dask":
+        raise click.UsageError("--scheduler needs --engine dask")
+    if export_format and not output:
+        raise click.UsageError("--export needs -o DIR")
+    try:
+        summary = scan(path, db, jobs=jobs, engine=engine, scheduler=scheduler, case_mode=case_mode, force=force,
+                       progress=sys.stderr)
+    except (ScanError, StoreError) as exc:
+        raise click.UsageError(str(exc)) from exc
+    for line in summary.lines():
+        click.echo(line)
+    if summary.interrupted:
+        sys.exit(130)
+    if export_format:
+        try:
+            for written in export(db, export_format, output):
+                click.echo(f"wrote {written}")
+        except StoreError as exc:
+            raise click.UsageError(str(exc)) from exc
+
+
+@click.command("buckets")
+@click.option("--db", default=DEFAULT_DB, show_default=True, type=click.Path(dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def buckets_command(db: str, fmt: str) -> None:
+    """Cases grouped: by cause and signature, native crashes by stack signature, unknowns by fingerprint."""
+    from .buckets import buckets, format_text
+
+    conn = _open(db)
+    try:
+        found, errors = buckets(conn)
+    finally:
+        conn.close()
+    if fmt == "json":
+        click.echo(json.dumps({"buckets": [b.plain() for b in found], "errors": errors}, indent=2, ensure_ascii=False))
+    else:
+        click.echo(format_text(found, errors), nl=False)
+
+
+@click.command("report")
+@click.option("--db", default=DEFAULT_DB, show_default=True, type=click.Path(dir_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, writable=True),
+              help="The HTML file to write.")
+@click.option("--title", default="Fleet report", show_default=True)
+def report_command(db: str, output: str, title: str) -> None:
+    """The fleet report as one self-contained HTML page: trends, bad nodes, card or slot, versions, buckets."""
+    from pathlib import Path
+
+    from .report import render
+
+    conn = _open(db)
+    try:
+        html = render(conn, title)
+    finally:
+        conn.close()
+    Path(output).write_text(html, encoding="utf-8")
+    click.echo(f"wrote {output}")
+
+
+def _open(db: str):
+    from .store import StoreError, connect
+
+    try:
+        return connect(db, readonly=True)
+    except StoreError as exc:
+        raise click.UsageError(str(exc)) from exc
+
+
+COMMANDS = (scan_command, buckets_command, report_command)
+"""What `postmortem.cli` registers on the main group."""

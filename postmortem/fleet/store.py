@@ -1,0 +1,237 @@
+"""The SQLite store of a fleet's cases: schema (versioned, migrated forward), writes, reads, export.
+
+One writer (the scanning process) commits each batch of results in one
+transaction, in WAL mode: a scan killed at any moment leaves the store as of its
+last commit, and the next scan goes on from there. Tables:
+
+- `cases`: one row per distinct case content (id = first 16 hex of its digest): verdict, bucket keys, time, host.
+- `locations`: where each case was seen (path -> case id) with the cheap change key of its files.
+- `findings`: every finding of a case, best first; `layer` is its cause's layer (hardware, driver/hw, ...).
+- `events`: the events worth keeping: evidence of findings, and the suspects of cases nothing explained.
+- `facts`: environment facts (host, driver_version, cuda_version, torch_version, gpu_uuid, ...), one row per value.
+- `gpus`: each GPU a case names: host, PCI address, UUID, board serial (when an input gives it), model.
+- `gpu_faults`: the hardware causes whose evidence points at one of those GPUs.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass, fields
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .analysis import CaseResult
+
+if TYPE_CHECKING:
+    import pandas
+
+MIGRATIONS: tuple[tuple[str, str], ...] = (
+    ("initial schema", """
+CREATE TABLE cases (
+    id TEXT PRIMARY KEY, digest TEXT NOT NULL UNIQUE, status TEXT NOT NULL, diagnostic TEXT,
+    cause TEXT, signature TEXT, severity TEXT, confidence REAL, title TEXT,
+    fingerprint TEXT, stack_signature TEXT, time TEXT, time_source TEXT, host TEXT,
+    inputs INTEGER, events INTEGER, input_diagnostics INTEGER,
+    tool_version TEXT, signatures_version TEXT, analysed_at TEXT NOT NULL);
+CREATE TABLE locations (
+    path TEXT PRIMARY KEY, stat_key TEXT NOT NULL,
+    case_id TEXT NOT NULL REFERENCES cases(id) ON DELETE CASCADE, seen_at TEXT NOT NULL);
+CREATE TABLE findings (
+    case_id TEXT NOT NULL REFERENCES cases(id) ON DELETE CASCADE, rank INTEGER NOT NULL,
+    signature TEXT, cause TEXT, layer TEXT, severity TEXT, confidence REAL, title TEXT, count INTEGER,
+    first_seen TEXT, last_seen TEXT, consequence_of TEXT, PRIMARY KEY (case_id, rank));
+CREATE TABLE events (
+    case_id TEXT NOT NULL REFERENCES cases(id) ON DELETE CASCADE, event_id TEXT NOT NULL, role TEXT,
+    kind TEXT, time TEXT, path TEXT, line INTEGER, text TEXT, fingerprint TEXT, count INTEGER, fields TEXT,
+    PRIMARY KEY (case_id, event_id));
+CREATE TABLE facts (
+    case_id TEXT NOT NULL REFERENCES cases(id) ON DELETE CASCADE, name TEXT NOT NULL, value TEXT);
+CREATE TABLE gpus (
+    case_id TEXT NOT NULL REFERENCES cases(id) ON DELETE CASCADE, host TEXT, pci TEXT, uuid TEXT, serial TEXT,
+    name TEXT);
+CREATE TABLE gpu_faults (
+    case_id TEXT NOT NULL REFERENCES cases(id) ON DELETE CASCADE, host TEXT, pci TEXT, uuid TEXT, serial TEXT,
+    cause TEXT, signature TEXT);
+CREATE INDEX locations_case ON locations(case_id);
+CREATE INDEX findings_cause ON findings(cause);
+CREATE INDEX events_case ON events(case_id);
+CREATE INDEX facts_case ON facts(case_id, name);
+CREATE INDEX gpus_case ON gpus(case_id);
+CREATE INDEX gpu_faults_case ON gpu_faults(case_id);
+CREATE INDEX cases_bucket ON cases(cause, signature);
+"""),
+)
+"""Schema changes in order; version N is MIGRATIONS[N-1]. Never edit an applied one: append a new one."""
+
+TABLES = ("cases", "locations", "findings", "events", "facts", "gpus", "gpu_faults")
+CHILD_TABLES = ("findings", "events", "facts", "gpus", "gpu_faults")
+
+
+class StoreError(Exception):
+    """The store cannot be opened or is newer than this version of postmortem understands."""
+
+
+def connect(path: str | Path, readonly: bool = False) -> sqlite3.Connection:
+    """A connection with the schema migrated to the newest version (read-only connections are only checked)."""
+    path = Path(path)
+    if readonly and not path.exists():
+        raise StoreError(f"{path}: no such store (create one with `postmortem scan DIR --db {path}`)")
+    try:
+        if readonly:
+            conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
+        else:
+            conn = sqlite3.connect(path, isolation_level=None, timeout=30)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        version = schema_version(conn)
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path}: not a postmortem store ({exc})") from exc
+    if version > len(MIGRATIONS):
+        raise StoreError(f"{path}: schema version {version} is newer than this postmortem knows ({len(MIGRATIONS)})")
+    if readonly:
+        if version < len(MIGRATIONS):
+            raise StoreError(f"{path}: schema version {version}; run `postmortem scan` once to migrate it")
+        return conn
+    migrate(conn)
+    return conn
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    """The newest applied migration, 0 for an empty database."""
+    exists = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='schema_migrations'").fetchone()
+    if not exists:
+        return 0
+    return conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()[0]
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    """Apply the migrations not yet applied, each in its own transaction."""
+    conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT, applied_at TEXT)")
+    for version, (name, script) in enumerate(MIGRATIONS, 1):
+        if version <= schema_version(conn):
+            continue
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in filter(str.strip, script.split(";")):
+                conn.execute(statement)
+            conn.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", (version, name, _now()))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).replace(tzinfo=None).isoformat(timespec="seconds")
+
+
+def seen_locations(conn: sqlite3.Connection) -> dict[str, str]:
+    """path -> change key of every location already stored."""
+    return dict(conn.execute("SELECT path, stat_key FROM locations"))
+
+
+def known_digests(conn: sqlite3.Connection) -> frozenset[str]:
+    """Digests of the cases already analysed (a moved or copied case is not analysed again)."""
+    return frozenset(row[0] for row in conn.execute("SELECT digest FROM cases"))
+
+
+def write(conn: sqlite3.Connection, results: Iterable[CaseResult]) -> None:
+    """Store a batch of results in one transaction: all of it or none of it."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for result in results:
+            _write_one(conn, result)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _write_one(conn: sqlite3.Connection, result: CaseResult) -> None:
+    now = _now()
+    case = result.id
+    if result.status != "known":
+        for table in CHILD_TABLES:
+            conn.execute(f"DELETE FROM {table} WHERE case_id = ?", (case,))
+        row = {"id": case, "digest": result.digest, "status": result.status, "diagnostic": result.diagnostic or None,
+               **result.case, "analysed_at": now}
+        updates = ", ".join(f"{name} = excluded.{name}" for name in row if name != "id")
+        conn.execute(f"INSERT INTO cases ({', '.join(row)}) VALUES ({', '.join('?' * len(row))}) "
+                     f"ON CONFLICT(id) DO UPDATE SET {updates}", tuple(row.values()))
+        _insert(conn, "findings", case, result.findings)
+        _insert(conn, "events", case, result.events)
+        conn.executemany("INSERT INTO facts VALUES (?, ?, ?)", [(case, name, value) for name, value in result.facts])
+        _insert(conn, "gpus", case, [{k: v for k, v in g.items() if k != "causes"} for g in result.gpus])
+        _insert(conn, "gpu_faults", case, [
+            {"host": g["host"], "pci": g["pci"], "uuid": g["uuid"], "serial": g["serial"], "cause": cause,
+             "signature": signature}
+            for g in result.gpus for cause, signature in g["causes"]])
+    previous = conn.execute("SELECT case_id FROM locations WHERE path = ?", (result.path,)).fetchone()
+    conn.execute("INSERT INTO locations VALUES (?, ?, ?, ?) ON CONFLICT(path) DO UPDATE SET "
+                 "stat_key = excluded.stat_key, case_id = excluded.case_id, seen_at = excluded.seen_at",
+                 (result.path, result.stat_key, case, now))
+    if previous and previous[0] != case:
+        # the files at this path changed: the old content is gone unless another location still holds it
+        conn.execute("DELETE FROM cases WHERE id = ? AND NOT EXISTS (SELECT 1 FROM locations WHERE case_id = ?)",
+                     (previous[0], previous[0]))
+
+
+def _insert(conn: sqlite3.Connection, table: str, case: str, rows: list[dict[str, Any]]) -> None:
+    if rows:
+        names = ["case_id", *rows[0]]
+        conn.executemany(f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
+                         [(case, *row.values()) for row in rows])
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """The store as pandas DataFrames, one per table (see the module docstring for the columns)."""
+
+    cases: pandas.DataFrame
+    locations: pandas.DataFrame
+    findings: pandas.DataFrame
+    events: pandas.DataFrame
+    facts: pandas.DataFrame
+    gpus: pandas.DataFrame
+    gpu_faults: pandas.DataFrame
+
+    def tables(self) -> dict[str, pandas.DataFrame]:
+        """Table name -> DataFrame, in schema order."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def load(db: str | Path) -> Fleet:
+    """Every table of the store at `db` as a pandas DataFrame (read-only; `time` columns stay ISO strings)."""
+    import pandas
+
+    conn = connect(db, readonly=True)
+    try:
+        return Fleet(**{table: pandas.read_sql_query(f"SELECT * FROM {table}", conn) for table in TABLES})
+    finally:
+        conn.close()
+
+
+EXPORT_FORMATS = ("csv", "parquet")
+
+
+def export(db: str | Path, fmt: str, directory: str | Path) -> list[Path]:
+    """Write each table to `directory/<table>.<fmt>`; parquet needs pyarrow installed."""
+    if fmt == "parquet":
+        import importlib.util
+
+        if importlib.util.find_spec("pyarrow") is None:
+            raise StoreError("--export parquet needs pyarrow (pip install pyarrow); --export csv needs nothing")
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, frame in load(db).tables().items():
+        target = directory / f"{name}.{fmt}"
+        if fmt == "csv":
+            frame.to_csv(target, index=False)
+        else:
+            frame.to_parquet(target, index=False)
+        written.append(target)
+    return written

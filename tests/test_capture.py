@@ -1,0 +1,255 @@
+"""`postmortem collect` and `postmortem run`, run for real as commands on this machine.
+
+collect: on this machine as it is (no GPU, no nvidia-smi), and with fake
+`nvidia-smi` / `journalctl` executables that print real captured outputs.
+run: real Python programs that segfault, raise, get SIGKILLed, exit 0, or are
+sent SIGTERM through postmortem.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+from postmortem.capture.redact import Redactor, environment_listing
+
+DATA = Path(__file__).parent / "data" / "capture"
+TIMEOUT_S = 60
+
+
+def postmortem(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "postmortem", *args], check=False, cwd=cwd, env=env, capture_output=True,
+                          timeout=TIMEOUT_S)
+
+
+def members(bundle: Path) -> dict[str, bytes]:
+    with tarfile.open(bundle) as archive:
+        return {m.name: archive.extractfile(m).read() for m in archive.getmembers()}
+
+
+def analyze_json(path: Path, cwd: Path) -> dict:
+    done = postmortem("analyze", os.path.relpath(path, cwd), "--format", "json", cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+# ---------------------------------------------------------------- collect
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this test is about a machine without nvidia-smi")
+def test_collect_here_redacts_and_analyze_reads_the_bundle(tmp_path: Path) -> None:
+    secret = "pm-" + secrets.token_hex(12)
+    github = "ghp_" + secrets.token_hex(18)
+    opaque = secrets.token_hex(20)
+    log = tmp_path / "train.log"
+    log.write_bytes(DATA.joinpath("oom-torch-legacy-02.log").read_bytes()
+                    + f"connecting with api_token={secret}\nAuthorization: Bearer {opaque}\npushed by {github}\n".encode())
+    before = (log.read_bytes(), log.stat().st_mtime_ns)
+    env = {**os.environ, "POSTMORTEM_TEST_API_TOKEN": secret, "NCCL_DEBUG": "INFO"}
+    done = postmortem("collect", "-o", "bundle.tar.gz", "--since", "1d", "--telemetry", "0", "train.log",
+                      cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle.tar.gz", "train.log"]  # no temp file left behind
+    assert (log.read_bytes(), log.stat().st_mtime_ns) == before
+
+    files = members(tmp_path / "bundle.tar.gz")
+    assert next(iter(files)) == "manifest.json"
+    manifest = json.loads(files["manifest.json"])
+    assert "nvidia-smi not installed" in manifest["gpu"]
+    listed = {entry["path"]: entry for entry in manifest["files"]}
+    assert set(listed) == set(files) - {"manifest.json"}
+    assert all(entry["size"] == len(files[path]) for path, entry in listed.items())
+    missing = {entry["path"]: entry for entry in manifest["not_collected"]}
+    assert missing["gpu/nvidia-smi-q.xml"]["status"] == "not installed"
+    assert listed["files/train.log"]["redacted"] == {"bearer-token": 1, "env-secret-value": 1, "github-token": 1}
+    assert listed["software/stack.txt"]["source"]
+    environment = files["software/environment.txt"].decode()
+    assert "NCCL_DEBUG=INFO\n" in environment and "POSTMORTEM_TEST_API_TOKEN=<redacted:env>\n" in environment
+    for name, data in files.items():
+        assert not any(s.encode() in data for s in (secret, github, opaque)), name
+    assert manifest["cores"]["core_pattern"] == Path("/proc/sys/kernel/core_pattern").read_text().strip()
+
+    report = analyze_json(tmp_path / "bundle.tar.gz", tmp_path)
+    assert "bundle.tar.gz!/files/train.log" in {i["path"] for i in report["inputs"]}
+    assert report["findings"][0]["cause"] == "gpu-oom"
+
+
+def _fake_tools(folder: Path) -> None:
+    """nvidia-smi and journalctl that print real captured outputs (the sampler keeps running like `-l 1` does)."""
+    folder.mkdir()
+    scripts = {
+        "nvidia-smi": f"""case "$*" in
+  *"-q -x"*) cat '{DATA / "nvsmi-q-x-a5000-575.xml"}' ;;
+  *--query-gpu*) cat '{DATA / "query-gpu-h200.csv"}'; sleep 30 ;;
+  *topo*) echo "Topology not supported on this system" >&2; exit 3 ;;
+  *) exit 9 ;;
+esac""",
+        "journalctl": f"""case "$*" in
+  *--list-boots*) printf 'IDX BOOT ID                          FIRST ENTRY                 LAST ENTRY\\n'
+                  printf ' -1 0f1e2d3c4b5a69788796a5b4c3d2e1f0 Mon 2023-03-06 20:00:01 UTC Mon 2023-03-06 21:40:00 UTC\\n'
+                  printf '  0 9a8b7c6d5e4f30211203f4e5d6c7b8a9 Mon 2023-03-06 21:41:10 UTC Mon 2023-03-06 22:00:00 UTC\\n' ;;
+  *"-b -1"*) cat '{DATA / "xid119-gsp-timeout-02.dmesg.txt"}' ;;
+  *-k*) cat '{DATA / "xid79-154-pf-flr-02.dmesg.txt"}' ;;
+esac""",
+    }
+    for name, body in scripts.items():
+        path = folder / name
+        path.write_text("#!/bin/sh\n" + body + "\n")
+        path.chmod(0o755)
+
+
+def test_collect_with_gpu_tools_and_anonymize(tmp_path: Path) -> None:
+    _fake_tools(tmp_path / "bin")
+    host = socket.gethostname()
+    notes = tmp_path / "notes.txt"
+    notes.write_text(f"job on {host} from 10.20.30.40, data in /home/alice/run1\n"
+                     f"retry on {host} from 10.20.30.40 and 10.20.30.41, /home/alice/run2\n")
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    (tmp_path / "out").mkdir()
+    done = postmortem("collect", "-o", "out/b.tar.gz", "--telemetry", "1s", "--anonymize", "notes.txt",
+                      cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    files = members(tmp_path / "out" / "b.tar.gz")
+    manifest = json.loads(files["manifest.json"])
+    assert manifest["gpu"] == "nvidia-smi answered"
+    listed = {entry["path"]: entry for entry in manifest["files"]}
+    assert listed["gpu/nvidia-smi-q.xml"]["status"] == "ok"
+    assert listed["gpu/telemetry.csv"]["status"] == "stopped after 1 s"
+    assert files["gpu/telemetry.csv"].startswith(b"timestamp, name, pci.bus_id")
+    assert listed["system/kernel.log"]["source"].startswith("journalctl -k --since")
+    assert {e["path"]: e["status"] for e in manifest["not_collected"]}["gpu/topology.txt"] == "exit 3"
+    older = files["system/kernel-older-boots.log"].decode()
+    assert older.startswith("-- boot -1 (ok) --\n") and "NVRM: Xid (PCI:0000:61:00): 119" in older
+
+    text = files["files/notes.txt"].decode()
+    if len(host) >= 2:
+        assert host not in text and "host-1" in text
+    assert "10.20.30.40" not in text and "alice" not in text
+    first, second = (re.findall(r"ip-\d+|/home/user-\d+", line) for line in text.splitlines())
+    assert first[0] == second[0] != second[1]  # one address, one pseudonym; another address, another one
+    assert first[1].startswith("/home/user-") and first[1] == second[2]
+
+    report = analyze_json(tmp_path / "out" / "b.tar.gz", tmp_path)
+    assert report["findings"][0]["cause"] == "gpu-off-bus"
+    assert report["facts"]["driver_version"] == ["575.57.08"]
+    formats = {i["path"].split("!/")[1]: i["format"] for i in report["inputs"]}
+    assert formats["gpu/nvidia-smi-q.xml"] == "nvsmi-xml" and formats["gpu/telemetry.csv"] == "gpu-telemetry"
+
+
+def test_redactor_shapes_and_environment() -> None:
+    redactor = Redactor({"HF_TOKEN": "hf_" + "a" * 34, "TOKEN_SHORT": "1"})
+    lines = redactor.text(
+        "key AKIAABCDEFGHIJKLMNOP\n"
+        "password: 'hunter2hunter2'\n"
+        "git clone https://bob:pa55w0rd@example.com/repo\n"
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----\n"
+        "num_tokens: 5 at 1\n").splitlines()
+    assert lines == ["key <redacted:aws-access-key>", "password: <redacted:password-or-key>",
+                     "git clone https://bob:<redacted:url-credential>@example.com/repo", "<redacted:private-key>",
+                     "num_tokens: 5 at 1"]
+    listing, hidden = environment_listing({"CUDA_VISIBLE_DEVICES": "0,1", "NCCL_IB_AUTH_TOKEN": "x", "OPENAI_KEY": "y"})
+    assert listing == "CUDA_VISIBLE_DEVICES=0,1\nNCCL_IB_AUTH_TOKEN=<redacted:env>\nOPENAI_KEY=<redacted:env>\n"
+    assert hidden == 2
+
+
+# ---------------------------------------------------------------- run
+
+PROGRAMS = {
+    "segfault.py": "import ctypes\nprint('step 1', flush=True)\nctypes.string_at(0)\n",
+    "raises.py": "def load(batch):\n    raise ValueError(f'bad batch {batch}')\nload(7)\n",
+    "sigkill.py": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n",
+    "ok.py": "import sys\nsys.stdout.buffer.write(b'\\x1b[32mgreen\\x1b[0m \\xff raw\\n')\n"
+             "sys.stderr.buffer.write(b'warn\\r\\n')\n",
+    "waits.py": "import signal, sys, time\n"
+                "signal.signal(signal.SIGTERM, lambda n, f: (print('got', n, flush=True), sys.exit(42)))\n"
+                "open('ready', 'w').close()\ntime.sleep(30)\n",
+}
+
+
+@pytest.fixture
+def programs(tmp_path: Path) -> Path:
+    for name, text in PROGRAMS.items():
+        (tmp_path / name).write_text(text)
+    return tmp_path
+
+
+def run_job(folder: Path, program: str, *options: str) -> subprocess.CompletedProcess:
+    return postmortem("run", "--out", "case", *options, "--", sys.executable, program, cwd=folder)
+
+
+def _cores_land_here() -> bool:
+    pattern = Path("/proc/sys/kernel/core_pattern").read_text().strip()
+    return not pattern.startswith(("|", "/")) and resource.getrlimit(resource.RLIMIT_CORE)[1] != 0
+
+
+def test_run_segfault(programs: Path) -> None:
+    done = run_job(programs, "segfault.py")
+    assert done.returncode == 128 + signal.SIGSEGV
+    assert done.stdout == b"step 1\n"
+    case = programs / "case"
+    assert b"Fatal Python error: Segmentation fault" in (case / "stderr.log").read_bytes()
+    assert b'segfault.py", line 3 in <module>' in (case / "stderr.log").read_bytes()
+    record = json.loads((case / "run.json").read_text())
+    assert record["exit_status"] == 139 and record["signal_number"] == signal.SIGSEGV
+    assert record["environment_set"].get("PYTHONFAULTHANDLER", os.environ.get("PYTHONFAULTHANDLER")) == "1"
+    assert b"Verdict: native-crash" in done.stderr
+    if _cores_land_here():
+        cores = [p for p in case.iterdir() if p.name.startswith("core")]
+        assert cores and cores[0].read_bytes()[:4] == b"\x7fELF"
+        report = analyze_json(case, programs)
+        assert report["cores"][0]["signal"]["name"] == "SIGSEGV"
+
+
+def test_run_traceback(programs: Path) -> None:
+    done = run_job(programs, "raises.py")
+    assert done.returncode == 1
+    log = (programs / "case" / "stderr.log").read_bytes()
+    assert log.startswith(b"Traceback (most recent call last)") and b"ValueError: bad batch 7" in log
+    assert done.stderr.startswith(b"postmortem: case directory")
+    assert log in done.stderr  # the terminal saw the traceback as the job wrote it
+    assert b"exited with status 1" in done.stderr and b"Inputs (" in done.stderr
+
+
+def test_run_killed(programs: Path) -> None:
+    done = run_job(programs, "sigkill.py")
+    assert done.returncode == 128 + signal.SIGKILL
+    assert b"was killed by signal 9" in done.stderr
+    assert json.loads((programs / "case" / "run.json").read_text())["signal_number"] == signal.SIGKILL
+
+
+def test_run_success_passes_bytes_through(programs: Path) -> None:
+    done = run_job(programs, "ok.py", "--telemetry", "0")
+    assert done.returncode == 0
+    assert done.stdout == b"\x1b[32mgreen\x1b[0m \xff raw\n"
+    assert done.stderr.endswith(b"warn\r\n") and b"Verdict" not in done.stderr
+    assert (programs / "case" / "stdout.log").read_bytes() == done.stdout
+    assert "collected" not in json.loads((programs / "case" / "run.json").read_text())
+
+
+def test_run_forwards_sigterm(programs: Path) -> None:
+    job = subprocess.Popen([sys.executable, "-m", "postmortem", "run", "--out", "case", "--", sys.executable,
+                            "waits.py"], cwd=programs, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 20
+        while not (programs / "ready").exists():
+            assert time.monotonic() < deadline and job.poll() is None, "the job did not start"
+            time.sleep(0.05)
+        job.send_signal(signal.SIGTERM)
+        out, err = job.communicate(timeout=TIMEOUT_S)
+    finally:
+        job.kill()
+    assert out == f"got {int(signal.SIGTERM)}\n".encode()
+    assert job.returncode == 42
+    assert b"exited with status 42" in err

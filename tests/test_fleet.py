@@ -1,0 +1,286 @@
+"""Fleet scans over archives generated from the real logs in samples/ and tests/data (benchmarks/make_archive.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import postmortem
+from postmortem.cli import main
+from postmortem.fleet import fleet
+from postmortem.fleet.buckets import buckets
+from postmortem.fleet.report import render
+from postmortem.fleet.scan import scan
+from postmortem.fleet.stack import signature
+from postmortem.fleet.store import connect, export
+
+ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("make_archive", ROOT / "benchmarks" / "make_archive.py")
+make_archive_module = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(make_archive_module)
+make_archive = make_archive_module.make_archive
+
+ETHMINER_STACK = "ethminer+0xa52b8 | libcuda.so.1+0x1d9d30 | libcuda.so.1+0x3041d3"
+EXPECTED = {
+    "ecc-then-illegal-address": ("gpu-memory-ecc", "xid-48", None),
+    "gpu-off-bus": ("gpu-off-bus", "xid-79", None),
+    "xid79-flr": ("gpu-off-bus", "xid-79", None),
+    "rtx5090-sm120": ("arch-mismatch", "arch-mismatch", None),
+    "xid13-vllm": ("illegal-memory-access", "xid-13", None),
+    "oom-framepack": ("gpu-oom", "gpu-oom", None),
+    "segv-ethminer": ("native-crash", "native-crash", ETHMINER_STACK),
+    "nccl-timeout": ("nccl-timeout", "nccl-watchdog-timeout", None),
+    "host-oom": ("host-oom", "oom-kill", None),
+    "shm": ("shm-exhausted", "shm-exhausted", None),
+    "device-assert": ("device-assert", "device-assert", None),
+    "coredump-abort": ("native-crash", "native-crash-coredump", "libpython3.11.so.1.0!PyThread_exit_thread"),
+    "noise-only": ("unknown", None, None),
+}
+"""Template of make_archive -> (cause, signature, stack signature) every copy of it must get."""
+
+
+def _bucket_counts(db: Path) -> Counter:
+    conn = connect(db, readonly=True)
+    try:
+        found, _ = buckets(conn)
+    finally:
+        conn.close()
+    return Counter({(b.cause, b.signature, b.detail if b.detail_kind == "stack" else None): b.count for b in found})
+
+
+def _count(db: Path, table: str = "cases") -> int:
+    with sqlite3.connect(db) as conn:
+        return conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+
+
+@pytest.fixture(scope="module")
+def scanned(tmp_path_factory):
+    """260 cases (20 of each template, some as .tar.gz) scanned on 2 local processes."""
+    root = tmp_path_factory.mktemp("fleet")
+    expected = make_archive(root / "archive", 260)
+    db = root / "fleet.sqlite"
+    summary = scan(root / "archive", db, jobs=2)
+    return root / "archive", db, expected, summary
+
+
+def test_scan_gives_expected_buckets(scanned):
+    archive, db, expected, summary = scanned
+    assert summary.found == summary.analysed == 260 and not summary.errors
+    assert any(name.endswith(".tar.gz") for name in expected)
+    assert _bucket_counts(db) == Counter(EXPECTED[template] for template in expected.values())
+    with sqlite3.connect(db) as conn:
+        by_path = dict(conn.execute("SELECT l.path, c.cause FROM locations l JOIN cases c ON c.id = l.case_id"))
+    assert all(by_path[str(archive / name)] == EXPECTED[t][0] for name, t in expected.items())
+
+
+def test_rescan_adds_nothing(scanned):
+    archive, db, _, _ = scanned
+    before = {t: _count(db, t) for t in ("cases", "findings", "events", "facts", "gpus", "locations")}
+    again = scan(archive, db, jobs=2)
+    assert (again.analysed, again.unchanged, again.known) == (0, 260, 0)
+    assert {t: _count(db, t) for t in before} == before
+
+
+def test_store_tables_load_as_dataframes(scanned, tmp_path):
+    _, db, _, _ = scanned
+    fleet_data = postmortem.load(db)
+    assert len(fleet_data.cases) == 260
+    assert set(fleet_data.cases["cause"]) == {cause for cause, _, _ in EXPECTED.values()}
+    assert set(fleet_data.events["role"]) == {"evidence"}  # suspects only when nothing matched and events exist
+    assert "gpu_uuid" in set(fleet_data.facts["name"])
+    written = export(db, "csv", tmp_path / "csv")
+    assert {p.name for p in written} >= {"cases.csv", "findings.csv", "events.csv", "facts.csv", "gpus.csv"}
+    assert len((tmp_path / "csv" / "cases.csv").read_text().splitlines()) == 261
+
+
+def test_buckets_command_json(scanned):
+    _, db, _, _ = scanned
+    result = CliRunner().invoke(main, ["buckets", "--db", str(db), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    found = json.loads(result.output)
+    off_bus = next(b for b in found["buckets"] if b["signature"] == "xid-79")
+    assert off_bus["count"] == 40 and off_bus["first_seen"] <= off_bus["last_seen"]
+    assert found["errors"] == 0
+
+
+def test_fleet_report_is_self_contained_and_escaped(tmp_path):
+    hostile = tmp_path / "hostile"
+    make_archive(hostile, 12)  # every template but noise-only: the hostile case is the one unknown
+    (hostile / "<b onmouseover=alert(1)>case").mkdir()
+    (hostile / "<b onmouseover=alert(1)>case" / "job.log").write_text("hello\n")
+    store = tmp_path / "h.sqlite"
+    scan(hostile, store, jobs=1)
+    out = tmp_path / "fleet.html"
+    result = CliRunner().invoke(main, ["report", "--db", str(store), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    html = out.read_text()
+    assert "Content-Security-Policy" in html and "script-src &#39;none&#39;" in html
+    assert "<script" not in html and "<b onmouseover" not in html and "&lt;b onmouseover=alert(1)&gt;case" in html
+    assert "<svg" in html and "http://" not in html.replace("http://www.w3.org", "")
+
+
+def _small_archive(tmp_path: Path, cases: int = 26) -> tuple[Path, dict[str, str]]:
+    expected = make_archive(tmp_path / "archive", cases, tarballs=0)
+    return tmp_path / "archive", expected
+
+
+def test_modified_case_is_reanalysed_and_moved_case_is_not(tmp_path):
+    archive, expected = _small_archive(tmp_path)
+    db = tmp_path / "s.sqlite"
+    scan(archive, db, jobs=2)
+    arch = next(name for name, t in expected.items() if t == "rtx5090-sm120")
+    (archive / arch / "train.log").write_text((ROOT / "samples/gpu-off-bus/dmesg.txt").read_text())
+    second = scan(archive, db, jobs=2)
+    assert (second.analysed, second.unchanged) == (1, 25)
+    assert _count(db) == 26  # the old content of that case is gone, not counted twice
+    with sqlite3.connect(db) as conn:
+        cause = conn.execute("SELECT c.cause FROM locations l JOIN cases c ON c.id = l.case_id WHERE l.path = ?",
+                             (str(archive / arch),)).fetchone()[0]
+    assert cause == "gpu-off-bus"
+    other = next(name for name, t in expected.items() if t == "shm")
+    (archive / other).rename(archive / "moved-elsewhere")
+    third = scan(archive, db, jobs=2)
+    assert (third.analysed, third.known) == (0, 1)
+    assert _count(db) == 26
+
+
+def test_corrupt_case_is_recorded_not_fatal(tmp_path, monkeypatch):
+    archive, _ = _small_archive(tmp_path, 13)
+    broken = archive / "broken-gzip"
+    broken.mkdir()
+    whole = subprocess.run(["gzip", "-c", str(ROOT / "samples/gpu-off-bus/dmesg.txt")], capture_output=True).stdout
+    (broken / "dmesg.txt.gz").write_bytes(whole[: len(whole) // 2] + b"\x00garbage")
+    poison = archive / "poison"
+    poison.mkdir()
+    (poison / "train.log").write_text("anything\n")
+    import postmortem.inputs
+
+    real = postmortem.inputs.open_inputs
+
+    def failing(paths):
+        if any("poison" in p for p in paths):
+            raise RuntimeError("parser exploded")
+        return real(paths)
+
+    monkeypatch.setattr(postmortem.inputs, "open_inputs", failing)
+    db = tmp_path / "c.sqlite"
+    summary = scan(archive, db, jobs=1)
+    assert summary.found == 15 and summary.analysed == 15
+    assert [path for path, _ in summary.errors] == [str(poison)]
+    assert "RuntimeError: parser exploded" in summary.errors[0][1]
+    with sqlite3.connect(db) as conn:
+        rows = dict(conn.execute("SELECT l.path, c.status || ' ' || COALESCE(c.diagnostic, '') || ' ' || "
+                                 "COALESCE(c.input_diagnostics, 0) FROM locations l JOIN cases c ON c.id = l.case_id"))
+    assert rows[str(poison)].startswith("error RuntimeError: parser exploded")
+    assert rows[str(broken)].startswith("ok") and not rows[str(broken)].endswith(" 0")  # readable, with a diagnostic
+    assert _count(db) == 15
+
+
+def test_dask_engine_gives_the_same_buckets(tmp_path):
+    pytest.importorskip("distributed", reason="dask.distributed not installed (pip install 'gpu-postmortem[dask]')")
+    from distributed import LocalCluster
+
+    archive, _ = _small_archive(tmp_path, 52)
+    scan(archive, tmp_path / "local.sqlite", jobs=2)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        summary = scan(archive, tmp_path / "dask.sqlite", engine="dask", scheduler=cluster.scheduler_address)
+    assert summary.analysed == 52 and not summary.errors
+    assert _bucket_counts(tmp_path / "dask.sqlite") == _bucket_counts(tmp_path / "local.sqlite")
+
+
+def test_store_survives_sigkill_mid_scan(tmp_path):
+    archive, _ = _small_archive(tmp_path, 2000)
+    db = tmp_path / "k.sqlite"
+    command = [sys.executable, "-m", "postmortem", "scan", str(archive), "--db", str(db), "-j", "2"]
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 60
+    committed = 0
+    while time.monotonic() < deadline and child.poll() is None and committed == 0:
+        time.sleep(0.02)
+        try:
+            committed = _count(db) if db.exists() else 0
+        except sqlite3.OperationalError:
+            committed = 0
+    os.killpg(child.pid, signal.SIGKILL)
+    child.wait()
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        done = conn.execute("SELECT COUNT(*) FROM locations").fetchone()[0]
+        assert 0 < done < 2000, "the scan was not killed mid-way"
+        assert conn.execute("SELECT COUNT(*) FROM cases c WHERE NOT EXISTS "
+                            "(SELECT 1 FROM locations l WHERE l.case_id = c.id)").fetchone()[0] == 0
+        assert conn.execute("SELECT COUNT(*) FROM cases c WHERE status = 'ok' AND cause != 'unknown' AND NOT EXISTS "
+                            "(SELECT 1 FROM findings f WHERE f.case_id = c.id)").fetchone()[0] == 0
+    resumed = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{done} unchanged since the last scan" in resumed.stdout
+    assert _count(db, "locations") == 2000  # every case stored once; identical copies share one content id
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT COUNT(DISTINCT case_id) FROM locations").fetchone()[0] == _count(db)
+
+
+def _kern(host: str, pci: str, uuid: str, xid_line: str | None, clock: str = "Dec  2 11:38:4") -> str:
+    """Real NVRM lines (tests/data/kernel_log/xid79-154-pf-flr-02.dmesg.txt, samples/ecc-then-illegal-address/kern.log)
+    with the host, the PCI address and the GPU UUID changed, as a technician's swap would change them."""
+    lines = [f"{clock}0 {host} kernel: [  210.000001] NVRM: GPU at PCI:{pci}: {uuid}"]
+    if xid_line:
+        lines.append(f"{clock}7 {host} kernel: [  219.470994] " + xid_line.replace("0000:07:00", pci).replace("0000:01:00", pci))
+    return "\n".join(lines) + "\n"
+
+
+def test_card_or_slot(tmp_path):
+    xid48 = next(line for line in (ROOT / "samples/ecc-then-illegal-address/kern.log").read_text().splitlines()
+                 if "): 48," in line).split("] ", 1)[1]
+    xid79 = next(line for line in (ROOT / "tests/data/kernel_log/xid79-154-pf-flr-02.dmesg.txt").read_text().splitlines()
+                 if "): 79," in line)
+    card_a, card_b, card_c = ("GPU-5f7a9ad6-8a58-1f45-473a-76281b7215a" + c for c in "abc")
+    cases = {
+        "a1": _kern("node01", "0000:07:00", card_a, xid48),   # card A faults in node01 slot 07
+        "a2": _kern("node02", "0000:3b:00", card_a, xid48),   # ... and again after the swap into node02 slot 3b
+        "b1": _kern("node05", "0000:07:00", card_b, xid79),   # card B falls off the bus in node05 slot 07
+        "b2": _kern("node06", "0000:3b:00", card_b, None),    # quiet in node06 after the swap
+        "c1": _kern("node05", "0000:07:00", card_c, xid79),   # card C, put into node05 slot 07, falls off too
+    }
+    archive = tmp_path / "swaps"
+    for name, text in cases.items():
+        (archive / name).mkdir(parents=True)
+        (archive / name / "kern.log").write_text(text)
+    db = tmp_path / "swaps.sqlite"
+    scan(archive, db, jobs=1)
+    conn = connect(db, readonly=True)
+    verdicts = {m.card: m.verdict for m in fleet.card_or_slot(conn)}
+    assert verdicts == {card_a: "card", card_b: "slot"}
+    nodes = {(n.kind, n.label): len(n.cases) for n in fleet.bad_nodes(conn)}
+    assert nodes == {("gpu", card_a): 2, ("host", "node05"): 2}
+    html = render(conn)
+    assert "follow the card or the slot" in html and card_a in html
+    conn.close()
+
+
+def test_stack_signature_skips_runtime_and_interpreter_frames():
+    frames = [
+        {"function": "__pthread_kill_implementation", "module": "libc.so.6"},
+        {"function": "raise", "module": "libc.so.6"},
+        {"function": "abort", "module": "libc.so.6"},
+        {"function": "_ZN9__gnu_cxx27__verbose_terminate_handlerEv", "module": "libstdc++.so.6"},
+        {"function": "at::native::launch_kernel(int, long)", "module": "/opt/torch/lib/libtorch_cuda.so"},
+        {"function": "??", "module": "/usr/lib/libcuda.so.1", "offset": "0x1d9d30"},
+        {"function": "_PyEval_EvalFrameDefault", "module": "python3.11"},
+        {"function": "main", "module": "python3.11"},
+    ]
+    assert signature(frames) == "libtorch_cuda.so!at::native::launch_kernel | libcuda.so.1+0x1d9d30 | python3.11!main"
+    glibc = ["/lib/x86_64-linux-gnu/libc.so.6(+0x46210) [0x7f17662c1210]",
+             "/lib/x86_64-linux-gnu/libcuda.so.1(cuLaunchKernel+0x1a2) [0x7f1764564d30]",
+             "train.py:12 in main"]
+    assert signature(glibc) == "libcuda.so.1!cuLaunchKernel"
