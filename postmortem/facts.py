@@ -22,6 +22,7 @@ FACT_FIELDS = (
     "sm",
     "pci",
     "gpu_uuid",
+    "gpu_serial",
     "driver_version",
     "cuda_version",
     "torch_version",
@@ -51,7 +52,8 @@ def collect_facts(events: Iterable[Event]) -> Mapping[str, Any]:
     return facts
 
 
-GPU_KEYS = (("index", "gpu_index"), ("pci", "pci"), ("uuid", "gpu_uuid"), ("name", "gpu_name"), ("sm", "sm"))
+GPU_KEYS = (("index", "gpu_index"), ("pci", "pci"), ("uuid", "gpu_uuid"), ("serial", "gpu_serial"), ("name", "gpu_name"),
+            ("sm", "sm"))
 """A GPU entry's keys and the event fields they come from."""
 
 

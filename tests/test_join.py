@@ -112,7 +112,8 @@ def test_facts_gpu_from_nvrm_line_and_arch_warning():
     report = analyze([str(DATA / "kernel_log" / "xid31-fault-pde-tinygrad-01.dmesg.txt"),
                       str(DATA / "framework_log" / "sm120-lora-trainer-05.log")])
     gpus = collect_gpus(report.events)
-    assert gpus[0] == {"pci": "0000:01:00", "uuid": "GPU-af4f89ae-d08b-1b53-9938-c9ed209a3513"}
+    assert gpus[0] == {"pci": "0000:01:00", "uuid": "GPU-af4f89ae-d08b-1b53-9938-c9ed209a3513",
+                       "serial": "1710424007242"}
     assert any(g.get("sm") == "sm_120" for g in gpus[1:])
 
 

@@ -294,3 +294,11 @@ def test_known_driver_bug_needs_the_driver_version_from_another_input():
     assert "xid-119-driver-525-gsp-bug" not in [f.signature for f in fixed.findings]
     alone = pipeline.analyze([xid])
     assert alone.findings[0].signature == "xid-119-120"
+
+
+def test_board_serial_follows_the_gpu_line():
+    """The driver prints the board serial right after "GPU at PCI:..." (tinygrad's dmesg); 0 means none."""
+    [env] = [e for e in parse_file("xid31-fault-pde-tinygrad-01.dmesg.txt") if e.kind == "environment"]
+    assert (env.fields["pci"], env.fields["gpu_serial"]) == ("0000:01:00", "1710424007242")
+    [unset] = [e for e in parse_file("xid79-154-pf-flr-02.dmesg.txt") if e.kind == "environment"]
+    assert "gpu_serial" not in unset.fields  # "GPU Board Serial Number: 0"

@@ -250,7 +250,8 @@ def _gpu_state(doc: TextDoc, index: int, section: list[Line], header: dict, head
         if header.get(key, "N/A") != "N/A":
             fields[name] = header[key]
     evidence: list[Line] = [head]
-    for name, path in (("gpu_name", ("Product Name",)), ("gpu_uuid", ("GPU UUID",)), ("pstate", ("Performance State",))):
+    for name, path in (("gpu_name", ("Product Name",)), ("gpu_uuid", ("GPU UUID",)), ("gpu_serial", ("Serial Number",)),
+                       ("pstate", ("Performance State",))):
         if path in tree:
             fields[name] = _value(tree[path])
             evidence.append(tree[path])

@@ -279,6 +279,17 @@ _INIT_FAILED = regex.compile(
     r"|(?P<stage>rm_init_adapter) failed(?:,? (?:for )?device (?:bearing )?minor number (?P<minor>\d+))?)"
 )
 _GPU_UUID = regex.compile(r"NVRM: GPU at PCI:(?P<pci>[0-9a-fA-F:.]+): (?P<gpu_uuid>GPU-[0-9a-fA-F-]+)")
+_SERIAL = regex.compile(r"NVRM: GPU Board Serial Number: (?P<serial>\w+)")
+
+
+def _board_serial(doc: TextDoc, line: Line) -> str | None:
+    """The board serial the driver prints on the line after "GPU at PCI:..." (0 when the board has none)."""
+    for follower in doc.following(line, 1):
+        if (m := _SERIAL.search(follower.text)) and m["serial"].strip("0"):
+            return m["serial"]
+    return None
+
+
 _DRIVER = regex.compile(r"NVRM: loading NVIDIA UNIX .*?Kernel Module(?: for \S+)?\s+(?P<driver_version>\d+\.\d+(?:\.\d+)?)")
 _LINUX = regex.compile(r"Linux version (?P<kernel_version>\d+\.\d+\S*) \(")
 _SEGFAULT = regex.compile(
@@ -363,7 +374,10 @@ def _events(doc: TextDoc, line: Line, s: Stamp, stamps: dict[int, Stamp], consum
         return
     for pattern in (_GPU_UUID, _DRIVER, _LINUX):
         if m := pattern.search(body):
-            yield _event(doc, "environment", line, s, {k: v for k, v in m.groupdict().items() if v})
+            fields = {k: v for k, v in m.groupdict().items() if v}
+            if pattern is _GPU_UUID and (serial := _board_serial(doc, line)):
+                fields["gpu_serial"] = serial
+            yield _event(doc, "environment", line, s, fields)
             return
     if m := _SEGFAULT.search(body):
         yield _event(doc, "segfault", line, s, _segfault_fields(m))

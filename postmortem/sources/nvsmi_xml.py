@@ -69,7 +69,7 @@ _FLAGS = {
     "remap_failure": "remapped_rows/remapped_row_failure",
     "reset_required": "gpu_reset_status/reset_required",
 }
-_TEXTS = {"gpu_name": "product_name", "gpu_uuid": "uuid", "pstate": "performance_state",
+_TEXTS = {"gpu_name": "product_name", "gpu_uuid": "uuid", "gpu_serial": "serial", "pstate": "performance_state",
           "compute_mode": "compute_mode", "mig_mode": "mig_mode/current_mig"}
 
 
