@@ -78,10 +78,11 @@ def analyze_blobs(blobs: Iterable[Blob], database: Database | None = None, optio
     telemetry = tuple(e.fields["series"] for e in events if e.kind == "gpu-series")  # frames, not evidence
     events = [e for e in events if e.kind != "gpu-series"]
     events = with_arch_knowledge(_number(join(_dedupe(events))))
-    if any(e.kind == "library-arch" for e in events):  # the libraries a core loaded, judged for the GPU named
-        from .binaries.library_arch import with_library_verdicts
+    if any(e.kind in ("library-arch", "arch-unsupported", "cuda-error") for e in events):
+        from .binaries.library_arch import libraries_in_logs, with_library_verdicts
 
-        events = with_library_verdicts(events)
+        # the libraries a core loaded or a backtrace names, judged for the GPU the inputs name
+        events = with_library_verdicts(_number([*events, *libraries_in_logs(events, options.sysroot)]))
     facts = collect_facts(events)
     findings = rank(match(database, events), events, database.causes)
     tool = {"name": "postmortem", "version": __version__, "signatures": database.version}

@@ -281,3 +281,22 @@ def test_library_with_the_gpus_arch_is_not_blamed(tmp_path: Path) -> None:
     assert (library.fields["verdict"], library.fields["sm"]) == ("native", "sm_120")
     finding = next(f for f in report.findings if f.signature == "arch-mismatch")
     assert "_ops" not in finding.explanation and library.id not in finding.evidence
+
+
+def test_a_backtrace_names_the_library_without_the_gpus_architecture(tmp_path):
+    """The RTX 5090 warning (LeggedLab#26) and a gdb backtrace whose frames name two of our built libraries:
+    only the sm_80-only one is blamed. The backtrace text is written by the test in gdb's frame format."""
+    sm80, multi = (DATA / "libk_sm80only.so").resolve(), (DATA / "libk_multi.so").resolve()
+    bt = tmp_path / "gdb-bt.txt"
+    bt.write_text(
+        'Thread 1 "python" received signal SIGSEGV, Segmentation fault.\n'
+        f"#0  0x00007ffff7a1b2c3 in my_kernel_launch () from {sm80}\n"
+        f"#1  0x00007ffff7b1c2d3 in other_launch () from {multi}\n"
+        "#2  0x00005555556b7e2d in _PyEval_EvalFrameDefault ()\n")
+    warning = Path(__file__).parent / "data" / "framework_log" / "sm120-torch-02.log"
+    report = analyze([str(warning), str(bt)])
+    top = report.findings[0]
+    assert top.cause == "arch-mismatch"
+    assert "libk_sm80only.so" in top.explanation and "libk_multi.so" not in top.explanation
+    verdicts = {e.fields["library"]: e.fields["verdict"] for e in report.events if e.kind == "library-arch"}
+    assert verdicts == {"libk_sm80only.so": "missing", "libk_multi.so": "native"}

@@ -53,6 +53,37 @@ def library_events(modules: Iterable[Any], path: str, pid: int | None, process: 
     return events
 
 
+@dataclasses.dataclass(frozen=True)
+class NamedLibrary:
+    """A shared library a log names (a backtrace frame's module), seen as library_events sees a core's module."""
+
+    path: str
+    kind: str
+    found_at: str | None
+
+
+def libraries_in_logs(events: Sequence[Event], sysroot: str | None) -> list[Event]:
+    """`library-arch` events for the shared libraries that backtraces in the logs name, when an arch problem
+    is reported and the files are reachable (on this machine or under --sysroot); cores report their own."""
+    if not any(_arch_problem(e) for e in events):
+        return []
+    from ..core.gpu import classify
+
+    known = {e.fields.get("library_path") for e in events if e.kind == "library-arch"}
+    named: dict[str, Event] = {}
+    for event in events:
+        for frame in event.fields.get("frames") or ():
+            module = frame.get("module") if isinstance(frame, dict) else None
+            if isinstance(module, str) and module.startswith("/") and ".so" in module and module not in known:
+                named.setdefault(module, event)
+    found = []
+    for path, event in named.items():
+        on_disk = os.path.join(sysroot, path.lstrip("/")) if sysroot else path
+        library = NamedLibrary(path, classify(path), on_disk if os.path.isfile(on_disk) else None)
+        found.extend(library_events([library], event.where.path, event.fields.get("pid"), event.fields.get("process")))
+    return found
+
+
 def _image(entry: fatbin.Entry) -> str:
     """'sm_90a' for SASS, 'compute_120@9.0' for PTX (with its ISA version)."""
     return f"{entry.arch}@{entry.ptx_isa}" if entry.kind == "ptx" else entry.arch
