@@ -253,3 +253,19 @@ def test_run_forwards_sigterm(programs: Path) -> None:
     assert out == f"got {int(signal.SIGTERM)}\n".encode()
     assert job.returncode == 42
     assert b"exited with status 42" in err
+
+
+def test_kernel_log_of_a_run_keeps_the_jobs_crashes_and_gpu_lines_only():
+    """Real kernel lines (segfault-libnvidia-01 and xid13-109 in tests/data/kernel_log): another process's segfault
+    is left out, the job's own (its pid in the family) and every NVRM line stay."""
+    from postmortem.capture.run import job_lines
+
+    log = ("[ 8275.824319] zed-editor[11804]: segfault at 25c ip 000075b6d26f2e1a sp 00007ffc262183a0 error 4 in "
+           "libnvidia-glcore.so.575.64.03[af2e1a,75b6d2000000+c00000] likely on CPU 10 (core 20, socket 0)\n"
+           "[84422.478662] zed-editor[1005460]: segfault at 25c ip 000070183ccf2e1a sp 00007ffe7e4fa740 error 4 in "
+           "libnvidia-glcore.so.575.64.03[af2e1a,70183c600000+c00000] likely on CPU 12 (core 24, socket 0)\n"
+           "[Fri Aug 30 11:43:14 2024] NVRM: Xid (PCI:0000:cb:00): 109, pid=1797828, name=pt_main_thread, Ch 00000008, "
+           "errorString CTX SWITCH TIMEOUT, Info 0x58005\n")
+    kept, dropped = job_lines(log, {1005460})
+    assert dropped == 1
+    assert "zed-editor[11804]" not in kept and "zed-editor[1005460]" in kept and "Xid" in kept

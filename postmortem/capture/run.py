@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import resource
 import shutil
 import signal
@@ -28,6 +29,7 @@ from typing import BinaryIO
 from .collect import (
     TELEMETRY_FIELDS,
     CoreSetup,
+    Piece,
     core_setup,
     coredumpctl_pieces,
     kernel_log,
@@ -115,7 +117,8 @@ def run(options: RunOptions, say=lambda message: print(f"postmortem: {message}",
             case.rmdir()  # only when it is empty: nothing of the user's is removed
         raise
     sampler = _start_telemetry(case, options.telemetry_s)
-    with _terminal_to(child.pid), _forwarding(child.pid):
+    family = _Family(child.pid)
+    with _terminal_to(child.pid), _forwarding(child.pid), family:
         pumps = [threading.Thread(target=_pump, args=(pipe, fd, log), daemon=True)
                  for pipe, fd, log in ((child.stdout, 1, logs[0]), (child.stderr, 2, logs[1]))]
         for pump in pumps:
@@ -133,7 +136,7 @@ def run(options: RunOptions, say=lambda message: print(f"postmortem: {message}",
               "signal_number": -returncode if returncode < 0 else None, "environment_set": armed,
               "cores": setup.describe(), "telemetry": "sampled" if sampler else "not sampled"}
     if status != 0:
-        record["collected"] = _gather(case, started, t0, child.pid, setup, say)
+        record["collected"] = _gather(case, started, t0, child.pid, family.pids, setup, say)
     (case / "run.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     if status != 0:
         _explain(case, status, returncode, say)
@@ -252,10 +255,16 @@ def _stop(sampler: subprocess.Popen | None) -> None:
         sampler.wait()
 
 
-def _gather(case: Path, started: datetime, t0: float, pid: int, setup: CoreSetup, say) -> list[str]:
+def _gather(case: Path, started: datetime, t0: float, pid: int, family: set[int], setup: CoreSetup,
+            say) -> list[str]:
     """The kernel log of the run's window and the job's cores, into the case directory; what happened, in words."""
     notes = []
     kernel = kernel_log(started - timedelta(seconds=WINDOW_MARGIN_S), 30.0)
+    if kernel.reader is not None:
+        kept, dropped = job_lines(kernel.reader.read_at(0, kernel.reader.size).decode("utf-8", "replace"), family)
+        kernel = Piece.text(kernel.name, kernel.source, kept)
+        if dropped:
+            notes.append(f"kernel log: {dropped} line(s) about other processes' crashes left out")
     saved = save_piece(kernel, case)
     notes.append(f"kernel log: {kernel.source}" if saved else f"kernel log: not collected ({kernel.why})")
     if setup.handler and "systemd-coredump" in setup.handler:
@@ -268,6 +277,58 @@ def _gather(case: Path, started: datetime, t0: float, pid: int, setup: CoreSetup
     for note in notes:
         say(note)
     return notes
+
+
+_PROCESS_FAULT = re.compile(r"\b\S+\[(\d+)\]:? (?:segfault at|general protection|trap )|traps: \S+\[(\d+)\]")
+"""A kernel line about one user process's crash: `name[pid]: segfault at ...`."""
+
+
+def job_lines(text: str, family: set[int]) -> tuple[str, int]:
+    """The kernel log without other processes' crashes (GPU, bus and memory messages all stay); lines dropped."""
+    kept, dropped = [], 0
+    for line in text.splitlines(keepends=True):
+        fault = _PROCESS_FAULT.search(line)
+        if fault and int(fault.group(1) or fault.group(2)) not in family:
+            dropped += 1
+        else:
+            kept.append(line)
+    return "".join(kept), dropped
+
+
+class _Family:
+    """The job's process and every descendant seen while it runs (polled from /proc), to tell its crashes
+    from other processes' in the kernel log."""
+
+    POLL_S = 0.5
+
+    def __init__(self, pid: int):
+        self.pids = {pid}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def __enter__(self) -> _Family:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(2 * self.POLL_S)
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.POLL_S):
+            parents = {}
+            for entry in os.scandir("/proc"):
+                if entry.name.isdigit():
+                    with contextlib.suppress(OSError, ValueError, IndexError):
+                        stat = Path(entry.path, "stat").read_text()
+                        parents[int(entry.name)] = int(stat[stat.rindex(")") + 2:].split()[1])
+            grew = True
+            while grew:
+                grew = False
+                for child, parent in parents.items():
+                    if parent in self.pids and child not in self.pids:
+                        self.pids.add(child)
+                        grew = True
 
 
 def _systemd_cores(case: Path, started: datetime, pid: int) -> list[str]:
