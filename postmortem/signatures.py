@@ -393,7 +393,8 @@ def finding_for(signature: Signature, hits: Sequence[Event]) -> Finding:
     occurrences = sum(e.count for e in hits)
     places = len({e.where.path for e in hits})
     reason = f"{occurrences} matching event{'s' * (occurrences != 1)} in {places} input{'s' * (places != 1)}"
-    times = sorted((e.time for e in hits if e.time is not None), key=moment)
+    times = sorted((t for e in hits for t in (e.time, e.fields.get("last_time")) if isinstance(t, datetime)),
+                   key=moment)
     return Finding(
         signature=signature.id,
         cause=signature.cause,

@@ -302,3 +302,12 @@ def test_board_serial_follows_the_gpu_line():
     assert (env.fields["pci"], env.fields["gpu_serial"]) == ("0000:01:00", "1710424007242")
     [unset] = [e for e in parse_file("xid79-154-pf-flr-02.dmesg.txt") if e.kind == "environment"]
     assert "gpu_serial" not in unset.fields  # "GPU Board Serial Number: 0"
+
+
+def test_a_storm_of_repeats_keeps_its_first_and_last_time():
+    """The three real Xid 109 lines of xid109-ctx-switch-02 (one GPU, days apart) fold into one event;
+    the finding spans the first to the last."""
+    report = pipeline.analyze([str(DATA / "xid109-ctx-switch-02.journal.txt")])
+    finding = next(f for f in report.findings if f.signature == "xid-109")
+    assert finding.count == 3
+    assert finding.first_seen.endswith("09-18T20:07:01") and finding.last_seen.endswith("09-21T15:01:42")

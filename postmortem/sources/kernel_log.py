@@ -580,7 +580,7 @@ def _fold(events: list[Event]) -> Iterator[Event]:
     Identical means same kind and fields, apart from the uptime; for Xids also
     apart from pid, channel and the hex values in the message (one fault hits
     every channel of a job, ESR registers differ per SM); the pids are kept in
-    fields["pids"].
+    fields["pids"], and the time of the last repeat in fields["last_time"].
     """
     first: dict[tuple, int] = {}
     out: list[Event] = []
@@ -599,5 +599,7 @@ def _fold(events: list[Event]) -> Iterator[Event]:
             pids = {p for p in (kept.fields.get("pid"), event.fields.get("pid"), *kept.fields.get("pids", ())) if p}
             if len(pids) > 1:
                 fields["pids"] = sorted(pids)
+        if event.time is not None and kept.time is not None and event.time.tzinfo == kept.time.tzinfo:
+            fields["last_time"] = max(event.time, fields.get("last_time", kept.time))
         out[index] = replace(kept, count=kept.count + event.count, fields=fields)
     yield from out
