@@ -14,7 +14,8 @@ verdicts (`dcgm-health`), and the Fabric Manager log reports NVSwitch errors
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 from datetime import datetime
 
 import regex
@@ -255,7 +256,7 @@ def _gpu_state(doc: TextDoc, index: int, section: list[Line], header: dict, head
         if path in tree:
             fields[name] = _value(tree[path])
             evidence.append(tree[path])
-    for collect in (_ecc, _retired_pages, _remapped_rows, _clock_reasons, _temperatures, _clocks, _misc):
+    for collect in (_ecc, _retired_pages, _values, _clock_reasons, _misc):
         evidence.extend(collect(tree, fields))
     body = sorted({line.number: line for line in [*header_lines, *evidence, *_ancestors(tree, evidence)]}.values(),
                   key=lambda line: line.number)
@@ -309,20 +310,6 @@ def _retired_pages(tree: dict, fields: dict) -> list[Line]:
     return evidence
 
 
-def _remapped_rows(tree: dict, fields: dict) -> list[Line]:
-    names = {"Correctable Error": ("remapped_rows_correctable", _int),
-             "Uncorrectable Error": ("remapped_rows_uncorrectable", _int),
-             "Pending": ("remap_pending", _flag),
-             "Remapping Failure Occurred": ("remap_failure", _flag)}
-    evidence = []
-    for key, (name, convert) in names.items():
-        line = tree.get(("Remapped Rows", key))
-        if line is not None and convert(line) is not None:
-            fields[name] = convert(line)
-            evidence.append(line)
-    return evidence
-
-
 def _clock_reasons(tree: dict, fields: dict) -> list[Line]:
     """Active clock event (throttle) reasons; older drivers call the section Clocks Throttle Reasons."""
     active = [(path[-1], line) for path, line in tree.items()
@@ -333,26 +320,29 @@ def _clock_reasons(tree: dict, fields: dict) -> list[Line]:
     return [line for _, line in active]
 
 
-def _temperatures(tree: dict, fields: dict) -> list[Line]:
-    names = {"GPU Current Temp": "temp_c", "GPU Slowdown Temp": "temp_slowdown_c",
-             "GPU Shutdown Temp": "temp_shutdown_c", "Memory Current Temp": "memory_temp_c"}
-    evidence = []
-    for key, name in names.items():
-        line = tree.get(("Temperature", key))
-        if line is not None and _int(line) is not None:
-            fields[name] = _int(line)
-            evidence.append(line)
-    return evidence
+REPORT_VALUES: dict[tuple[str, str], tuple[str, Callable[[Line], Any]]] = {
+    ("Remapped Rows", "Correctable Error"): ("remapped_rows_correctable", _int),
+    ("Remapped Rows", "Uncorrectable Error"): ("remapped_rows_uncorrectable", _int),
+    ("Remapped Rows", "Pending"): ("remap_pending", _flag),
+    ("Remapped Rows", "Remapping Failure Occurred"): ("remap_failure", _flag),
+    ("Temperature", "GPU Current Temp"): ("temp_c", _int),
+    ("Temperature", "GPU Slowdown Temp"): ("temp_slowdown_c", _int),
+    ("Temperature", "GPU Shutdown Temp"): ("temp_shutdown_c", _int),
+    ("Temperature", "Memory Current Temp"): ("memory_temp_c", _int),
+    ("Clocks", "Graphics"): ("clock_graphics_mhz", _int),
+    ("Clocks", "SM"): ("clock_sm_mhz", _int),
+    ("Max Clocks", "Graphics"): ("clock_max_graphics_mhz", _int),
+}
+"""`nvidia-smi -q` (section, key) -> the event field it fills and how its value is read."""
 
 
-def _clocks(tree: dict, fields: dict) -> list[Line]:
-    names = {("Clocks", "Graphics"): "clock_graphics_mhz", ("Clocks", "SM"): "clock_sm_mhz",
-             ("Max Clocks", "Graphics"): "clock_max_graphics_mhz"}
+def _values(tree: dict, fields: dict) -> list[Line]:
+    """The plain values of REPORT_VALUES that the report holds, each with the line that shows it."""
     evidence = []
-    for path, name in names.items():
+    for path, (name, convert) in REPORT_VALUES.items():
         line = tree.get(path)
-        if line is not None and _int(line) is not None:
-            fields[name] = _int(line)
+        if line is not None and convert(line) is not None:
+            fields[name] = convert(line)
             evidence.append(line)
     return evidence
 
