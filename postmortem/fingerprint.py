@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import regex
 
-from .model import Event
+from .model import Event, Finding
 
 _MASKS: tuple[tuple[regex.Pattern, str], ...] = tuple(
     (regex.compile(pattern), replacement)
@@ -33,7 +33,8 @@ _MASKS: tuple[tuple[regex.Pattern, str], ...] = tuple(
 
 SUSPICIOUS_KINDS = (
     "core-signal", "coredump", "fatal-signal", "gpu-exception", "sanitizer-error", "cuda-error", "xid", "sxid",
-    "segfault", "python-exception", "child-failed", "library-error", "nccl-error", "nccl-warn", "backtrace",
+    "segfault", "kernel-panic", "kernel-oops", "driver-message", "python-exception", "child-failed", "library-error",
+    "nccl-error", "nccl-warn", "backtrace",
 )
 """Event kinds most likely to be the crash itself, most telling first; any other kind follows."""
 
@@ -62,8 +63,14 @@ def fingerprint(event: Event) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
-def suspects(events: Sequence[Event]) -> tuple[str, ...]:
-    """Ids of the events most likely to be the crash when no signature explained it."""
+def suspects(events: Sequence[Event], findings: Sequence[Finding] = ()) -> tuple[str, ...]:
+    """Ids of the events most likely to be the crash when no signature explained it.
+
+    Events that are already a finding's evidence are not suspects; when a summary report
+    leads (findings given), the suspects are the unexplained error lines before it.
+    """
     order = {kind: i for i, kind in enumerate(SUSPICIOUS_KINDS)}
-    ranked = sorted(events, key=lambda e: (order.get(e.kind, len(order)), e.where.path, e.where.line or 0))
+    used = {i for f in findings for i in f.evidence}
+    candidates = [e for e in events if e.id not in used and (not findings or e.kind in order)]
+    ranked = sorted(candidates, key=lambda e: (order.get(e.kind, len(order)), e.where.path, e.where.line or 0))
     return tuple(e.id for e in ranked[:MAX_SUSPECTS])

@@ -325,3 +325,75 @@ def describe_arch(gpu_name: str | None = None, sm: str | None = None, shipped: l
     if any(t.startswith("compute_") for t in targets):
         facts["ptx_targets"] = " ".join(t for t in targets if t.startswith("compute_"))
     return facts
+
+
+@dataclass(frozen=True)
+class NvStatus:
+    """One NV_STATUS code of the NVIDIA resource manager (data/nv-status.tsv)."""
+
+    name: str
+    value: int
+    message: str
+    cause: str | None
+
+
+@cache
+def nv_statuses() -> tuple[NvStatus, ...]:
+    """Every row of data/nv-status.tsv, loaded once."""
+    return tuple(NvStatus(row["name"], int(row["value"], 16), row["message"], _dash(row["cause"]))
+                 for row in _rows("nv-status.tsv"))
+
+
+def nv_status(token: str | int) -> NvStatus | None:
+    """The status a driver line names: `NV_ERR_TIMEOUT`, `0x65`, 101, or its message ("Call timed out")."""
+    text = str(token).strip().strip("[]()").strip()
+    for status in nv_statuses():
+        if text == status.name or text.lower() == status.message.lower():
+            return status
+    try:
+        value = int(text, 0)
+    except ValueError:
+        return None
+    return next((s for s in nv_statuses() if s.value == value), None)
+
+
+@dataclass(frozen=True)
+class DriverSubsystem:
+    """The part of the resource manager an `NVRM: <function>:` line comes from (data/nvrm-subsystems.tsv)."""
+
+    prefix: str
+    name: str
+    cause: str | None
+
+
+@cache
+def _subsystems() -> tuple[DriverSubsystem, ...]:
+    rows = [DriverSubsystem(row["prefix"], row["subsystem"], _dash(row["cause"])) for row in _rows("nvrm-subsystems.tsv")]
+    return tuple(sorted(rows, key=lambda s: -len(s.prefix)))
+
+
+def driver_subsystem(function: str) -> DriverSubsystem | None:
+    """The subsystem of a resource-manager function (`_kgspRpcRecvPoll` -> gsp), longest prefix first."""
+    name = function.lstrip("_")
+    return next((s for s in _subsystems() if name.startswith(s.prefix)), None)
+
+
+@dataclass(frozen=True)
+class DriverMessage:
+    """A family of `NVRM:` wordings (data/nvrm-messages.tsv): what the driver's own words report."""
+
+    family: str
+    pattern: regex.Pattern
+    cause: str | None
+
+
+@cache
+def driver_messages() -> tuple[DriverMessage, ...]:
+    """The families in table order (the first that matches a message names it)."""
+    return tuple(DriverMessage(row["family"], regex.compile(row["regex"], regex.IGNORECASE), _dash(row["cause"]))
+                 for row in _rows("nvrm-messages.tsv"))
+
+
+def driver_message(text: str) -> DriverMessage | None:
+    """The family of an NVRM message; the table's last row ("info") takes what no error row does."""
+    return next((m for m in driver_messages() if m.pattern.search(text)), None)

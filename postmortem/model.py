@@ -100,6 +100,8 @@ class Finding:
     actions: tuple[str, ...]
     evidence: tuple[str, ...]
     references: tuple[str, ...] = ()
+    role: str = "root"
+    """"consequence" when the signature by definition summarises an earlier failure (signatures.ROLES)."""
     consequence_of: str | None = None
     consequences: tuple[str, ...] = ()
     count: int = 1

@@ -86,8 +86,13 @@ def analyze_blobs(blobs: Iterable[Blob], database: Database | None = None, optio
     facts = collect_facts(events)
     findings = rank(match(database, events), events, database.causes)
     tool = {"name": "postmortem", "version": __version__, "signatures": database.version}
-    unexplained = () if findings else suspects(events)
+    unexplained = suspects(events, findings) if not findings or _unrecognised_root(findings[0]) else ()
     return Report(tool, tuple(inputs), tuple(events), facts, tuple(findings), tuple(cores), telemetry, unexplained)
+
+
+def _unrecognised_root(verdict) -> bool:
+    """A summary report (Xid 154, reset required) leads only when its root was not recognised."""
+    return verdict.role == "consequence" and verdict.consequence_of is None
 
 
 def read_blob(blob: Blob) -> tuple[InputInfo, list[Event]]:

@@ -8,7 +8,14 @@ A finding is a consequence of a root when one of these rules relates them:
 - sticky CUDA error: after a sticky error (knowledge.cuda_error(...).sticky)
   the context is dead, so every later CUDA error of the same process (same pid,
   or the same input when no pid is known) is a consequence;
-- off the bus: after Xid 79 every later CUDA error or Xid on that GPU is.
+- off the bus: after Xid 79 every later CUDA error or Xid on that GPU is;
+- summary: a finding whose signature has role `consequence` (Xid 154, "reset required", a failed
+  probe) follows any hardware or driver root on the same host and GPU before it.
+
+A consequence-role finding that no root explains is not presented as the root: its confidence is
+lowered and its reason says the root was not recognised. Findings are listed so that the first
+finding of each cause comes before a second finding of a cause already listed: the top three are
+three different explanations.
 
 Followers are marked `consequence_of` the root, ranked after every root, and
 listed in the root's `consequences`; the root's confidence rises with what it
@@ -34,6 +41,10 @@ LEAD = timedelta(minutes=1)
 DEEPER = 10
 """Cause-rank difference from which one cause can explain another."""
 UNEXPLAINABLE_LAYERS = frozenset({"build", "driver"})
+SUMMARISED_LAYERS = frozenset({"hardware", "driver/hw", "driver", "os"})
+"""Layers of the roots a summary report (Xid 154, reset required) can stand for."""
+UNRECOGNISED_ROOT = 0.6
+"""Factor on the confidence of a summary report whose root no signature recognised."""
 """Layers no deeper event can cause: a wheel without kernels for the GPU is not a symptom of bad memory."""
 
 
@@ -70,7 +81,14 @@ def rank(findings: Sequence[Finding], events: Sequence[Event], causes: Mapping[s
             return _specifics(rs, fs, follower)
         return None
 
-    rules: tuple[Rule, ...] = (_after_sticky_error, _after_off_bus, deeper)
+    def summary(root: Finding, rs: _Scope, follower: Finding, fs: _Scope) -> str | None:
+        layer = causes[root.cause].layer if root.cause in causes else ""
+        if (follower.role == "consequence" and root.role != "consequence" and layer in SUMMARISED_LAYERS
+                and _related(rs, fs) and _before(rs, fs)):
+            return f"{follower.signature} summarises an earlier failure; {_specifics(rs, fs, follower)}"
+        return None
+
+    rules: tuple[Rule, ...] = (_after_sticky_error, _after_off_bus, summary, deeper)
     def why(root: Finding, follower: Finding) -> str | None:
         rs, fs = scopes[root.signature], scopes[follower.signature]
         return next((words for rule in rules if (words := rule(root, rs, follower, fs))), None)
@@ -100,18 +118,36 @@ def rank(findings: Sequence[Finding], events: Sequence[Event], causes: Mapping[s
                 confidence_reason="; ".join([finding.confidence_reason, f"likely a consequence of {root.signature}",
                                              links[root.signature, finding.signature]]),
             )
+        elif finding.role == "consequence":
+            finding = dataclasses.replace(
+                finding,
+                confidence=round(finding.confidence * UNRECOGNISED_ROOT, 2),
+                confidence_reason="; ".join([finding.confidence_reason, "this report summarises an earlier failure "
+                                             "whose root was not recognised: see the suspects"]),
+            )
         ranked.append(finding)
     ranked = [_credit(f, consequences.get(f.signature, []), by_id) for f in ranked]
     ranked.sort(
         key=lambda f: (
             f.consequence_of is not None,
+            f.role == "consequence",
             -severity_rank(f.severity),
             -f.confidence,
             -cause_rank(f),
             _sortable(scopes[f.signature].earliest),
         )
     )
-    return ranked
+    return _distinct_causes_first(ranked)
+
+
+def _distinct_causes_first(ranked: list[Finding]) -> list[Finding]:
+    """The best finding of each cause, in order, then the others: alternatives, not repeats, lead."""
+    seen: set[str] = set()
+    leaders, rest = [], []
+    for finding in ranked:
+        (rest if finding.cause in seen or finding.consequence_of is not None else leaders).append(finding)
+        seen.add(finding.cause)
+    return leaders + rest
 
 
 def _after_sticky_error(root: Finding, rs: _Scope, follower: Finding, fs: _Scope) -> str | None:

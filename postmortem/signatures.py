@@ -43,7 +43,10 @@ from .model import SEVERITIES, Event, Finding
 Condition = Callable[[Event], bool]
 
 REQUIRED = ("id", "title", "cause", "severity", "confidence", "match", "explain", "actions")
-OPTIONAL = ("references", "examples", "notes")
+OPTIONAL = ("references", "examples", "notes", "role")
+ROLES = ("root", "consequence")
+"""`consequence`: the signature matches a report that by definition summarises an earlier failure
+(Xid 154, "reset required", a failed probe); it never stands as the root while a root is known."""
 
 
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -84,6 +87,7 @@ class Signature:
     """"positive"/"negative" -> real log text, or {file: path} (relative to the repo) for binary inputs such as cores."""
     condition: Condition
     origin: str
+    role: str = "root"
 
 
 @dataclass(frozen=True)
@@ -198,6 +202,9 @@ def _signature(path: Path, index: int, entry: Any) -> Signature:
     examples = entry.get("examples") or {}
     if not isinstance(examples, dict) or not examples.get("positive") or not examples.get("negative"):
         raise SignatureError(f"{label}: needs examples.positive and examples.negative")
+    role = entry.get("role", "root")
+    if role not in ROLES:
+        raise SignatureError(f"{label}: role must be one of {ROLES}")
     try:
         condition = compile_condition(entry["match"])
     except (SignatureError, regex.error, TypeError, ValueError) as exc:
@@ -214,6 +221,7 @@ def _signature(path: Path, index: int, entry: Any) -> Signature:
         examples={k: tuple(_example(label, v) for v in examples.get(k) or ()) for k in ("positive", "negative")},
         condition=condition,
         origin=label,
+        role=role,
     )
 
 
@@ -406,6 +414,7 @@ def finding_for(signature: Signature, hits: Sequence[Event]) -> Finding:
         actions=signature.actions,
         evidence=tuple(e.id for e in hits),
         references=signature.references,
+        role=signature.role,
         count=occurrences,
         first_seen=times[0].isoformat() if times else None,
         last_seen=times[-1].isoformat() if times else None,

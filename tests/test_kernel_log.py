@@ -78,17 +78,19 @@ def test_old_xid_forms_without_pid():
 
 
 def test_nvlink5_link_and_redacted_pci():
-    events = parse_file("xid145-137-nvlink-nccl-01.dmesg.txt")
+    events = [e for e in parse_file("xid145-137-nvlink-nccl-01.dmesg.txt") if e.kind == "xid"]
     assert [(e.fields["xid"], e.fields["link"]) for e in events] == [(145, 11), (137, 11)]
     assert all("pci" not in e.fields for e in events)  # "PCI:..." is not an address
 
 
 def test_xid154_recovery_action_and_off_bus_forms():
     events = parse_file("xid79-154-pf-flr-02.dmesg.txt")
-    assert [e.kind for e in events] == ["environment", "xid", "gpu-off-bus", "xid"]
+    assert [e.kind for e in events] == ["environment", "xid", "gpu-off-bus", "driver-message", "xid"]
     assert events[1].fields["xid"] == 79
     assert events[2].fields["pci"] == "0000:01:00.0"
-    assert events[3].fields["recovery_action"] == "PF FLR"
+    assert events[3].fields["function"] == "krcRcAndNotifyAllChannels_IMPL"
+    assert events[3].fields["subsystem"] == "robust-channel"
+    assert events[4].fields["recovery_action"] == "PF FLR"
 
 
 def test_xid_syslog_without_host_and_new_channel_form():

@@ -43,7 +43,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"NVRM: GPU at PCI:",
     b"NVRM: loading NVIDIA",
     b"Linux version ",
-    b": segfault at ",
+    b"segfault at ",
     b"general protection fault ip:",
     b"trap invalid opcode ip:",
     b"Killed process ",
@@ -60,6 +60,16 @@ ANCHORS: tuple[bytes, ...] = (
     b"Fatal machine check",
     b"[Hardware Error]",
     b"EDAC ",
+    b"NVRM: ",
+    b"NVRM ",  # the early open modules wrote "NVRM kgspInitRm_IMPL: ..." without the colon
+    b"Kernel panic",
+    b"Kernel Panic",
+    b"Oops: ",
+    b"BUG: unable to handle",
+    b"BUG: kernel NULL pointer",
+    b"kernel BUG at",
+    b"general protection fault, ",
+    b"general protection fault: ",
 )
 
 PREFIX_REACH = 200
@@ -266,18 +276,54 @@ _XID_DETAILS = (
     regex.compile(r"errorString (?P<error_string>[^,]+)"),
     regex.compile(r"Expected function (?P<gsp_function>\d+ \(\w+\))"),
     regex.compile(r"\b(?P<containment>Contained|Uncontained): (?P<unit>[^.]+)"),
+    # NVLink5 (Xid 144-150): unit mnemonic, severity, XC/instance, link, then the interrupt-info and
+    # error-status words (gpud's kmsg_extended tests and the Xid catalog give the layout)
+    regex.compile(r"\b(?P<unit>[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*)\s+(?P<nvlink_severity>Fatal|Nonfatal|Non-fatal)\s+"
+                  r"XC(?P<xc>\d+)\s+i(?P<unit_instance>\d+)\s+Link\s+(?P<link>-?\d+)\s+"
+                  r"\((?P<intrinfo>0x[0-9a-fA-F]+)\s+(?P<error_status>0x[0-9a-fA-F]+)"),
+    # Xid 74 and others end in a parenthesised list of register words
+    regex.compile(r"(?P<registers>\((?:0x[0-9a-fA-F]+,\s*){2,}0x[0-9a-fA-F]+\))"),
 )
-_INT_FIELDS = {"gpc", "tpc", "sm_id", "link", "caused_by_xid"}
+_INT_FIELDS = {"gpc", "tpc", "sm_id", "link", "caused_by_xid", "xc", "unit_instance"}
+_HEX_FIELDS = {"intrinfo", "error_status"}
+NVLINK5_SUBCODE_SHIFT, NVLINK5_SUBCODE_MASK = 20, 0x3F
+"""The sub-code of an NVLink5 Xid sits in bits 20-25 of its interrupt-info word (NVIDIA Xid catalog)."""
 _SXID = regex.compile(
     r"nvidia-nvswitch(?P<switch>\d+): SXid \(PCI:(?P<pci>[^)]*)\): (?P<sxid>\d+), (?P<msg>.*)"
 )
+_PCI_LOOSE = r"(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?"
+"""A PCI address as the driver prints it in messages: the domain is sometimes left out (`GPU 18:00.0:`)."""
 _OFF_BUS = regex.compile(
-    r"NVRM: GPU (?:at (?:PCI:)?)?(?P<pci>" + _PCI + r")(?::| has) (?:GPU )?(?:has )?fallen off the bus"
+    r"NVRM: (?:The NVIDIA )?GPU (?:at (?:PCI:)?)?(?P<pci>" + _PCI_LOOSE + r")(?::| has|\s*(?:\(PCI ID: (?P<pci_id>[0-9a-fA-F:]+)\)\s*)?"
+    r"installed in this system has)\s*(?:GPU )?(?:has )?fallen off the bus"
 )
 _INIT_FAILED = regex.compile(
     r"NVRM: (?:GPU (?P<pci>" + _PCI + r"): )?(?:(?P<stage>RmInitAdapter) failed! \((?P<code>[^)]*)\)"
     r"|(?P<stage>rm_init_adapter) failed(?:,? (?:for )?device (?:bearing )?minor number (?P<minor>\d+))?)"
 )
+_NVRM = regex.compile(
+    r"NVRM: (?:GPU ?(?P<gpu_index>\d+) |GPU (?P<pci>" + _PCI_LOOSE + r"): )?"
+    r"(?:(?P<function>_?[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)*): )?(?P<message>.*)"
+)
+_NV_STATUS = regex.compile(r"\b(?P<name>NV_(?:ERR|WARN)_[A-Z0-9_]+)\b")
+_INIT_STATUS = regex.compile(r"\(0x[0-9a-fA-F]+:(?P<status>0x[0-9a-fA-F]+):\d+\)")
+"""RmInitAdapter's `(0x62:0x65:1697)`: the failing step, the NV_STATUS it returned, the source line."""
+_NVRM_START = regex.compile(r"^(?:Xid |GPU at |loading |GPU ?\d+ |_?[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)*: )")
+"""Words that open a new NVRM message (a line that does not open one continues the previous line's)."""
+NVRM_LINES = 8
+"""Most lines one wrapped NVRM message spans (the unsupported-GPU notice takes 8)."""
+_PANIC = regex.compile(r"Kernel [Pp]anic - not syncing:?\s*(?P<reason>.*)")
+_OOPS = regex.compile(
+    r"(?P<what>BUG: unable to handle (?:kernel )?[^\n]*?)(?: at (?P<address>[0-9a-fx]+))?\s*$"
+    r"|(?P<what>BUG: kernel NULL pointer dereference), address: (?P<address>[0-9a-fx]+)"
+    r"|(?P<what>kernel BUG at [^!\s]+)!?"
+    r"|(?P<what>general protection fault)[,:] [0-9a-fx]+(?: \[#\d+\])?"
+    r"|(?P<what>Oops)(?:: Oops)?: (?P<code>[0-9a-fA-F]+) \[#\d+\]"
+)
+_TASK_LINE = regex.compile(r"\bCPU: (?P<cpu>\d+) (?:UID: \d+ )?PID: (?P<pid>\d+) Comm: (?P<process>\S+)")
+_RIP = regex.compile(r"\bRIP: [0-9a-fA-F]{4}:(?:\[<[0-9a-f]+>\] )?(?P<function>[\w.]+)\+0x[0-9a-f]+/0x[0-9a-f]+(?: \[(?P<module>\w+)\])?")
+CRASH_LINES = 40
+"""Lines around a panic or oops searched for its CPU/PID/Comm and RIP lines."""
 _GPU_UUID = regex.compile(r"NVRM: GPU at PCI:(?P<pci>[0-9a-fA-F:.]+): (?P<gpu_uuid>GPU-[0-9a-fA-F-]+)")
 _SERIAL = regex.compile(r"NVRM: GPU Board Serial Number: (?P<serial>\w+)")
 
@@ -293,18 +339,18 @@ def _board_serial(doc: TextDoc, line: Line) -> str | None:
 _DRIVER = regex.compile(r"NVRM: loading NVIDIA UNIX .*?Kernel Module(?: for \S+)?\s+(?P<driver_version>\d+\.\d+(?:\.\d+)?)")
 _LINUX = regex.compile(r"Linux version (?P<kernel_version>\d+\.\d+\S*) \(")
 _SEGFAULT = regex.compile(
-    r"(?:^|\s)(?:traps: )?(?P<process>[^\s\[\]](?:[^\[\]]{0,62}[^\s\[\]])?)\[(?P<pid>\d+)\]:? "
+    r"(?:(?:^|\s)(?:traps: )?(?P<process>[^\s\[\]](?:[^\[\]]{0,62}[^\s\[\]])?)\[(?P<pid>\d+)\]:? |^)"
     r"(?:(?P<fault>segfault) at (?P<address>[0-9a-fA-F]+) ip (?P<ip>[0-9a-fA-F]+) sp (?P<sp>[0-9a-fA-F]+) error (?P<error>[0-9a-fA-F]+)"
     r"|(?P<fault>general protection fault|trap invalid opcode) ip:(?P<ip>[0-9a-fA-F]+) sp:(?P<sp>[0-9a-fA-F]+) error:(?P<error>[0-9a-fA-F]+))"
-    r"(?: in (?P<module>[^\[\s]+)\[(?:(?P<offset>[0-9a-fA-F]+),)?(?P<base>[0-9a-fA-F]+)\+(?P<size>[0-9a-fA-F]+)\])?"
+    r"(?: in (?P<module>[^\[\s]+)(?:\[(?:(?P<offset>[0-9a-fA-F]+),)?(?P<base>[0-9a-fA-F]+)\+(?P<size>[0-9a-fA-F]+)\])?)?"
 )
 _OOM_KILLED = regex.compile(
-    r"(?:(?P<scope>Memory cgroup out of memory|Out of memory[^:]*): )?Kill(?:ed)? process (?P<pid>\d+) \((?P<process>[^)]*)\)"
+    r"(?:(?P<scope>Memory cgroup out of memory|Out of memory[^:]*): )?(?P<verb>Kill(?:ed)?) process (?P<pid>\d+) \((?P<process>[^)]*)\)"
 )
 _OOM_SIZE = regex.compile(r"(?P<name>total-vm|anon-rss|file-rss|shmem-rss):(?P<kb>[\d,]+)kB")
 _OOM_CONSTRAINT = regex.compile(r"oom-kill:(?P<pairs>\S+)")
 _HANGS = (
-    ("hung-task", regex.compile(r"INFO: task (?P<task>.+?):(?P<pid>\d+) blocked for more than (?P<seconds>\d+) seconds")),
+    ("hung-task", regex.compile(r"(?:INFO: )?\btask (?P<task>.+?):(?P<pid>\d+) blocked for more than (?P<seconds>\d+) seconds")),
     ("soft-lockup", regex.compile(r"BUG: soft lockup - CPU#(?P<cpu>\d+) stuck for (?P<seconds>\d+)s! \[(?P<task>.+?):(?P<pid>\d+)\]")),
     ("hard-lockup", regex.compile(r"Watchdog detected hard LOCKUP on cpu (?P<cpu>\d+)")),
     ("rcu-stall", regex.compile(r"(?P<task>rcu_\w+) (?:self-)?detected (?:expedited )?stalls? on CPUs?(?:/tasks)?:?(?:\s*\{\s*(?P<cpu>\d+)\s*\})?")),
@@ -370,6 +416,8 @@ def _events(doc: TextDoc, line: Line, s: Stamp, stamps: dict[int, Stamp], consum
     if m := _INIT_FAILED.search(body):
         fields = {"pci": m["pci"], "stage": m["stage"], "code": m["code"],
                   "minor": int(m["minor"]) if m["minor"] else None}
+        if m["code"] and (code := _INIT_STATUS.search(f"({m['code']})")) and (status := knowledge.nv_status(code["status"])):
+            fields["nv_status"] = status.name
         yield _event(doc, "gpu-init-failed", line, s, fields)
         return
     for pattern in (_GPU_UUID, _DRIVER, _LINUX):
@@ -379,6 +427,9 @@ def _events(doc: TextDoc, line: Line, s: Stamp, stamps: dict[int, Stamp], consum
                 fields["gpu_serial"] = serial
             yield _event(doc, "environment", line, s, fields)
             return
+    if _NVRM_TAG.search(body):
+        yield from _driver_message(doc, line, s, consumed)
+        return
     if m := _SEGFAULT.search(body):
         yield _event(doc, "segfault", line, s, _segfault_fields(m))
         return
@@ -388,6 +439,12 @@ def _events(doc: TextDoc, line: Line, s: Stamp, stamps: dict[int, Stamp], consum
             pending_oom[fields["pid"]] = (line, fields)
         return
     if m := _OOM_KILLED.search(body):
+        if m["verb"] == "Kill":  # an old kernel's choice line: the "Killed process" line after it is the kill
+            fields = {"pid": int(m["pid"]), "process": m["process"],
+                      "cgroup": m["scope"].startswith("Memory cgroup") if m["scope"] else None}
+            _, earlier = pending_oom.get(fields["pid"], (line, {}))
+            pending_oom[fields["pid"]] = (line, {**{k: v for k, v in fields.items() if v is not None}, **earlier})
+            return
         yield _oom_event(doc, line, s, m, pending_oom)
         return
     for hang, pattern in _HANGS:
@@ -400,10 +457,87 @@ def _events(doc: TextDoc, line: Line, s: Stamp, stamps: dict[int, Stamp], consum
     if _MCE_START.search(body):
         yield _mce_event(doc, line, s, consumed)
         return
+    if m := _PANIC.search(body):
+        yield _crash_event(doc, "kernel-panic", line, s, {"reason": m["reason"].strip()}, consumed)
+        return
+    if m := _OOPS.search(body):
+        yield _crash_event(doc, "kernel-oops", line, s, {"reason": m["what"].strip(), "address": m["address"]}, consumed)
+        return
     if m := _EDAC.search(body):
         fields = {"mc": m["mc"], "count": int(m["count"]), "corrected": m["kind"] == "CE",
                   "error": m["what"].strip(), "dimm": m["dimm"]}
         yield _event(doc, "edac", line, s, fields)
+
+
+_NVRM_TAG = regex.compile(r"\bNVRM:? ")
+
+
+def _nvrm_body(text: str) -> str | None:
+    """The part after `NVRM: ` of a kernel line, or None when the line is no NVRM line."""
+    found = _NVRM_TAG.search(stamp(text).body)
+    return stamp(text).body[found.end():] if found else None
+
+
+def _driver_message(doc: TextDoc, line: Line, s: Stamp, consumed: set[int]) -> Iterator[Event]:
+    """One NVRM message (joined over the lines the driver wrapped it on), as the event its words call for.
+
+    The driver prints a long message as several `NVRM:` lines; a line that does not open a new message
+    (a function name, `GPU<n>`, `Xid`) continues the one before it until a sentence ends.
+    """
+    first = _nvrm_body(line.text) or ""
+    parts, last = [first], line
+    if not first.rstrip().endswith((".", "!")):
+        for follower in doc.following(line, NVRM_LINES - 1):
+            more = _nvrm_body(follower.text)
+            if more is None or _NVRM_START.match(more):
+                break
+            parts.append(more.strip())
+            consumed.add(follower.number)
+            last = follower
+            if more.rstrip().endswith((".", "!")):
+                break
+    message = " ".join(p.strip() for p in parts)
+    if message.startswith("version:") or message.startswith("version "):
+        return  # /proc/driver/nvidia/version: read by the bug-report source
+    joined = "NVRM: " + message
+    end = last if last is not line else None
+    if m := _OFF_BUS.search(joined):
+        yield _event(doc, "gpu-off-bus", line, s, {"pci": m["pci"], "pci_id": m["pci_id"]}, last=end)
+        return
+    m = _NVRM.match(joined)
+    if m is None:
+        return
+    family = knowledge.driver_message(m["message"])
+    if family is None or family.family == "info":
+        return
+    subsystem = knowledge.driver_subsystem(m["function"]) if m["function"] else None
+    fields: dict[str, Any] = {
+        "family": family.family, "function": m["function"], "subsystem": subsystem.name if subsystem else None,
+        "gpu_index": int(m["gpu_index"]) if m["gpu_index"] else None, "pci": m["pci"],
+        "message": m["message"].strip(), "driver_cause": family.cause or (subsystem.cause if subsystem else None),
+    }
+    if (status := _NV_STATUS.search(message)) and (known := knowledge.nv_status(status["name"])):
+        fields.update(nv_status=known.name, nv_status_message=known.message)
+        fields["driver_cause"] = fields["driver_cause"] or known.cause
+    yield _event(doc, "driver-message", line, s, fields, last=end)
+
+
+def _crash_event(doc: TextDoc, kind: str, line: Line, s: Stamp, fields: dict[str, Any], consumed: set[int]) -> Event:
+    """A kernel panic or oops, with the task (CPU, PID, Comm) and faulting function printed around it.
+
+    Kernels print the `CPU: N PID: N Comm: X` line right after the panic line; syslog relays
+    sometimes write the block in reverse, so lines before it are searched too.
+    """
+    after = doc.following(line, CRASH_LINES)
+    for other in after:  # one oops prints "BUG: ..." then "Oops: ..."; both are this report
+        if kind == "kernel-oops" and _OOPS.search(stamp(other.text).body):
+            consumed.add(other.number)
+    for other in [*doc.preceding(line, CRASH_LINES // 4), *after]:
+        if (t := _TASK_LINE.search(other.text)) and "cpu" not in fields:
+            fields.update(cpu=int(t["cpu"]), pid=int(t["pid"]), process=t["process"])
+        if (r := _RIP.search(other.text)) and "function" not in fields:
+            fields.update(function=r["function"], module=r["module"])
+    return _event(doc, kind, line, s, fields)
 
 
 def _event(doc: TextDoc, kind: str, line: Line, s: Stamp, fields: dict, last: Line | None = None) -> Event:
@@ -434,8 +568,21 @@ def _xid_fields(m: regex.Match) -> dict[str, Any]:
         if d := pattern.search(message):
             for key, value in d.groupdict().items():
                 if value is not None and key not in fields:
-                    fields[key] = int(value) if key in _INT_FIELDS else value.strip()
+                    fields[key] = _detail_value(key, value)
+    if "intrinfo" in fields:
+        fields["subcode"] = (fields["intrinfo"] >> NVLINK5_SUBCODE_SHIFT) & NVLINK5_SUBCODE_MASK
+        fields["fatal"] = fields["nvlink_severity"] == "Fatal"
     return fields
+
+
+def _detail_value(key: str, value: str) -> Any:
+    if key in _INT_FIELDS:
+        return int(value)
+    if key in _HEX_FIELDS:
+        return int(value, 16)
+    if key == "registers":
+        return [int(word, 16) for word in regex.findall(r"0x[0-9a-fA-F]+", value)]
+    return value.strip()
 
 
 def _sxid_fields(m: regex.Match) -> dict[str, Any]:
@@ -454,8 +601,8 @@ _PF_ERROR = ((1, "protection violation", "page not present"), (2, "write", "read
 def _segfault_fields(m: regex.Match) -> dict[str, Any]:
     ip = int(m["ip"], 16)
     fields: dict[str, Any] = {
-        "process": m["process"].strip(),
-        "pid": int(m["pid"]),
+        "process": m["process"].strip() if m["process"] else None,
+        "pid": int(m["pid"]) if m["pid"] else None,
         "fault": m["fault"],
         "address": f"0x{int(m['address'], 16):x}" if m["address"] else None,
         "ip": f"0x{ip:x}",
@@ -565,12 +712,16 @@ def _mce_event(doc: TextDoc, line: Line, s: Stamp, consumed: set[int]) -> Event:
             fields[key] = int(fields[key])
     severity = str(fields.get("event_severity", "")).lower()
     fields["fatal"] = bool(regex.search(r"Fatal machine check|context corrupt|not syncing", text)) or severity == "fatal"
+    if panic := _PANIC.search(text):
+        fields["panic"] = panic["reason"].strip()
     fields["corrected"] = severity == "corrected" or (not fields["fatal"] and "events logged" in text)
     return _event(doc, "mce", line, s, fields, last=last if last is not line else None)
 
 
 _HEX = regex.compile(r"0x[0-9a-fA-F_]+|\b[0-9a-fA-F]{8,}\b")
-_VOLATILE = {"xid": frozenset({"uptime", "pid", "channel", "message"})}
+_DIGITS = regex.compile(r"\d+")
+_VOLATILE = {"xid": frozenset({"uptime", "pid", "channel", "message"}),
+             "driver-message": frozenset({"uptime", "message", "nv_status", "nv_status_message"})}
 """Fields that may differ between reports folded into one (beyond the time)."""
 
 
@@ -586,7 +737,10 @@ def _fold(events: list[Event]) -> Iterator[Event]:
     out: list[Event] = []
     for event in events:
         volatile = _VOLATILE.get(event.kind, frozenset({"uptime"}))
-        key = (event.kind, _HEX.sub("#", str(event.fields.get("message", ""))),
+        message = _HEX.sub("#", str(event.fields.get("message", "")))
+        if event.kind == "driver-message":  # register dumps and counters: one report, many lines
+            message = _DIGITS.sub("#", message)
+        key = (event.kind, message,
                tuple(sorted((k, repr(v)) for k, v in event.fields.items() if k not in volatile)))
         if key not in first:
             first[key] = len(out)
