@@ -24,7 +24,7 @@ from typing import Any
 
 import regex
 
-from ..knowledge import WINDOWS_EXCEPTIONS, find_cuda_error, signal_name
+from ..knowledge import WINDOWS_EXCEPTIONS, cuda_errors, find_cuda_error, signal_name
 from ..model import Event
 from ..text import Line, TextDoc
 
@@ -49,7 +49,13 @@ ANCHORS: tuple[bytes, ...] = (
     b"Floating point exception", b"terminate called",
     b"Exception Code: 0x", b"Exception code: 0x", b"exception code 0x", b"exit status 0xc", b"exit status 0xC",
     b"(0xC0000", b"(0xc0000",
+    b"Resource exhausted: Out", b"Out of memory allocating", b"Failed to allocate memory for requested buffer",
+    b"is not defined for option 'gpu-name'", b"Unsupported gpu architecture", b"Unsupported .version",
 )
+MESSAGE_ANCHOR_MIN = 20
+"""Shortest cudaGetErrorString() message used as an anchor (shorter ones, "invalid argument", are everywhere)."""
+ANCHORS += tuple(sorted({e.message.encode() for e in cuda_errors() if e.message and len(e.message) >= MESSAGE_ANCHOR_MIN}))
+"""Every CUDA error is found by its message too, whatever wording surrounds it (`Error 804: ...`)."""
 
 FOLLOW_LIMIT = 400
 """Most lines one report (a traceback, a dump) may span."""
@@ -67,6 +73,9 @@ _PREFIX_PIECES = regex.compile(
     | (?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d\s+\d\d:\d\d:\d\d(?:\.\d+)?\s+\[[^\]]*\][ ]?
     | (?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:
     | >[ ]?
+    | (?P<svc>[A-Za-z][\w.\-]*)[ ]+\|[ ]                   # docker compose: "vllm-1  | "
+    | From[ ]worker[ ](?P<worker>\d+):\s*                 # Julia Distributed
+    | (?P<task>\d{1,4}):[ ](?=\S)                          # srun --label: "0: "
     | [ \t]*(?P<iso>\d{4}-\d\d-\d\d[ T_]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?)(?:Z|[+-]\d\d:?\d\d)?:?[ ]?
     | -\s+[\w.]+\s+-\s+[A-Z]+\s+-\s+
     | \[?[IWEF](?:\d{4}\s+\d\d:\d\d:\d\d\.\d+)?\s+(?:\d+\s+)?[\w/.\-]+:\d+\][ ]?
@@ -97,6 +106,8 @@ def _split_prefix(text: str) -> _Prefixed:
             tag = f"rank{match.group('rank')}"
         elif match.group("proc"):
             tag = match.group("proc")
+        elif match.group("svc") or match.group("worker") or match.group("task"):
+            tag = match.group("svc") or f"worker{match.group('worker') or match.group('task')}"
         elif match.group("iso") and moment is None:
             moment = _iso_time(match.group("iso"))
         pos, pieces = match.end(), pieces + 1
@@ -338,6 +349,16 @@ _ARCH_TF = regex.compile(
 )
 
 
+_TOOLCHAIN_ARCH = regex.compile(
+    r"Value '(?P<sm>sm_\d+[a-z]?)' is not defined for option 'gpu-name'"
+    r"|nvcc fatal\s*:\s*Unsupported gpu architecture '(?P<sm>(?:compute|sm)_\d+[a-z]?)'"
+)
+"""ptxas or nvcc older than the GPU: it cannot build for that architecture (Triton, Inductor, JAX and
+extension builds all call them)."""
+_PTX_TOO_NEW = regex.compile(r"Unsupported \.version (?P<ptx>\d+\.\d+); current version is '(?P<supported>\d+\.\d+)'")
+"""PTX written for a newer ISA than the ptxas or driver that must compile it."""
+
+
 def _sm(capability: str) -> str:
     return "sm_" + capability.replace(".", "")
 
@@ -354,6 +375,14 @@ def _arch(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
             elif want := _ARCH_WANT.search(p.body):
                 fields["gpu_name"] = want["gpu"].strip()
                 last = nxt
+    elif match := _TOOLCHAIN_ARCH.search(body):
+        tool = "nvcc" if "nvcc" in body else "ptxas"
+        fields = {"sm": match["sm"].replace("compute_", "sm_"), "tool": tool, "reason": f"{tool} cannot build for it"}
+        last = line
+    elif match := _PTX_TOO_NEW.search(body):
+        fields = {"ptx_version": match["ptx"], "supported_ptx": match["supported"],
+                  "message": f"PTX ISA {match['ptx']} is newer than the {match['supported']} the compiler or driver supports"}
+        return [_Found("driver-error", line, line, fields, ("driver-error", "ptx", match["ptx"]), pre.time)]
     elif match := _ARCH_OLD.search(body) or _ARCH_TF.search(body):
         fields = {"gpu_name": match["gpu"].strip(), "sm": _sm(match["cc"]), "gpu_index": int(match["idx"]),
                   "min_capability": match["min"], "framework": "pytorch" if "PyTorch" in body else "tensorflow"}
@@ -433,6 +462,7 @@ _OOM = regex.compile(
     r"(?:CUDA|GPU|cuda)\s+out of memory|OutOfMemoryError|Allocation on device"
     r"|RESOURCE_EXHAUSTED:.*?(?:[Oo]ut of memory|allocat)|OOM when allocating"
     r"|\(GPU_\d+_bfc\) ran out of memory trying to allocate|MPS backend out of memory"
+    r"|Resource exhausted: Out\b|Out of memory allocating [\d,]+ bytes|Failed to allocate memory for requested buffer"
 )
 _SIZE = r"(\d+(?:\.\d+)?\s*(?:[KMGTP]i?B|bytes|B))"
 _OOM_FIELDS: tuple[tuple[str, regex.Pattern], ...] = tuple(

@@ -308,7 +308,8 @@ _NVRM = regex.compile(
 _NV_STATUS = regex.compile(r"\b(?P<name>NV_(?:ERR|WARN)_[A-Z0-9_]+)\b")
 _INIT_STATUS = regex.compile(r"\(0x[0-9a-fA-F]+:(?P<status>0x[0-9a-fA-F]+):\d+\)")
 """RmInitAdapter's `(0x62:0x65:1697)`: the failing step, the NV_STATUS it returned, the source line."""
-_NVRM_START = regex.compile(r"^(?:Xid |GPU at |loading |GPU ?\d+ |_?[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)*: )")
+_NVRM_START = regex.compile(
+    r"^(?:Xid |GPU at |loading |GPU ?\d+ |GPU " + _PCI_LOOSE + r": |_?[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)*: )")
 """Words that open a new NVRM message (a line that does not open one continues the previous line's)."""
 NVRM_LINES = 8
 """Most lines one wrapped NVRM message spans (the unsupported-GPU notice takes 8)."""
@@ -489,7 +490,7 @@ def _driver_message(doc: TextDoc, line: Line, s: Stamp, consumed: set[int]) -> I
     if not first.rstrip().endswith((".", "!")):
         for follower in doc.following(line, NVRM_LINES - 1):
             more = _nvrm_body(follower.text)
-            if more is None or _NVRM_START.match(more):
+            if more is None or _NVRM_START.match(more) or not _same_message(s, stamp(follower.text)):
                 break
             parts.append(more.strip())
             consumed.add(follower.number)
@@ -520,6 +521,11 @@ def _driver_message(doc: TextDoc, line: Line, s: Stamp, consumed: set[int]) -> I
         fields.update(nv_status=known.name, nv_status_message=known.message)
         fields["driver_cause"] = fields["driver_cause"] or known.cause
     yield _event(doc, "driver-message", line, s, fields, last=end)
+
+
+def _same_message(first: Stamp, other: Stamp) -> bool:
+    """A wrapped line carries no stamp of its own, or the very stamp of the line it continues."""
+    return (other.uptime is None or other.uptime == first.uptime) and (other.time is None or other.time == first.time)
 
 
 def _crash_event(doc: TextDoc, kind: str, line: Line, s: Stamp, fields: dict[str, Any], consumed: set[int]) -> Event:
@@ -569,6 +575,8 @@ def _xid_fields(m: regex.Match) -> dict[str, Any]:
             for key, value in d.groupdict().items():
                 if value is not None and key not in fields:
                     fields[key] = _detail_value(key, value)
+    if "caused_by_xid" in fields and (root := knowledge.xid(fields["caused_by_xid"])) and root.cause:
+        fields["caused_by_cause"] = root.cause  # the Xid a cleanup names: its cause, when the root line is not here
     if "intrinfo" in fields:
         fields["subcode"] = (fields["intrinfo"] >> NVLINK5_SUBCODE_SHIFT) & NVLINK5_SUBCODE_MASK
         fields["fatal"] = fields["nvlink_severity"] == "Fatal"

@@ -1,0 +1,99 @@
+"""What shells, schedulers and service managers say when they end a job: killed, crashed, out of memory.
+
+The job's own log often stops without an error; the line that says why comes from
+whatever started it: a shell's job control (`line 28:  8156 Killed  python3 main.py`),
+an exit status (`exit code 137`, `return code = -9`), Slurm (`Detected 1 oom-kill
+event(s) in StepId=191.batch`), systemd (`Failed with result 'oom-kill'`), Kubernetes
+(`OOMKilled`), Ray (`killed due to memory pressure (OOM)`) or MPI (`Signal: Segmentation
+fault (11)`). Exit statuses above 128 and negative return codes name a signal (128 + N,
+-N); other statuses are not events.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+import regex
+
+from ..knowledge import signal_name
+from ..model import Event
+from ..text import Line, TextDoc
+
+NAME = "job-log"
+ANCHORS: tuple[bytes, ...] = (
+    b"oom-kill", b"OOM killer", b"OOMKilled", b"memory pressure (OOM)",
+    b"Killed", b"core dumped", b"Signal: ",
+    b"exit code", b"Exit code", b"exit status", b"return code", b"exitcode", b"exit_code", b"error code",
+    b"DUE TO TIME LIMIT", b"DUE TO PREEMPTION",
+)
+
+_OOM_REPORTS = (
+    ("slurm", regex.compile(r"Detected (?P<count>\d+) oom[-_ ]kill event\(s\)(?: in (?P<step>(?:StepId=|step )\S+))?")),
+    ("systemd", regex.compile(r"(?P<unit>[\w@.\-]+\.(?:service|scope)): (?:A process of this unit has been killed by the OOM killer"
+                              r"|Failed with result 'oom-kill')")),
+    ("kubernetes", regex.compile(r"\bOOMKilled\b")),
+    ("ray", regex.compile(r"(?P<count>\d+) Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)")),
+)
+"""Reports that name the out-of-memory kill themselves (no guess needed)."""
+
+_JOB_CONTROL = regex.compile(
+    r"(?:line \d+:\s+(?P<pid>\d+)\s+|^\s*(?:\[\d+\][+-]?\s+)?)"
+    r"(?P<what>Killed|Segmentation fault|Bus error|Aborted|Illegal instruction|Floating point exception|Terminated)"
+    r"(?P<core> \(core dumped\))?(?:\s+(?P<command>\S.*?))?\s*$"
+)
+"""bash/sh job control: `script: line 28:  8156 Killed  python3 main.py`, or the bare word on its own line."""
+_EXIT_STATUS = regex.compile(
+    r"(?i)\b(?:exit(?:ed)?(?: with)?(?: code| status)|return code|exitcode|exit_code|error code)\s*[:=]?\s*(?P<code>-?\d{1,3})\b"
+)
+_MPI_SIGNAL = regex.compile(r"\bSignal: (?P<what>[A-Z][a-z]+(?: [a-z]+)*) \((?P<number>\d+)\)")
+_CANCELLED = regex.compile(r"CANCELLED AT (?P<when>\S+) DUE TO (?P<reason>TIME LIMIT|PREEMPTION)")
+
+
+def _signal_of_status(code: int) -> str | None:
+    """SIGKILL from 137 (128 + 9) or -9 (a Python subprocess return code); None for plain exit codes."""
+    if code < 0:
+        return signal_name(-code)
+    if 128 < code < 160:
+        return signal_name(code - 128)
+    return None
+
+
+def _event_fields(text: str) -> tuple[str, dict[str, Any]] | None:
+    """(kind, fields) for one line, or None when it reports no end of a job."""
+    for source, pattern in _OOM_REPORTS:
+        if m := pattern.search(text):
+            fields = {"reporter": source, **{k: v for k, v in m.groupdict().items() if v}}
+            if "count" in fields:
+                fields["count"] = int(fields["count"])
+            return "oom-kill", fields
+    if m := _CANCELLED.search(text):
+        return "job-cancelled", {"reporter": "slurm", "reason": m["reason"].lower().replace(" ", "-")}
+    if m := _MPI_SIGNAL.search(text):
+        signal = signal_name(m["what"]) or signal_name(int(m["number"]))
+        return ("fatal-signal", {"reporter": "mpi", "signal": signal}) if signal else None
+    if m := _JOB_CONTROL.search(text):
+        fields = {"reporter": "shell", "signal": signal_name(m["what"]), "core_dumped": bool(m["core"]),
+                  "pid": int(m["pid"]) if m["pid"] else None, "command": m["command"]}
+        return "child-failed", fields
+    if (m := _EXIT_STATUS.search(text)) and (signal := _signal_of_status(int(m["code"]))):
+        return "child-failed", {"reporter": "exit-status", "exit_code": int(m["code"]), "signal": signal}
+    return None
+
+
+def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
+    """One event per distinct report (the same kill told by several lines of a launcher is one event)."""
+    seen: dict[tuple, Event] = {}
+    for line in lines:
+        found = _event_fields(line.text)
+        if found is None:
+            continue
+        kind, fields = found
+        fields = {k: v for k, v in fields.items() if v is not None}
+        key = (kind, fields.get("signal"), fields.get("reporter"), fields.get("exit_code"))
+        if key in seen:
+            seen[key] = dataclasses.replace(seen[key], count=seen[key].count + 1)
+            continue
+        seen[key] = doc.event(kind, line, fields)
+    yield from seen.values()

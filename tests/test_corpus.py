@@ -1,0 +1,67 @@
+"""The corpora of real cases: ../shared/corpus (given) and tests/corpus (harvested from public threads).
+
+Each case is a directory of artifacts and a case.yaml labelled from what its thread established
+(`expected_causes`, first = the root; `must_mention`: strings a correct analysis surfaces). This is
+the scoring of ../shared/tools/score_corpus.py, run in-process: every case must be analysed without
+a crash, and the share of right verdicts may not fall below what the closing note of the last
+change measured (raise the floors when recognition improves; never lower them to pass).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+
+import pytest
+import yaml
+
+from postmortem.pipeline import analyze
+from postmortem.render.json_report import as_dict
+
+HERE = Path(__file__).parent
+CORPORA = {"shared": HERE.parents[1] / "shared" / "corpus" / "cases", "harvested": HERE / "corpus"}
+TOP1_FLOOR = {"shared": 1.0, "harvested": 0.86}
+MENTION_FLOOR = {"shared": 1.0, "harvested": 0.80}
+
+
+def _cases(corpus: str) -> list[Path]:
+    root = CORPORA[corpus]
+    return sorted(p.parent for p in root.rglob("case.yaml")) if root.is_dir() else []
+
+
+@cache
+def _score(case_dir: Path) -> tuple[bool, int, int]:
+    case = yaml.safe_load((case_dir / "case.yaml").read_text(encoding="utf-8")) or {}
+    artifacts = sorted(str(p) for p in case_dir.iterdir() if p.is_file() and p.name != "case.yaml")
+    out = as_dict(analyze(artifacts))
+    causes = [f["cause"] for f in out["findings"]] or ["unknown"]
+    blob = json.dumps(out, ensure_ascii=False)
+    must = [str(m) for m in case.get("must_mention") or []]
+    return causes[0] in [str(c) for c in case["expected_causes"]], sum(m in blob for m in must), len(must)
+
+
+def test_harvested_cases_are_labelled_from_their_thread():
+    """Every harvested case names its public source and uses the cause vocabulary."""
+    causes = set(yaml.safe_load((HERE.parent / "signatures" / "causes.yaml").read_text())["causes"])
+    cases = _cases("harvested")
+    assert len(cases) >= 150
+    for case_dir in cases:
+        case = yaml.safe_load((case_dir / "case.yaml").read_text(encoding="utf-8"))
+        assert str(case["source"]).startswith("https://"), case_dir.name
+        assert set(case["expected_causes"]) <= causes, case_dir.name
+        text = "".join(p.read_text(encoding="utf-8", errors="replace") for p in case_dir.iterdir() if p.name != "case.yaml")
+        assert all(str(m) in text for m in case.get("must_mention") or []), case_dir.name
+
+
+@pytest.mark.parametrize("corpus", sorted(CORPORA))
+def test_corpus_verdicts(corpus):
+    cases = _cases(corpus)
+    if not cases:
+        pytest.skip(f"{CORPORA[corpus]} is not here")
+    scores = [_score(c) for c in cases]
+    top1 = sum(hit for hit, _, _ in scores) / len(scores)
+    mentioned = sum(found for _, found, _ in scores) / max(1, sum(total for _, _, total in scores))
+    misses = [c.name for c, (hit, _, _) in zip(cases, scores) if not hit]
+    assert top1 >= TOP1_FLOOR[corpus], f"top-1 {top1:.3f} < {TOP1_FLOOR[corpus]}; misses: {misses}"
+    assert mentioned >= MENTION_FLOOR[corpus]

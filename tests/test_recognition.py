@@ -1,0 +1,281 @@
+"""Recognition in the wordings and layouts real reports use (each family on two or more real texts).
+
+The texts are public log excerpts; the comment above each names its thread.
+"""
+
+from __future__ import annotations
+
+from postmortem.pipeline import analyze_text
+
+
+def kinds(text: str) -> list[tuple[str, dict]]:
+    return [(e.kind, dict(e.fields)) for e in analyze_text(text).events]
+
+
+def causes(text: str) -> list[str]:
+    return [f.cause for f in analyze_text(text).findings]
+
+
+def only(text: str, kind: str) -> dict:
+    found = [fields for k, fields in kinds(text) if k == kind]
+    assert len(found) == 1, kinds(text)
+    return found[0]
+
+
+# https://github.com/negativo17/nvidia-driver/issues/158 (journal, indented continuation lines)
+UNSUPPORTED_OPEN = """kernel: NVRM: The NVIDIA GPU 0000:09:00.0 (PCI ID: 10de:1d01)
+             NVRM: installed in this system is not supported by open
+             NVRM: nvidia.ko because it does not include the required GPU
+             NVRM: System Processor (GSP).
+             NVRM: Please see the 'Open Linux Kernel Modules' and 'GSP
+             NVRM: Firmware' sections in the driver README, available on
+kernel: nvidia 0000:09:00.0: probe with driver nvidia failed with error -1
+kernel: NVRM: The NVIDIA probe routine failed for 1 device(s).
+kernel: NVRM: None of the NVIDIA devices were initialized.
+"""
+# https://github.com/NVIDIA/open-gpu-kernel-modules/issues/393 (dmesg -H, another driver release)
+UNSUPPORTED_RELEASE = """[  +0.000005] NVRM: The NVIDIA GPU 0000:01:00.0 (PCI ID: 10de:25a0)
+              NVRM: installed in this system is not supported by the
+              NVRM: NVIDIA 520.56.06 driver release.
+              NVRM: Please see 'Appendix A - Supported NVIDIA GPU Products'
+"""
+
+
+def test_wrapped_unsupported_gpu_is_one_driver_message_and_the_root():
+    for text in (UNSUPPORTED_OPEN, UNSUPPORTED_RELEASE):
+        report = analyze_text(text)
+        messages = [e for e in report.events if e.kind == "driver-message" and e.fields["family"] == "unsupported-gpu"]
+        assert len(messages) == 1 and messages[0].where.end_line > messages[0].where.line
+        assert report.findings[0].signature == "nvrm-unsupported-gpu"
+    probe = analyze_text(UNSUPPORTED_OPEN).findings
+    assert [f.consequence_of for f in probe if f.signature == "nvrm-probe-failed"] == ["nvrm-unsupported-gpu"]
+
+
+# https://github.com/stackhpc/ansible-slurm-appliance/issues/287 (rsyslog escapes the newlines as #012)
+API_ESCAPED = ("Jun 30 11:07:05 gpu-0 kernel: NVRM: API mismatch: the client has the version 535.54.03, but#012NVRM: "
+               "this kernel module has the version 530.30.02.  Please#012NVRM: make sure that this kernel module and "
+               "all NVIDIA driver#012NVRM: components have the same version.\n")
+# https://github.com/NVIDIA/nvidia-docker/issues/182 (journal, wrapped)
+API_WRAPPED = """Aug 26 14:08:07 nyasara-linux kernel: NVRM: API mismatch: the client has the version 367.44, but
+                                      NVRM: this kernel module has the version 367.35.  Please
+                                      NVRM: make sure that this kernel module and all NVIDIA driver
+                                      NVRM: components have the same version.
+"""
+
+
+def test_api_mismatch_in_both_layouts():
+    for text in (API_ESCAPED, API_WRAPPED):
+        assert only(text, "driver-message")["family"] == "api-mismatch"
+        assert causes(text)[0] == "driver-mismatch"
+
+
+# https://github.com/NVIDIA/open-gpu-kernel-modules/issues/1230
+GSP_TIMEOUT = """[   24.302465] NVRM: GPU6 _kgspIsHeartbeatTimedOut: Heartbeat timed out, currentTimeMs 812751949 heartbeat 1899482 heartbeatWithOffsetMs 812745879 diff 6070 timeout 5200
+[   84.300476] NVRM: GPU6 kbusSendSysmembarSingle_GH100: - timeout error waiting for startToken = 0x3 cnt=24105122
+[   84.300480] NVRM: GPU6 kgmmuCheckMemSubsysError_IMPL: Memory Subsystem Error detected. kbusSendSysmembarSingle failed.
+[   84.300488] NVRM: GPU6 _kgspLogRpcTimeout: ********************************* GSP Timeout **********************************
+"""
+# https://github.com/ublue-os/bazzite/issues/2668: firmware missing, then the init failure it causes
+GSP_BOOT = """[   23.991660] nvidia 0000:07:00.0: Direct firmware load for nvidia/570.144/gsp_ga10x.bin failed with error -2
+[   23.991667] NVRM: RmFetchGspRmImages: No firmware image found
+[   23.991672] NVRM: GPU 0000:07:00.0: RmInitAdapter failed! (0x61:0x56:1770)
+[   23.991822] NVRM: GPU 0000:07:00.0: rm_init_adapter failed, device minor number 0
+"""
+
+
+def test_driver_lines_are_classified_by_function_subsystem():
+    found = {f["function"]: (f["subsystem"], f["family"], f["gpu_index"])
+             for k, f in kinds(GSP_TIMEOUT) if k == "driver-message"}
+    assert found == {
+        "_kgspIsHeartbeatTimedOut": ("gsp", "gsp-heartbeat", 6),
+        "kbusSendSysmembarSingle_GH100": ("bus", "timeout", 6),
+        "kgmmuCheckMemSubsysError_IMPL": ("mmu", "memsys-error", 6),
+        "_kgspLogRpcTimeout": ("gsp", "gsp-timeout-banner", 6),
+    }
+    assert causes(GSP_TIMEOUT)[0] == "gpu-firmware"
+
+
+def test_init_failure_after_a_driver_error_is_its_consequence():
+    report = analyze_text(GSP_BOOT)
+    assert report.findings[0].signature == "nvrm-gsp-boot-failed"
+    init = next(f for f in report.findings if f.signature == "rminit-failed")
+    assert init.consequence_of == "nvrm-gsp-boot-failed"
+    first = next(f for k, f in kinds(GSP_BOOT) if k == "gpu-init-failed")
+    assert first["nv_status"] == "NV_ERR_NOT_SUPPORTED"  # the 0x56 of (0x61:0x56:1770)
+
+
+def test_summary_alone_is_not_presented_as_a_confident_root():
+    # https://github.com/geerlingguy/raspberry-pi-pcie-devices/issues/26: only the summary was posted
+    report = analyze_text("[   37.673624] NVRM: GPU 0000:01:00.0: RmInitAdapter failed! (0x24:0x72:1568)\n"
+                          "[   37.673683] NVRM: GPU 0000:01:00.0: rm_init_adapter failed, device minor number 0\n")
+    verdict = report.findings[0]
+    assert verdict.role == "consequence" and verdict.consequence_of is None
+    assert verdict.confidence < 0.8 and "not recognised" in verdict.confidence_reason
+    assert only(report_text := "NVRM: GPU 0000:0a:00.0: RmInitAdapter failed! (0x24:0x72:1568)\n",
+                "gpu-init-failed")["nv_status"] == "NV_ERR_MEMORY_ERROR" and report_text
+
+
+# gpud's kmsg tests (https://github.com/leptonai/gpud, components/accelerator/nvidia/xid) and NVSentinel's
+OFF_BUS = [
+    "NVRM: The NVIDIA GPU 0000:18:00.0\nNVRM: (PCI ID: 10de:2901) installed in this system has\n"
+    "NVRM: fallen off the bus and is not responding to commands.\n",
+    "[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0\n               NVRM: (PCI ID: 10de:26b5) installed in this system has\n"
+    "               NVRM: fallen off the bus and is not responding to commands.\n",
+    "NVRM: GPU 18:00.0: GPU has fallen off the bus.\n",
+]
+
+
+def test_off_bus_wrapped_and_without_domain():
+    pcis = [only(text, "gpu-off-bus")["pci"] for text in OFF_BUS]
+    assert pcis == ["0000:18:00.0", "0000:b3:00.0", "18:00.0"]
+    assert only(OFF_BUS[1], "gpu-off-bus")["pci_id"] == "10de:26b5"
+
+
+NVLINK5 = [  # gpud kmsg_extended_test.go
+    ("NVRM: Xid (PCI:0008:01:00): 149, NETIR_LINK_EVT Fatal XC0 i0 Link 08 (0x004505c6 0x00000000 0x00000000 "
+     "0x00000000 0x00000000 0x00000000)", ("NETIR_LINK_EVT", "Fatal", 4, 0x004505c6, 0, 8)),
+    ("NVRM: Xid (PCI:0018:01:00): 145, pid=876767, name=ray::WorkerDict, RLW_RXPIPE Nonfatal XC0 i0 Link 13 "
+     "(0x0409a0c2 0x00000008 0x00000001 0x00000000 0x00100000 0x00000004)", ("RLW_RXPIPE", "Nonfatal", 0, 67739842, 8, 13)),
+]
+
+
+def test_nvlink5_unit_severity_subcode_and_words():
+    for line, expected in NVLINK5:
+        f = only(line, "xid")
+        assert (f["unit"], f["nvlink_severity"], f["subcode"], f["intrinfo"], f["error_status"], f["link"]) == expected
+    assert analyze_text(NVLINK5[0][0]).findings[0].signature == "xid-nvlink5-fatal"
+    assert analyze_text(NVLINK5[1][0]).findings[0].signature == "xid-nvlink5"
+
+
+def test_xid74_register_words():
+    # NVSentinel parser/csv_test.go
+    f = only("NVRM: Xid (PCI:0003:00:00): 74, pid='<unknown>', name=<unknown>, NVLink: fatal error detected on "
+             "link 14(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)", "xid")
+    assert f["registers"] == [0, 0, 0x10000, 0, 0, 0, 0] and f["link"] == 14
+
+
+PANICS = [  # gpud components/os/kmsg_matcher_test.go
+    ("<0>[2315424.098863] Kernel panic - not syncing: hung_task: blocked tasks\n"
+     "<4>[2315424.099010] CPU: 24 PID: 1364 Comm: khungtaskd Tainted: P           OE     5.15.0-1053-nvidia #54-Ubuntu\n",
+     (24, 1364, "khungtaskd"), "kernel-hang"),
+    ("Oct 16 20:47:19 V09 kernel: Kernel panic - not syncing: hung_task: blocked tasks\n"
+     "Oct 16 20:47:19 V09 kernel: NMI backtrace for cpu 31 skipped: idling at intel_idle+0x87/0x130\n"
+     "Oct 16 20:47:19 V09 kernel: CPU: 1 PID: 210 Comm: khungtaskd Tainted: P           OE     5.4.0-149-generic\n",
+     (1, 210, "khungtaskd"), "kernel-hang"),
+    ("[  789.012345] Kernel panic - not syncing: out of memory. panic_on_oom is selected\n"
+     "[  789.012346] CPU: 16 PID: 42 Comm: kswapd0 Not tainted 5.15.0-72-generic #79-Ubuntu\n",
+     (16, 42, "kswapd0"), "host-oom"),
+]
+
+
+def test_kernel_panics_name_the_task_and_the_reason_decides_the_cause():
+    for text, (cpu, pid, process), cause in PANICS:
+        f = only(text, "kernel-panic")
+        assert (f["cpu"], f["pid"], f["process"]) == (cpu, pid, process)
+        assert causes(text)[0] == cause
+
+
+OOPSES = [
+    # https://github.com/NVIDIA/open-gpu-kernel-modules/issues/1107
+    ("Apr 28 10:17:39 nixos kernel: BUG: kernel NULL pointer dereference, address: 0000000000000030\n"
+     "Apr 28 10:17:39 nixos kernel: Oops: Oops: 0000 [#1] SMP NOPTI\n"
+     "Apr 28 10:17:39 nixos kernel: CPU: 0 UID: 1000 PID: 28651 Comm: python3.14 Tainted: G           O        6.18.24\n"
+     "Apr 28 10:17:39 nixos kernel: RIP: 0010:nvidia_vma_access+0x1b/0x350 [nvidia]\n", "nvidia", "gpu-hang"),
+    # https://github.com/Askannz/optimus-manager/issues/176
+    ("Nov 15 07:37:53 chaoran-zenbook kernel: BUG: unable to handle page fault for address: 0000000000001a81\n"
+     "Nov 15 07:37:53 chaoran-zenbook kernel: Oops: 0000 [#2] PREEMPT SMP PTI\n"
+     "Nov 15 07:37:53 chaoran-zenbook kernel: CPU: 11 PID: 1094 Comm: irq/181-nvidia Tainted: P      D W  OE\n"
+     "Nov 15 07:37:53 chaoran-zenbook kernel: RIP: 0010:exit_thread+0x12/0xc0\n", None, "kernel-hang"),
+]
+
+
+def test_one_oops_is_one_event_with_its_faulting_module():
+    for text, module, cause in OOPSES:
+        f = only(text, "kernel-oops")
+        assert f.get("module") == module
+        assert causes(text)[0] == cause
+
+
+def test_old_kernel_oom_choice_and_kill_are_one_event():
+    # gpud memory/kmsg_matcher_test.go (cadvisor's legacy format)
+    text = ("Memory cgroup out of memory: Kill process 19636 (evil-program2) score 1923 or sacrifice child\n"
+            "Killed process 19636 (evil-program2) total-vm:1460016kB, anon-rss:1414008kB, file-rss:4kB\n")
+    f = only(text, "oom-kill")
+    assert f["pid"] == 19636 and f["cgroup"] is True and f["anon_rss_kb"] == 1414008
+
+
+JOB_ENDS = [
+    # https://github.com/ArjunaCluster/ArjunaUsers/issues/52
+    ("slurmstepd: error: Detected 1 oom-kill event(s) in StepId=191.batch cgroup. Some of your processes may "
+     "have been killed by the cgroup out-of-memory handler.\n", "oom-kill", "host-oom"),
+    # https://github.com/ollama/ollama/issues/9322
+    ("Feb 24 11:16:32 adl systemd[1]: ollama.service: Failed with result 'oom-kill'.\n", "oom-kill", "host-oom"),
+    # https://github.com/IBM/FfDL/issues/127
+    ("135 | 1534166953117 | /usr/local/bin/train.sh: line 18:    36 Killed                  python3 convolutional_network.py\n",
+     "child-failed", "host-oom"),
+    # https://github.com/2U1/Qwen-VL-Series-Finetune/issues/79
+    ("[ERROR] [launch.py:325:sigkill_handler] exits with return code = -9\n", "child-failed", "host-oom"),
+    # https://github.com/horovod/horovod/issues/585
+    ("[HOST:03599] Signal: Segmentation fault (11)\n", "fatal-signal", "native-crash"),
+]
+
+
+def test_schedulers_and_shells_say_how_a_job_ended():
+    for text, kind, cause in JOB_ENDS:
+        assert kind in [k for k, _ in kinds(text)], text
+        assert causes(text)[0] == cause, text
+    # a plain non-zero exit code is not a signal
+    assert causes("Job exited with error code 1\n") == []
+
+
+TOOLCHAIN = [
+    # https://github.com/triton-lang/triton/issues/8539
+    ("ptxas fatal   : Value 'sm_121a' is not defined for option 'gpu-name'\n", "arch-mismatch"),
+    # https://github.com/facebookresearch/xformers/issues/659
+    ("2023-01-30 07:14:49 [warning  ] Internal Triton PTX codegen error: ptxas fatal   : Value 'sm_89' is not "
+     "defined for option 'gpu-name'\n", "arch-mismatch"),
+    # https://github.com/numba/numba/issues/8961
+    ("ptxas application ptx input, line 9; fatal   : Unsupported .version 8.1; current version is '8.0'\n",
+     "driver-mismatch"),
+]
+
+
+def test_toolchains_that_cannot_build_for_the_gpu():
+    for text, cause in TOOLCHAIN:
+        assert causes(text)[0] == cause, text
+
+
+def test_cuda_errors_found_by_their_message_in_any_wording():
+    # https://github.com/lllyasviel/Fooocus/issues/2169 and https://github.com/vllm-project/vllm/issues/4940
+    for text in ('When I start Fooocus I get "_Unexpected error from cudaGetDeviceCount(). Error 804: forward '
+                 'compatibility was attempted on non supported HW"\n',
+                 "RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before "
+                 "calling NumCudaDevices() that might have already set an error? Error 804: forward compatibility "
+                 "was attempted on non supported HW\n"):
+        assert causes(text)[0] == "driver-mismatch"
+
+
+def test_framework_oom_wordings():
+    for text in (
+        # https://github.com/cupy/cupy/issues/2537
+        "Exception in main training loop: Out of memory allocating 25,600,000 bytes (allocated so far: 3,635,267,072 bytes).\n",
+        # https://github.com/microsoft/onnxruntime/issues/16307
+        "Non-zero status code returned while running ReduceSum node. onnxruntime::BFCArena::AllocateRawInternal "
+        "Failed to allocate memory for requested buffer of size 939524096\n",
+    ):
+        assert causes(text)[0] == "gpu-oom"
+
+
+def test_launcher_prefixes_are_taken_off():
+    # https://github.com/vllm-project/vllm/issues/21633 (docker compose)
+    text = ("vllm-1  | NVIDIA GeForce RTX 5070 Ti with CUDA capability sm_120 is not compatible with the current "
+            "PyTorch installation.\n")
+    assert causes(text)[0] == "arch-mismatch"
+
+
+def test_top_findings_are_different_causes():
+    for text in (GSP_TIMEOUT, API_WRAPPED + OFF_BUS[2] + JOB_ENDS[0][0]):
+        findings = analyze_text(text).findings
+        distinct = len({f.cause for f in findings if f.consequence_of is None})
+        assert distinct >= 2
+        assert len({f.cause for f in findings[:distinct]}) == distinct
