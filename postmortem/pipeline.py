@@ -19,7 +19,7 @@ from .facts import collect_facts, with_arch_knowledge
 from .fingerprint import suspects
 from .inputs import Blob, open_inputs
 from .join import join
-from .model import Event, InputInfo, Options, Report
+from .model import Event, Finding, InputInfo, Options, Report
 from .rank import rank
 from .reader import BytesReader
 from .signatures import Database, load_default, match
@@ -90,7 +90,7 @@ def analyze_blobs(blobs: Iterable[Blob], database: Database | None = None, optio
     return Report(tool, tuple(inputs), tuple(events), facts, tuple(findings), tuple(cores), telemetry, unexplained)
 
 
-def _unrecognised_root(verdict) -> bool:
+def _unrecognised_root(verdict: Finding) -> bool:
     """A summary report (Xid 154, reset required) leads only when its root was not recognised."""
     return verdict.role == "consequence" and verdict.consequence_of is None
 

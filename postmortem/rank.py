@@ -143,7 +143,8 @@ def rank(findings: Sequence[Finding], events: Sequence[Event], causes: Mapping[s
 def _distinct_causes_first(ranked: list[Finding]) -> list[Finding]:
     """The best finding of each cause, in order, then the others: alternatives, not repeats, lead."""
     seen: set[str] = set()
-    leaders, rest = [], []
+    leaders: list[Finding] = []
+    rest: list[Finding] = []
     for finding in ranked:
         (rest if finding.cause in seen or finding.consequence_of is not None else leaders).append(finding)
         seen.add(finding.cause)

@@ -279,3 +279,40 @@ def test_top_findings_are_different_causes():
         distinct = len({f.cause for f in findings if f.consequence_of is None})
         assert distinct >= 2
         assert len({f.cause for f in findings[:distinct]}) == distinct
+
+
+HOST_MESSAGES = [  # NVSentinel's syslog monitor tests and gpud's infiniband / peermem / fabric-manager tests
+    ("kernel: [   17.982092] mlx5_core 0000:41:00.0: poll_health:852:(pid 0): device's health compromised - reached "
+     "miss count", "mlx5-health", "nccl-comm-error"),
+    ("kernel: [   66.816635] mlx5_core 0000:03:00.0: wait_func:964:(pid 112): ENABLE_HCA(0x104) timeout. Will cause a "
+     "leak of a command resource", "mlx5-command-timeout", "nccl-comm-error"),
+    ("ny2g1r12hh2 kernel: mlx5_core 0000:5c:00.0: mlx5_pcie_event:299:(pid 268269): Detected insufficient power on the "
+     "PCIe slot (27W).", "mlx5-pcie-power", "nccl-comm-error"),
+    ("nvidia-peermem nv_get_p2p_free_callback:127 ERROR detected invalid context, skipping further processing",
+     "peermem-invalid-context", "nccl-comm-error"),
+    ("[Sep 17 2024 06:01:46] [ERROR] [tid 1230079] failed to find the GPU handle 5410063385821516767 in the multicast "
+     "team request setup 6130285411925746235.", "fm-multicast", "gpu-nvlink"),
+]
+
+
+def test_nic_peer_memory_and_fabric_manager_lines():
+    for text, family, cause in HOST_MESSAGES:
+        assert only(text + "\n", "host-message")["family"] == family
+        assert causes(text + "\n")[0] == cause
+
+
+def test_fabric_manager_nothing_to_do_is_shown_but_blames_nothing():
+    # https://github.com/data-infra/cube-studio/issues/29: no NVSwitch on a 2x RTX 4090 box
+    text = ("request to query NVSwitch device information from NVSwitch driver failed with error:WARNING Nothing to "
+            "do [NV_WARN_NOTHING_TO_DO]\n")
+    assert only(text, "host-message")["family"] == "fm-nothing-to-do"
+    assert causes(text) == []
+
+
+def test_link_flaps_count_and_only_a_storm_is_a_finding():
+    # azurehpc-health-checks test/data/1dev_6flap_syslog
+    flap = "Aug 17 06:18:01 jplc7eb7-vm-0 systemd-networkd[5398]: ib6: lost carrier\n"
+    assert causes(flap) == []
+    report = analyze_text(flap * 6)
+    assert [e.count for e in report.events if e.kind == "host-message"] == [6]
+    assert report.findings[0].signature == "nic-warning"
