@@ -147,6 +147,19 @@ def test_nvlink5_unit_severity_subcode_and_words():
     assert analyze_text(NVLINK5[1][0]).findings[0].signature == "xid-nvlink5"
 
 
+def test_xid_with_only_pid_and_name():
+    # NVSentinel parser/csv_test.go: nothing after the process name
+    f = only("NVRM: Xid (PCI:0000:9b:00): 8, pid=5678, name=idle_timeout\n", "xid")
+    assert (f["pid"], f["process"]) == (5678, "idle_timeout")
+
+
+def test_nvlink5_unit_with_sub_unit():
+    # gpud xid/nvlink_logs_test.go
+    f = only("NVRM: Xid (PCI:0000:04:00): 146, TLW_RX/TLW_RX_PIPE0 Nonfatal XC0 i0 Link 00 (0x0000000a 0x00000001 "
+             "0x00000000 0x00000000)\n", "xid")
+    assert f["unit"] == "TLW_RX/TLW_RX_PIPE0" and f["nvlink_severity"] == "Nonfatal"
+
+
 def test_xid74_register_words():
     # NVSentinel parser/csv_test.go
     f = only("NVRM: Xid (PCI:0003:00:00): 74, pid='<unknown>', name=<unknown>, NVLink: fatal error detected on "
@@ -290,6 +303,16 @@ HOST_MESSAGES = [  # NVSentinel's syslog monitor tests and gpud's infiniband / p
      "PCIe slot (27W).", "mlx5-pcie-power", "nccl-comm-error"),
     ("nvidia-peermem nv_get_p2p_free_callback:127 ERROR detected invalid context, skipping further processing",
      "peermem-invalid-context", "nccl-comm-error"),
+    ("nvidia-peermem ERROR detected invalid context, skipping further processing",
+     "peermem-invalid-context", "nccl-comm-error"),
+    ("kernel: [   17.982217] mlx5_core 0000:41:00.0: print_health_info:458:(pid 0): synd 0x8: unrecoverable hardware "
+     "error", "mlx5-unrecoverable", "nccl-comm-error"),
+    ("kernel: [123.456792] NETDEV WATCHDOG: eth0 (mlx5_core): transmit queue timed out", "mlx5-tx-timeout",
+     "nccl-comm-error"),
+    ("mlx5_core 0000:d2:00.0: mlx5_cmd_out_err:838:(pid 268269): ACCESS_REG(0x805) op_mod(0x1) failed",
+     "mlx5-access-reg", "nccl-comm-error"),
+    ("mlx5_port_module_event:2345:(pid 1234): Port module event[warning]: module 1, Cable error, High Temperature",
+     "mlx5-module-temperature", "nccl-comm-error"),
     ("[Sep 17 2024 06:01:46] [ERROR] [tid 1230079] failed to find the GPU handle 5410063385821516767 in the multicast "
      "team request setup 6130285411925746235.", "fm-multicast", "gpu-nvlink"),
 ]

@@ -237,6 +237,11 @@ def _int(line: Line) -> int | None:
     return int(match[0]) if match else None
 
 
+def _float(line: Line) -> float | None:
+    match = regex.match(r"-?\d+(?:\.\d+)?", _value(line))
+    return float(match[0]) if match else None
+
+
 def _flag(line: Line) -> bool | None:
     value = _value(line).lower()
     return True if value == "yes" else False if value == "no" else None
@@ -329,6 +334,11 @@ REPORT_VALUES: dict[tuple[str, str], tuple[str, Callable[[Line], Any]]] = {
     ("Temperature", "GPU Slowdown Temp"): ("temp_slowdown_c", _int),
     ("Temperature", "GPU Shutdown Temp"): ("temp_shutdown_c", _int),
     ("Temperature", "Memory Current Temp"): ("memory_temp_c", _int),
+    ("Temperature", "GPU Max Operating Temp"): ("temp_max_operating_c", _int),
+    ("GPU Power Readings", "Power Draw"): ("power_w", _float),
+    ("GPU Power Readings", "Current Power Limit"): ("power_cap_w", _float),
+    ("Power Readings", "Power Draw"): ("power_w", _float),
+    ("Power Readings", "Power Limit"): ("power_cap_w", _float),
     ("Clocks", "Graphics"): ("clock_graphics_mhz", _int),
     ("Clocks", "SM"): ("clock_sm_mhz", _int),
     ("Max Clocks", "Graphics"): ("clock_max_graphics_mhz", _int),

@@ -263,7 +263,8 @@ _PCI = r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?"
 _XID = regex.compile(
     r"NVRM: Xid \((?:PCI:)?(?P<pci>[^)\s]*)(?: (?P<instance>[^)]*))?\): (?P<xid>\d+)(?:,\s*(?P<rest>.*))?"
 )
-_XID_WHO = regex.compile(r"^(?:pid=(?P<pid>'?<?[\w./]+>?'?|\d+),\s*)?(?:name=(?P<name>[^,]*),\s*)?(?P<msg>.*)$")
+_XID_WHO = regex.compile(
+    r"^(?:pid=(?P<pid>'?<?[\w./]+>?'?|\d+)(?:,\s*|$))?(?:name=(?P<name>[^,]*)(?:,\s*|$))?(?P<msg>.*)$")
 _XID_DETAILS = (
     regex.compile(r"Graphics (?P<exception>(?:SM )?(?:Warp |Global )?Exception) on \(GPC (?P<gpc>\d+), TPC (?P<tpc>\d+)(?:, SM (?P<sm_id>\d+))?\): (?P<fault_type>[^,]+)"),
     regex.compile(r"Graphics Exception: (?P<exception>ESR)"),
@@ -278,7 +279,8 @@ _XID_DETAILS = (
     regex.compile(r"\b(?P<containment>Contained|Uncontained): (?P<unit>[^.]+)"),
     # NVLink5 (Xid 144-150): unit mnemonic, severity, XC/instance, link, then the interrupt-info and
     # error-status words (gpud's kmsg_extended tests and the Xid catalog give the layout)
-    regex.compile(r"\b(?P<unit>[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*)\s+(?P<nvlink_severity>Fatal|Nonfatal|Non-fatal)\s+"
+    regex.compile(r"(?<![\w/])(?P<unit>[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*(?:/[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*)?)\s+"
+                  r"(?P<nvlink_severity>Fatal|Nonfatal|Non-fatal)\s+"
                   r"XC(?P<xc>\d+)\s+i(?P<unit_instance>\d+)\s+Link\s+(?P<link>-?\d+)\s+"
                   r"\((?P<intrinfo>0x[0-9a-fA-F]+)\s+(?P<error_status>0x[0-9a-fA-F]+)"),
     # Xid 74 and others end in a parenthesised list of register words
@@ -340,7 +342,7 @@ def _board_serial(doc: TextDoc, line: Line) -> str | None:
 _DRIVER = regex.compile(r"NVRM: loading NVIDIA UNIX .*?Kernel Module(?: for \S+)?\s+(?P<driver_version>\d+\.\d+(?:\.\d+)?)")
 _LINUX = regex.compile(r"Linux version (?P<kernel_version>\d+\.\d+\S*) \(")
 _SEGFAULT = regex.compile(
-    r"(?:(?:^|\s)(?:traps: )?(?P<process>[^\s\[\]](?:[^\[\]]{0,62}[^\s\[\]])?)\[(?P<pid>\d+)\]:? |^)"
+    r"(?:(?:^|\s)(?:traps: )?(?P<process>[^\s\[\]](?:[^\[\]]{0,62}[^\s\[\]])?)\[(?P<pid>\d+)\]:? |^|(?<=\s))"
     r"(?:(?P<fault>segfault) at (?P<address>[0-9a-fA-F]+) ip (?P<ip>[0-9a-fA-F]+) sp (?P<sp>[0-9a-fA-F]+) error (?P<error>[0-9a-fA-F]+)"
     r"|(?P<fault>general protection fault|trap invalid opcode) ip:(?P<ip>[0-9a-fA-F]+) sp:(?P<sp>[0-9a-fA-F]+) error:(?P<error>[0-9a-fA-F]+))"
     r"(?: in (?P<module>[^\[\s]+)(?:\[(?:(?P<offset>[0-9a-fA-F]+),)?(?P<base>[0-9a-fA-F]+)\+(?P<size>[0-9a-fA-F]+)\])?)?"
