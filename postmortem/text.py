@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import regex
 
 from .model import Event, Location
+from .normalise import strip_transport
 from .reader import ByteReader
 
 if TYPE_CHECKING:
@@ -33,13 +34,23 @@ _ANSI = regex.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Za-z0-9]")
 
 @dataclass(frozen=True)
 class Line:
-    """One decoded line: 1-based number, byte span, text, and which sources it concerns."""
+    """One decoded line: 1-based number, byte span, text, and which sources it concerns.
+
+    `text` is normalised (postmortem.normalise: quoting and relay prefixes taken off);
+    `raw` holds the line as written when that changed it.
+    """
 
     number: int
     start: int
     end: int
     text: str
     groups: frozenset[str] = frozenset()
+    raw: str | None = None
+
+    @property
+    def original(self) -> str:
+        """The line as written: what evidence shows, and where a prefix's rank or worker is read."""
+        return self.text if self.raw is None else self.raw
 
 
 def clean(text: str) -> str:
@@ -77,6 +88,12 @@ class TextDoc:
     def decode(self, raw: bytes) -> str:
         """Bytes to clean text; undecodable bytes become U+FFFD, never an error."""
         return clean(raw.decode(self.encoding, "replace"))
+
+    def make_line(self, number: int, start: int, end: int, raw: bytes, groups: frozenset[str] = frozenset()) -> Line:
+        """A Line from its bytes: normalised text, and the written text when they differ."""
+        written = self.decode(raw)
+        text = strip_transport(written)
+        return Line(number, start, end, text, groups, None if text == written else written)
 
     def scan(self, prefilter: Prefilter) -> list[Line]:
         """Every line holding an anchor, with the groups (sources) it concerns.
@@ -137,20 +154,20 @@ class TextDoc:
         else:
             lo = max(start, anchor - MAX_LINE // 2)
             raw = chunk[lo : min(end, lo + MAX_LINE)]
-        return Line(number, base + start, base + end, self.decode(raw), frozenset(groups))
+        return self.make_line(number, base + start, base + end, raw, frozenset(groups))
 
     def _scan_long_line(self, prefilter: Prefilter, base: int, chunk: bytes, number: int) -> Iterator[Line]:
         for match_end, literal in prefilter.matches(chunk):
             lo = max(0, match_end - MAX_LINE // 2)
-            text = self.decode(chunk[lo : match_end + MAX_LINE // 2])
-            yield Line(number, base + lo, base + match_end, text, prefilter.owners[literal])
+            yield self.make_line(number, base + lo, base + match_end, chunk[lo : match_end + MAX_LINE // 2],
+                                 prefilter.owners[literal])
 
     def event(self, kind: str, first: Line, fields: dict | None = None, *,
               last: Line | None = None, text: str | None = None, **extra) -> Event:
         """An Event located at lines `first`..`last`; its text defaults to those lines."""
         if text is None:
-            text = first.text if last is None else "\n".join(
-                l.text for l in [first, *self.following(first, last.number - first.number)])
+            text = first.original if last is None else "\n".join(
+                l.original for l in [first, *self.following(first, last.number - first.number)])
         where = Location(self.path, first.number, (last or first).number)
         return Event(kind=kind, where=where, text=text, fields=fields or {}, **extra)
 
@@ -163,9 +180,9 @@ class TextDoc:
         start = self._line_at(first)
         if start is None:
             return (), ()
-        before = tuple(line.text for line in self.preceding(start, lines))
+        before = tuple(line.original for line in self.preceding(start, lines))
         after_from = start if last <= first else next(iter(self.following(start, last - first)[-1:]), start)
-        after = tuple(line.text for line in self.following(after_from, lines))
+        after = tuple(line.original for line in self.following(after_from, lines))
         return before, after
 
     def _line_at(self, number: int) -> Line | None:
@@ -176,7 +193,7 @@ class TextDoc:
         if number == at_number:
             end = self.reader.read_at(offset, MAX_LINE).find(b"\n")
             end = offset + end if end >= 0 else min(self.reader.size, offset + MAX_LINE)
-            return Line(number, offset, end, self.decode(self.reader.read_at(offset, end - offset)))
+            return self.make_line(number, offset, end, self.reader.read_at(offset, end - offset))
         anchor = Line(at_number - 1, offset - 1, offset - 1, "")
         found = self.following(anchor, number - at_number + 1)
         return found[-1] if len(found) == number - at_number + 1 else None
@@ -199,7 +216,7 @@ class TextDoc:
         out: list[Line] = []
         offset = start
         for i, piece in enumerate(pieces[:limit]):
-            out.append(Line(line.number + 1 + i, offset, offset + len(piece), self.decode(piece[:MAX_LINE])))
+            out.append(self.make_line(line.number + 1 + i, offset, offset + len(piece), piece[:MAX_LINE]))
             offset += len(piece) + 1
         return out
 
@@ -213,7 +230,7 @@ class TextDoc:
         out, offset = [], line.start
         for i, piece in enumerate(reversed(pieces)):
             offset -= len(piece) + 1
-            out.append(Line(line.number - 1 - i, offset, offset + len(piece), self.decode(piece[:MAX_LINE])))
+            out.append(self.make_line(line.number - 1 - i, offset, offset + len(piece), piece[:MAX_LINE]))
         return out[::-1]
 
     def _read_growing(self, edge: int, lines: int, max_bytes: int, forward: bool) -> tuple[bytes, bool]:
@@ -237,6 +254,6 @@ def _merge_same_lines(lines: list[Line]) -> list[Line]:
     for line in lines:
         if merged and merged[-1].start == line.start:
             last = merged.pop()
-            line = Line(last.number, last.start, max(last.end, line.end), last.text, last.groups | line.groups)
+            line = Line(last.number, last.start, max(last.end, line.end), last.text, last.groups | line.groups, last.raw)
         merged.append(line)
     return merged

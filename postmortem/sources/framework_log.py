@@ -18,6 +18,7 @@ process tag so interleaved ranks do not mix.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -114,6 +115,15 @@ def _split_prefix(text: str) -> _Prefixed:
     return _Prefixed(text[pos:], tag, pieces, moment)
 
 
+def _prefixed(line: Line) -> _Prefixed:
+    """The line's prefix facts (rank, process, time: read where it was written) and its body (read
+    from the normalised text, so quoting and gutters never hide a report)."""
+    written = _split_prefix(line.original)
+    if line.raw is None:
+        return written
+    return dataclasses.replace(written, body=_split_prefix(line.text).body)
+
+
 def _iso_time(text: str) -> datetime | None:
     try:
         return datetime.fromisoformat(text.replace(",", ".").replace("_", " "))
@@ -160,14 +170,14 @@ def _same_source(head: _Prefixed, other: _Prefixed) -> bool:
 def _follow(ctx: _Context, line: Line, limit: int) -> Iterator[tuple[Line, _Prefixed]]:
     """The lines after `line` that come from the same rank or process, read lazily
     in small steps (most reports end within a few lines)."""
-    head = _split_prefix(line.text)
+    head = _prefixed(line)
     current, left = line, limit
     while left > 0:
         step = ctx.doc.following(current, min(left, 16), 64 * 1024)
         if not step:
             return
         for nxt in step:
-            pre = _split_prefix(nxt.text)
+            pre = _prefixed(nxt)
             if _same_source(head, pre):
                 yield nxt, pre
         current, left = step[-1], left - len(step)
@@ -212,7 +222,7 @@ def _block_text(ctx: _Context, first: Line, last: Line) -> list[str]:
     """The bodies (prefixes off) of the lines first..last, for reading fields."""
     count = last.number - first.number
     lines = [first] + ctx.doc.following(first, count, min(1 << 20, (count + 1) * 8192))
-    return [_split_prefix(l.text).body for l in lines]
+    return [_prefixed(l).body for l in lines]
 
 
 # ---------------------------------------------------------------- python tracebacks
@@ -303,7 +313,7 @@ def _lua_traceback(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
     before = ctx.doc.preceding(line, 1)
     if not before:
         return []
-    message = _split_prefix(before[0].text).body.strip()
+    message = _prefixed(before[0]).body.strip()
     frames, last = [], line
     for nxt, p in _follow(ctx, line, 60):
         if not (frame := _LUA_FRAME.match(p.body)):
@@ -320,10 +330,10 @@ def _frames_before(ctx: _Context, line: Line) -> tuple[Line, str | None]:
     Logs quoted in issues and shipped by launchers often start mid-traceback; the
     frames just above an error line still say where it was raised.
     """
-    head = _split_prefix(line.text)
+    head = _prefixed(line)
     first, top = line, None
     for earlier in reversed(ctx.doc.preceding(line, 8)):
-        pre = _split_prefix(earlier.text)
+        pre = _prefixed(earlier)
         if pre.tag != head.tag or not pre.body[:1].isspace():
             break
         first = earlier
@@ -335,7 +345,7 @@ def _frames_before(ctx: _Context, line: Line) -> tuple[Line, str | None]:
 # ---------------------------------------------------------------- GPU architecture
 
 _ARCH_TORCH = regex.compile(
-    r"(?:^|:\s+)(?P<gpu>[A-Z][\w\- ]*?) with CUDA capability (?P<sm>sm_\d+[a-z]?) is not compatible"
+    r"(?:^\s*|:\s+)(?P<gpu>[A-Z][\w\- ]*?) with CUDA capability (?P<sm>sm_\d+[a-z]?) is not compatible"
 )
 _ARCH_SUPPORTED = regex.compile(r"supports CUDA capabilities (?P<list>(?:sm_\d+[a-z]?\s*)+)")
 _ARCH_WANT = regex.compile(r"If you want to use the (?P<gpu>.+?) GPU with PyTorch")
@@ -568,7 +578,7 @@ def _cuda(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
     last, first = _continuation(ctx, line), line
     fields: dict[str, Any] = _call_site("\n".join(_block_text(ctx, line, last)))
     before = ctx.doc.preceding(line, 1)
-    if before and (op := _GGML_OP.match(_split_prefix(before[0].text).body)):
+    if before and (op := _GGML_OP.match(_prefixed(before[0]).body)):
         first, fields["op"] = before[0], op["op"]
     elif _exception_line(body):
         first, fields["top_frame"] = _frames_before(ctx, line)
@@ -790,9 +800,9 @@ def _shell_signal(ctx: _Context, line: Line, pre: _Prefixed) -> _Found | None:
     before = ctx.doc.preceding(line, 1)
     fields: dict[str, Any] = {"signal": signal_name(match["what"]), "source": "shell",
                               "core_dumped": bool(match["core"])}
-    if before and _GLIBC.match(_split_prefix(before[0].text).body):
+    if before and _GLIBC.match(_prefixed(before[0]).body):
         first = before[0]
-        fields["glibc_message"] = _split_prefix(before[0].text).body.strip()
+        fields["glibc_message"] = _prefixed(before[0]).body.strip()
     return _Found("fatal-signal", first, line, fields, ("fatal-signal", fields["signal"], "shell"), pre.time)
 
 
@@ -809,7 +819,7 @@ def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
     ctx = _Context(doc)
     found: list[_Found] = []
     for line in lines:
-        pre = _split_prefix(line.text)
+        pre = _prefixed(line)
         for detector in _DETECTORS:
             try:
                 hits = detector(ctx, line, pre)

@@ -525,9 +525,23 @@ def _driver_message(doc: TextDoc, line: Line, s: Stamp, consumed: set[int]) -> I
     yield _event(doc, "driver-message", line, s, fields, last=end)
 
 
+WRAP_SKEW = timedelta(seconds=1)
+"""How far apart a relay (kubectl, a CI runner) may stamp the lines of one wrapped kernel message."""
+
+
 def _same_message(first: Stamp, other: Stamp) -> bool:
-    """A wrapped line carries no stamp of its own, or the very stamp of the line it continues."""
-    return (other.uptime is None or other.uptime == first.uptime) and (other.time is None or other.time == first.time)
+    """A wrapped line carries no stamp of its own, or the stamp of the line it continues.
+
+    The kernel's own uptime must be identical; a wall stamp added on the way may differ a little.
+    """
+    if other.uptime is not None and other.uptime != first.uptime:
+        return False
+    if other.time is None or first.time is None or other.time == first.time:
+        return True
+    try:
+        return abs(other.time - first.time) <= WRAP_SKEW
+    except TypeError:  # one aware, one naive: not the same relay
+        return False
 
 
 def _crash_event(doc: TextDoc, kind: str, line: Line, s: Stamp, fields: dict[str, Any], consumed: set[int]) -> Event:

@@ -134,7 +134,7 @@ def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
 
 def _read(doc: TextDoc, line: Line, folds: dict, progress: dict) -> int:
     """Add what `line` says to the folds; return the last line number it used."""
-    text = line.text
+    text = line.original
     if match := _PG_PROGRESS.search(text):
         global_rank, group_rank = _ranks(text)
         rank = global_rank if global_rank is not None else group_rank
@@ -167,13 +167,13 @@ def _read(doc: TextDoc, line: Line, folds: dict, progress: dict) -> int:
 
 def _unwrap(doc: TextDoc, line: Line) -> tuple[str, Line]:
     """The message of `line` joined with the lines a terminal hard-wrapped it into."""
-    joined, last, piece = line.text, line, line.text
+    joined, last, piece = line.original, line, line.original
     for nxt in doc.following(line, 4):
         complete = _TIMEOUT_DONE.search(joined) or (
             "terminat" not in joined[-12:] and "WorkNCCL(" not in joined and "operation timeout" not in joined)
-        if complete or len(piece) < WRAP_WIDTH or not nxt.text.strip():
+        if complete or len(piece) < WRAP_WIDTH or not nxt.original.strip():
             break
-        joined, last, piece = joined + nxt.text, nxt, nxt.text
+        joined, last, piece = joined + nxt.original, nxt, nxt.original
     return joined, last
 
 
@@ -211,7 +211,7 @@ def _dump_fields(text: str) -> dict:
 
 
 def _warn(line: Line, folds: dict) -> int:
-    match = _WARN.search(line.text)
+    match = _WARN.search(line.original)
     if not match:
         return line.number
     message = match["message"]
@@ -226,7 +226,7 @@ def _warn(line: Line, folds: dict) -> int:
         fields["errno_text"] = errno[0]
     fields["category"] = _category(message, match["src"] or "")
     key = ("warn", match["src"], _FOLD_NOISE.sub("#", message))
-    _add(folds, key, "nccl-warn", line, line, line.text, fields)
+    _add(folds, key, "nccl-warn", line, line, line.original, fields)
     return line.number
 
 
@@ -254,21 +254,21 @@ def _prefix_fields(match: regex.Match) -> dict:
 
 def _info(line: Line, folds: dict) -> int:
     """INFO lines with a fact: the NCCL version, and the result code an error unwound with."""
-    if match := _INFO_VERSION.search(line.text):
+    if match := _INFO_VERSION.search(line.original):
         fields = _prefix_fields(match) | {"nccl_version": match["version"]}
         if match["cuda"]:
             fields["nccl_cuda"] = match["cuda"]
-        _add(folds, ("version", match["version"]), "nccl-version", line, line, line.text, fields)
-    elif (match := _INFO_TRACE.search(line.text)) and int(match["code"]) in _BY_CODE:
+        _add(folds, ("version", match["version"]), "nccl-version", line, line, line.original, fields)
+    elif (match := _INFO_TRACE.search(line.original)) and int(match["code"]) in _BY_CODE:
         code = int(match["code"])
         fields = _prefix_fields(match) | {"code": code, "result": _BY_CODE[code], "src": match["src"], "via": "trace"}
-        _add(folds, ("trace", code), "nccl-error", line, line, line.text, fields)
+        _add(folds, ("trace", code), "nccl-error", line, line, line.original, fields)
     return line.number
 
 
 def _error(doc: TextDoc, line: Line, folds: dict) -> int:
     """`NCCL error in: ...`, `NCCL failure ...` and `ncclSystemError: ...`, with the lines that belong to them."""
-    text = line.text
+    text = line.original
     match = _ERROR_IN.search(text) or _FAILURE.search(text) or _ERROR_CODE.search(text)
     fields: dict = {}
     if match:
@@ -285,13 +285,13 @@ def _error(doc: TextDoc, line: Line, folds: dict) -> int:
     last = line
     if match:  # PyTorch prints the result name and NCCL's "Last error:" right after
         for nxt in doc.following(line, 4):
-            stripped = nxt.text.strip()
+            stripped = nxt.original.strip()
             named = _ERROR_NAME.match(stripped)
             if named:
                 result = named[1]
             elif stripped == "Last error:":
                 pass
-            elif last.text.strip() == "Last error:" and stripped:
+            elif last.original.strip() == "Last error:" and stripped:
                 fields["last_error"] = stripped
             else:
                 break
@@ -316,7 +316,7 @@ def _result_of(code: int | None, message: str) -> str | None:
 
 def _add(folds: dict, key: tuple, kind: str, first: Line, last: Line, text: str | None, fields: dict) -> None:
     """Start a fold for `key`, or count one more report of it."""
-    global_rank, group_rank = _ranks(first.text if text is None else text)
+    global_rank, group_rank = _ranks(first.original if text is None else text)
     rank = global_rank if global_rank is not None else group_rank
     fold = folds.get(key)
     if fold is None:
@@ -325,11 +325,11 @@ def _add(folds: dict, key: tuple, kind: str, first: Line, last: Line, text: str 
             fields["rank"] = rank
         if global_rank is not None and group_rank is not None:
             fields["group_rank"] = group_rank
-        fold = folds[key] = _Fold(kind, first, last, fields, text, _time(first.text), reports=0)
+        fold = folds[key] = _Fold(kind, first, last, fields, text, _time(first.original), reports=0)
     fold.reports += 1
     if rank is not None:
         fold.ranks.add(rank)
-        fold.per_rank.setdefault(rank, _rank_detail(first.text if text is None else text, fields, rank, group_rank))
+        fold.per_rank.setdefault(rank, _rank_detail(first.original if text is None else text, fields, rank, group_rank))
 
 
 def _rank_detail(text: str, fields: dict, rank: int, group_rank: int | None) -> dict:
