@@ -397,3 +397,46 @@ def driver_messages() -> tuple[DriverMessage, ...]:
 def driver_message(text: str) -> DriverMessage | None:
     """The family of an NVRM message; the table's last row ("info") takes what no error row does."""
     return next((m for m in driver_messages() if m.pattern.search(text)), None)
+
+
+@dataclass(frozen=True)
+class LibraryStatus:
+    """One status code of a CUDA library (data/library-status.tsv, made by tools/gen_library_status.py)."""
+
+    library: str
+    number: int
+    name: str
+    version: str | None
+    """The library major version the number belongs to, where numberings changed (cuDNN 8 and 9)."""
+    message: str | None
+    cause: str | None
+
+
+@cache
+def library_statuses() -> tuple[LibraryStatus, ...]:
+    """Every row of data/library-status.tsv, loaded once."""
+    return tuple(LibraryStatus(row["library"], int(row["number"]), row["name"], _dash(row["version"]),
+                               _dash(row["message"]), _dash(row["cause"])) for row in _rows("library-status.tsv"))
+
+
+def library_status(library: str, token: str | int) -> LibraryStatus | None:
+    """The status a library reports by name (`CUBLAS_STATUS_NOT_SUPPORTED`) or number (cuBLAS 15).
+
+    A cuDNN number is read in cuDNN 9's numbering when it has four digits, else in cuDNN 8's.
+    """
+    library = library.lower()
+    text = str(token).strip()
+    rows = [s for s in library_statuses() if s.library == library]
+    if not text.lstrip("-").isdigit():
+        return next((s for s in rows if s.name == text), None)
+    number = int(text)
+    found = [s for s in rows if s.number == number]
+    if library == "cudnn" and len(found) > 1:
+        found = [s for s in found if s.version == ("9" if number >= 1000 else "8")] or found
+    return found[0] if found else None
+
+
+@cache
+def library_status_names() -> dict[str, LibraryStatus]:
+    """Every status name of every library, for finding them in any text."""
+    return {s.name: s for s in library_statuses()}

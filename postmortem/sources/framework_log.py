@@ -25,7 +25,7 @@ from typing import Any
 
 import regex
 
-from ..knowledge import WINDOWS_EXCEPTIONS, cuda_errors, find_cuda_error, signal_name
+from ..knowledge import WINDOWS_EXCEPTIONS, cuda_errors, find_cuda_error, library_status, library_statuses, signal_name
 from ..model import Event
 from ..text import Line, TextDoc
 
@@ -41,7 +41,10 @@ ANCHORS: tuple[bytes, ...] = (
     b"out of memory", b"out of resource: ", b"OutOfMemoryError", b"Allocation on device", b"RESOURCE_EXHAUSTED", b"OOM when allocating",
     b"with CUDA capability sm_", b"PyTorch no longer supports this GPU", b"The minimum required Cuda capability",
     b"Assertion `",
-    b"_STATUS_", b"CUBLAS failure", b"Failed to get convolution algorithm",
+    b"_STATUS_", b"CUBLAS failure", b"Failed to get convolution algorithm", b"CUFFT_",
+    b"cuBLAS API failed", b"CUBLAS error", b"cuBLAS error", b"CUDNN error", b"cuDNN error", b"cuFFT error",
+    b"CUFFT error", b"cuSOLVER error", b"CUSOLVER error", b"cuSPARSE error", b"CUSPARSE error", b"CURAND error",
+    b"cuRAND error",
     b"Found no NVIDIA driver", b"NVIDIA driver on your system is too old",
     b"encountered in worker", b"is killed by signal: ", b"exited unexpectedly",
     b"failed (exitcode: ", b"ChildFailedError:",
@@ -50,6 +53,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"Floating point exception", b"terminate called",
     b"Exception Code: 0x", b"Exception code: 0x", b"exception code 0x", b"exit status 0xc", b"exit status 0xC",
     b"(0xC0000", b"(0xc0000",
+    b"(Triggered internally at",  # PyTorch's TORCH_WARN suffix: the warning before it often quotes a CUDA error
     b"Resource exhausted: Out", b"Out of memory allocating", b"Failed to allocate memory for requested buffer",
     b"is not defined for option 'gpu-name'", b"Unsupported gpu architecture", b"Unsupported .version",
 )
@@ -440,23 +444,43 @@ def _kernel_resources(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]
 
 # ---------------------------------------------------------------- cuBLAS / cuDNN
 
-_STATUS = regex.compile(r"\b(?P<status>(?P<lib>CUBLAS|CUDNN|CUFFT|CUSOLVER|CUSPARSE|CURAND|CUTENSOR|NVRTC)_STATUS_[A-Z0-9_]+)")
-_LIB_NUMBER = regex.compile(r"\b(?P<lib>CUBLAS|CUDNN|cuBLAS|cuDNN) (?:failure|error)\s*(?P<num>\d+)")
+_STATUS = regex.compile(
+    r"\b(?P<status>(?P<lib>CUBLAS|CUDNN|CUFFT|CUSOLVER|CUSPARSE|CURAND|CUTENSOR|NVRTC)_STATUS_[A-Z0-9_]+)"
+    r"|\b(?P<status>(?P<lib>CUFFT)_(?:" + "|".join(sorted(
+        {s.name[len("CUFFT_"):] for s in library_statuses() if s.library == "cufft"}, key=len, reverse=True)) + r"))\b"
+)
+"""A status by name: every library's `<LIB>_STATUS_*` (cuFFT names its results `CUFFT_*`)."""
+_LIB_NUMBER = regex.compile(
+    r"(?i)\b(?P<lib>cublas(?:Lt)?|cudnn|cufft|cusolver|cusparse|curand)\b[\w ]{0,30}?"
+    r"(?:status|error|failure|failed|result|code)\s*(?:[:=]\s*|with status\s*|code\s*)?\(?(?P<num>\d{1,4})\b"
+)
+"""A status by number, as libraries and their callers print it: `CUBLAS failure 13`, `cuBLAS API failed with
+status 15`, `cuDNN error 4`, `CURAND error 201`."""
 _CUDNN_INIT = regex.compile(r"Failed to get convolution algorithm\. This is probably because cuDNN failed to initialize")
 _NODE = regex.compile(r"\{\{node (?P<node>[^}]+)\}\}")
 
 
+def _library_name(written: str) -> str:
+    """cuBLASLt reports in cuBLAS's numbering."""
+    return "cublas" if written.lower().startswith("cublas") else written.lower()
+
+
 def _library(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
     body = pre.body
-    status, number = _STATUS.search(body), _LIB_NUMBER.search(body)
+    status = next((m for m in _STATUS.finditer(body) if not m["status"].endswith("_SUCCESS")), None)
+    number = _LIB_NUMBER.search(body)
     if status:
         fields: dict[str, Any] = {"library": status["lib"].lower(), "status": status["status"]}
+    elif number and (known := library_status(_library_name(number["lib"]), number["num"])):
+        fields = {"library": known.library, "status": known.name}
     elif _CUDNN_INIT.search(body):
         fields = {"library": "cudnn", "status": None, "reason": "cuDNN failed to initialize"}
     else:
         return []
     if number:
         fields["number"] = int(number["num"])
+    if fields.get("status") and (known := library_status(fields["library"], fields["status"])):
+        fields.update(status_cause=known.cause, status_message=known.message)
     last = _continuation(ctx, line)
     block = "\n".join(_block_text(ctx, line, last))
     fields.update(_call_site(block))

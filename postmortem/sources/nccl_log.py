@@ -18,6 +18,7 @@ from datetime import datetime
 import regex
 
 from ..model import Event
+from .. import knowledge
 from ..text import Line, TextDoc
 
 NAME = "nccl-log"
@@ -47,15 +48,10 @@ ANCHORS: tuple[bytes, ...] = (
 )
 
 RESULTS: dict[str, tuple[int, str]] = {
-    "ncclUnhandledCudaError": (1, "unhandled cuda error"),
-    "ncclSystemError": (2, "unhandled system error"),
-    "ncclInternalError": (3, "internal error"),
-    "ncclInvalidArgument": (4, "invalid argument"),
-    "ncclInvalidUsage": (5, "invalid usage"),
-    "ncclRemoteError": (6, "remote process exited or there was a network error"),
-    "ncclInProgress": (7, "NCCL operation in progress"),
+    status.name: (status.number, (status.message or status.name).split(" (run with")[0].split(" - ")[0])
+    for status in knowledge.library_statuses() if status.library == "nccl"
 }
-"""ncclResult_t names, codes and the start of ncclGetErrorString's text (NCCL src/nccl.h.in, init.cc)."""
+"""ncclResult_t names, codes and the start of ncclGetErrorString's text (data/library-status.tsv)."""
 _BY_CODE = {code: name for name, (code, _) in RESULTS.items()}
 
 _GLOBAL_RANK = regex.compile(r"\[rank(\d+)\]:")
@@ -311,7 +307,8 @@ def _result_of(code: int | None, message: str) -> str | None:
     if code in _BY_CODE:
         return _BY_CODE[code]
     lowered = message.lower()
-    return next((name for name, (_, text) in RESULTS.items() if text.lower() in lowered), None)
+    by_name = next((name for name in RESULTS if name.lower() in lowered), None)
+    return by_name or next((name for name, (_, text) in RESULTS.items() if text.lower() in lowered), None)
 
 
 def _add(folds: dict, key: tuple, kind: str, first: Line, last: Line, text: str | None, fields: dict) -> None:

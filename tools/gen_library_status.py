@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Write postmortem/data/library-status.tsv: every status code of the CUDA math and communication libraries.
+
+cuBLAS, cuDNN (8 and 9 numberings) and NCCL come from the reference tables in ../shared/reference
+(each row keeps its sources); cuFFT, cuSOLVER, cuSPARSE and cuRAND from NVIDIA's published enums
+(nvmath-python's bindings document the values; cited per row). `cause` is given only where the
+status alone names one: an allocation failure is GPU memory, an architecture mismatch is the build.
+
+usage: python3 tools/gen_library_status.py [--reference ../shared/reference] [--check]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "postmortem" / "data" / "library-status.tsv"
+NVMATH = "https://docs.nvidia.com/cuda/nvmath-python/0.1.0/bindings/generated/nvmath.bindings.{}.html"
+
+PUBLISHED = {
+    # library: (prefix, source page, [(number, suffix, cause)])
+    "cufft": ("CUFFT_", NVMATH.format("cufft.Result"), [
+        (1, "INVALID_PLAN", "-"), (2, "ALLOC_FAILED", "gpu-oom"), (3, "INVALID_TYPE", "-"), (4, "INVALID_VALUE", "-"),
+        (5, "INTERNAL_ERROR", "library-failure"), (6, "EXEC_FAILED", "library-failure"),
+        (7, "SETUP_FAILED", "library-failure"), (8, "INVALID_SIZE", "-"), (9, "UNALIGNED_DATA", "-"),
+        (10, "INCOMPLETE_PARAMETER_LIST", "-"), (11, "INVALID_DEVICE", "-"), (12, "PARSE_ERROR", "-"),
+        (13, "NO_WORKSPACE", "-"), (14, "NOT_IMPLEMENTED", "-"), (15, "LICENSE_ERROR", "-"),
+        (16, "NOT_SUPPORTED", "library-failure")]),
+    "cusolver": ("CUSOLVER_STATUS_", NVMATH.format("cusolver.Status"), [
+        (1, "NOT_INITIALIZED", "-"), (2, "ALLOC_FAILED", "gpu-oom"), (3, "INVALID_VALUE", "-"),
+        (4, "ARCH_MISMATCH", "arch-mismatch"), (5, "MAPPING_ERROR", "-"), (6, "EXECUTION_FAILED", "library-failure"),
+        (7, "INTERNAL_ERROR", "library-failure"), (8, "MATRIX_TYPE_NOT_SUPPORTED", "-"),
+        (9, "NOT_SUPPORTED", "library-failure"), (10, "ZERO_PIVOT", "-"), (11, "INVALID_LICENSE", "-")]),
+    "cusparse": ("CUSPARSE_STATUS_", NVMATH.format("cusparse.Status"), [
+        (1, "NOT_INITIALIZED", "-"), (2, "ALLOC_FAILED", "gpu-oom"), (3, "INVALID_VALUE", "-"),
+        (4, "ARCH_MISMATCH", "arch-mismatch"), (5, "MAPPING_ERROR", "-"), (6, "EXECUTION_FAILED", "library-failure"),
+        (7, "INTERNAL_ERROR", "library-failure"), (8, "MATRIX_TYPE_NOT_SUPPORTED", "-"), (9, "ZERO_PIVOT", "-"),
+        (10, "NOT_SUPPORTED", "library-failure"), (11, "INSUFFICIENT_RESOURCES", "gpu-oom")]),
+    "curand": ("CURAND_STATUS_", NVMATH.format("curand.Status"), [
+        (100, "VERSION_MISMATCH", "-"), (101, "NOT_INITIALIZED", "-"), (102, "ALLOCATION_FAILED", "gpu-oom"),
+        (103, "TYPE_ERROR", "-"), (104, "OUT_OF_RANGE", "-"), (105, "LENGTH_NOT_MULTIPLE", "-"),
+        (106, "DOUBLE_PRECISION_REQUIRED", "-"), (201, "LAUNCH_FAILURE", "launch-failure"),
+        (202, "PREEXISTING_FAILURE", "-"), (203, "INITIALIZATION_FAILED", "library-failure"),
+        (204, "ARCH_MISMATCH", "arch-mismatch"), (999, "INTERNAL_ERROR", "library-failure")]),
+}
+HEADER = ["library", "number", "name", "version", "message", "cause", "sources"]
+
+
+def _reference(path: Path) -> list[dict[str, str]]:
+    return list(csv.DictReader(path.read_text(encoding="utf-8").splitlines(), delimiter="\t"))
+
+
+def rows(reference: Path) -> list[list[str]]:
+    out: list[list[str]] = []
+    for row in _reference(reference / "cublas-status.tsv"):
+        out.append(["cublas", row["number"], row["name"], "-", row["meaning"], row["cause"], row["sources"]])
+    for row in _reference(reference / "cudnn-status.tsv"):
+        out.append(["cudnn", row["number"], row["name"], row["cudnn_major"], row["meaning"], row["cause"], row["sources"]])
+    for row in _reference(reference / "nccl-result.tsv"):
+        message = row["message"] if not row["message"].startswith("(") else "-"
+        out.append(["nccl", row["number"], row["name"], "-", message, row["cause"], row["sources"]])
+    for library, (prefix, source, codes) in PUBLISHED.items():
+        for number, suffix, cause in codes:
+            out.append([library, str(number), prefix + suffix, "-", "-", cause, source])
+    return [r for r in out if not r[2].endswith(("_SUCCESS", "Success", "NumResults"))]
+
+
+def render(reference: Path) -> str:
+    lines = ["# Status codes of the CUDA libraries, one row each: written by tools/gen_library_status.py (do not edit).",
+             "\t".join(HEADER)]
+    lines += ["\t".join(cell.replace("\t", " ") for cell in row) for row in rows(reference)]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--reference", type=Path, default=ROOT.parent / "shared" / "reference")
+    parser.add_argument("--check", action="store_true")
+    args = parser.parse_args()
+    text = render(args.reference)
+    if args.check:
+        return 0 if OUT.read_text(encoding="utf-8") == text else 1
+    OUT.write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
