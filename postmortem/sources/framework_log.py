@@ -53,7 +53,8 @@ ANCHORS: tuple[bytes, ...] = (
     b"Floating point exception", b"terminate called",
     b"Exception Code: 0x", b"Exception code: 0x", b"exception code 0x", b"exit status 0xc", b"exit status 0xC",
     b"(0xC0000", b"(0xc0000",
-    b"(Triggered internally at",  # PyTorch's TORCH_WARN suffix: the warning before it often quotes a CUDA error
+    b"(Triggered internally at",
+    b"version incompatibility", b"but source was compiled with", b"were compiled with different CUDA versions",  # PyTorch's TORCH_WARN suffix: the warning before it often quotes a CUDA error
     b"Resource exhausted: Out", b"Out of memory allocating", b"Failed to allocate memory for requested buffer",
     b"is not defined for option 'gpu-name'", b"Unsupported gpu architecture", b"Unsupported .version",
 )
@@ -490,6 +491,34 @@ def _library(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
     return [_Found("library-error", line, last, fields, key, pre.time)]
 
 
+# ---------------------------------------------------------------- runtime libraries of another version
+
+_VERSION_MISMATCH = (
+    # PyTorch: "cuDNN version incompatibility: PyTorch was compiled against (8, 7, 0) but found runtime version (8, 5, 0)"
+    regex.compile(r"(?P<library>cuDNN|NCCL|cuBLAS) version incompatibility: (?P<framework>\w+) was compiled\s+against "
+                  r"\((?P<built>[\d, ]+)\) but found runtime version \((?P<found>[\d, ]+)\)"),
+    # XLA / TensorFlow stream executor: "Loaded runtime CuDNN library: 8.5.0 but source was compiled with: 8.6.0"
+    regex.compile(r"Loaded runtime (?P<library>CuDNN|cuDNN|cuBLAS|CUDA) library: (?P<found>[\d.]+) but source was "
+                  r"compiled with: (?P<built>[\d.]+)"),
+    # torchvision: "PyTorch and torchvision were compiled with different CUDA versions. PyTorch has CUDA Version=11.7
+    # and torchvision has CUDA Version=11.8"
+    regex.compile(r"(?P<framework>PyTorch) and (?P<library>torchvision|torchaudio) were compiled with different CUDA "
+                  r"versions\. PyTorch has CUDA Version=(?P<built>[\d.]+) and \w+ has CUDA Version=(?P<found>[\d.]+)"),
+)
+"""A framework saying a runtime library is not the version it was built with."""
+
+
+def _version_mismatch(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
+    for pattern in _VERSION_MISMATCH:
+        if match := pattern.search(pre.body):
+            fields = {k: v.replace(" ", "").replace(",", ".") if k in ("built", "found") else v
+                      for k, v in match.groupdict().items() if v}
+            fields["library"] = fields["library"].lower()
+            key = ("library-version-mismatch", fields["library"], fields.get("built"), fields.get("found"))
+            return [_Found("library-version-mismatch", line, line, fields, key, pre.time)]
+    return []
+
+
 # ---------------------------------------------------------------- GPU out of memory
 
 _OOM = regex.compile(
@@ -833,7 +862,8 @@ def _shell_signal(ctx: _Context, line: Line, pre: _Prefixed) -> _Found | None:
 # ---------------------------------------------------------------- dispatch and folding
 
 _DETECTORS: tuple[Callable[[_Context, Line, _Prefixed], list[_Found]], ...] = (
-    _traceback, _lua_traceback, _arch, _device_assert, _kernel_resources, _library, _oom, _workers, _cuda, _fatal,
+    _traceback, _lua_traceback, _arch, _device_assert, _kernel_resources, _library, _version_mismatch, _oom,
+    _workers, _cuda, _fatal,
 )
 """Tried in order on each candidate line; the first that recognises it wins."""
 

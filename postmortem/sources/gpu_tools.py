@@ -37,6 +37,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"detected NVSwitch",
     b"MiB /",  # the memory cell of a table row: a row pasted without its banner is still read
     b"ERR!",
+    b"Remapped Rows", b"ECC Errors", b"Retired Pages", b"Clocks Event Reasons", b"Clocks Throttle Reasons",
 )
 
 TABLE_LINES = 2000
@@ -106,6 +107,9 @@ def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
             covered = row[-1].number
         elif "NVSMI LOG" in text or "Attached GPUs" in text or "Driver Version" in text:
             events, covered = _report(doc, line)
+            yield from events
+        elif _SECTION_START.match(text):
+            events, covered = _excerpt(doc, line)
             yield from events
         else:
             _fold(seen, _one_line(doc, line))
@@ -205,6 +209,41 @@ def _report(doc: TextDoc, start: Line) -> tuple[list[Event], int]:
         last = line
     events = [_gpu_state(doc, index, section, header, header_lines) for index, section in enumerate(sections)]
     return events, last.number
+
+
+_SECTION_START = regex.compile(
+    r"^(?P<indent>\s*)(?:Remapped Rows|ECC Errors|Retired Pages|Clocks Event Reasons|Clocks Throttle Reasons)\s*$")
+"""A health section of `nvidia-smi -q` that people paste on its own, without the report around it."""
+EXCERPT_LINES = 120
+
+
+def _excerpt(doc: TextDoc, start: Line) -> tuple[list[Event], int]:
+    """A `gpu-state` event from health sections pasted without their report (no GPU header, no bus id).
+
+    The section runs while lines are indented deeper than its title; a sibling health section at the
+    same indentation continues the excerpt.
+    """
+    indent = len(_SECTION_START.match(start.text)["indent"].expandtabs(4))
+    lines, last = [start], start
+    for line in doc.following(start, EXCERPT_LINES):
+        text = line.text.expandtabs(4)
+        depth = len(text) - len(text.lstrip())
+        if text.strip() and depth <= indent and not _SECTION_START.match(line.text):
+            break
+        lines.append(line)
+        if text.strip():
+            last = line
+    tree = _tree([start, *lines])
+    fields: dict = {"excerpt": True}
+    evidence: list[Line] = []
+    for collect in (_ecc, _retired_pages, _values, _clock_reasons, _misc):
+        evidence.extend(collect(tree, fields))
+    if len(fields) == 1:
+        return [], last.number
+    body = sorted({line.number: line for line in [start, *evidence, *_ancestors(tree, evidence)]}.values(),
+                  key=lambda line: line.number)
+    text = "\n".join(line.original.rstrip() for line in body)
+    return [doc.event("gpu-state", start, fields, last=last, text=text)], last.number
 
 
 def _tree(section: list[Line]) -> dict[tuple[str, ...], Line]:

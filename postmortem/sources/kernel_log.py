@@ -111,6 +111,8 @@ _WALL_BROADCAST = regex.compile(
     r"Message from syslogd@(?P<host>\S+) at (?P<mon>[A-Z][a-z]{2}) +(?P<day>\d{1,2}) (?P<hms>\d\d:\d\d:\d\d)"
 )
 _BARE_KERNEL = regex.compile(r"^\s*kernel:\s*\[")
+_KMSG = regex.compile(r"^(?P<prio>\d{1,3}),(?P<seq>\d+),(?P<usec>\d+),[^;]*;")
+"""A /dev/kmsg record: `6,3973,227996636,-;message` (priority, sequence, microseconds since boot, flags)."""
 
 
 @dataclass(frozen=True)
@@ -175,6 +177,8 @@ def stamp(text: str, before: list[Line] | None = None) -> Stamp:
         parsed = _json_stamp(text)
         if parsed:
             return parsed
+    if m := _KMSG.match(text):
+        return Stamp(text[m.end():], uptime=int(m["usec"]) / 1e6)
     moment, clock, host, month, end = None, None, None, None, 0
     if m := _DMESG_T.search(text):
         month = _month(m["mon"])

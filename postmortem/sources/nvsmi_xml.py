@@ -21,7 +21,8 @@ from ..text import Line, TextDoc
 from .gpu_tools import ACTIVE_IGNORED, pci_of
 
 NAME = "nvsmi-xml"
-ANCHORS: tuple[bytes, ...] = (b"<nvidia_smi_log",)
+ANCHORS: tuple[bytes, ...] = (b"<nvidia_smi_log", b"<gpu id=")
+"""A whole document, or `<gpu>` elements pasted without the document around them."""
 
 MAX_BYTES = 16 << 20
 """Most bytes read for one document (8 GPUs with long process lists stay far below)."""
@@ -78,7 +79,7 @@ def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
     covered = 0
     for line in lines:
         if line.number > covered:
-            events, covered = _document(doc, line)
+            events, covered = _document(doc, line) if "<nvidia_smi_log" in line.text else _fragment(doc, line)
             yield from events
 
 
@@ -95,10 +96,33 @@ def _document(doc: TextDoc, start: Line) -> tuple[list[Event], int]:
         root = ElementTree.fromstring(text)
     except (ElementTree.ParseError, DefusedXmlException, ValueError):
         return [], body[-1].number
+    return _gpu_states(doc, root, body), body[-1].number
+
+
+def _fragment(doc: TextDoc, start: Line) -> tuple[list[Event], int]:
+    """`<gpu>` elements without their `<nvidia_smi_log>` root (a paste of one GPU): read as a document of them."""
+    body, depth = [], 0
+    for line in [start, *doc.following(start, MAX_LINES, max_bytes=MAX_BYTES)]:
+        body.append(line)
+        depth += len(_GPU_OPEN.findall(line.text)) - line.text.count("</gpu>")
+        if depth <= 0:
+            break
+    if depth > 0:
+        return [], start.number  # cut off inside the element
+    text = "\n".join(line.text for line in body)
+    text = text[text.index("<gpu") : text.rindex("</gpu>") + len("</gpu>")]
+    try:
+        root = ElementTree.fromstring(f"<nvidia_smi_log>{text}</nvidia_smi_log>")
+    except (ElementTree.ParseError, DefusedXmlException, ValueError):
+        return [], body[-1].number
+    return _gpu_states(doc, root, body), body[-1].number
+
+
+def _gpu_states(doc: TextDoc, root: Element, body: list[Line]) -> list[Event]:
+    """A gpu-state event for each <gpu> of a parsed document, located at its lines."""
     spans = _gpu_spans(body)
-    events = [_gpu_state(doc, root, gpu, index, spans[index] if index < len(spans) else (start, body[-1]))
-              for index, gpu in enumerate(root.findall("gpu"))]
-    return events, body[-1].number
+    return [_gpu_state(doc, root, gpu, index, spans[index] if index < len(spans) else (body[0], body[-1]))
+            for index, gpu in enumerate(root.findall("gpu"))]
 
 
 def _gpu_spans(body: list[Line]) -> list[tuple[Line, Line]]:
