@@ -75,6 +75,8 @@ def rank(findings: Sequence[Finding], events: Sequence[Event], causes: Mapping[s
         return causes[finding.cause].rank if finding.cause in causes else 0
 
     def deeper(root: Finding, rs: _Scope, follower: Finding, fs: _Scope) -> str | None:
+        if set(root.evidence) & set(follower.evidence):
+            return None  # two readings of the same report: the surer one leads, neither explains the other
         layer = causes[follower.cause].layer if follower.cause in causes else ""
         if (cause_rank(root) - cause_rank(follower) >= DEEPER and layer not in UNEXPLAINABLE_LAYERS
                 and severity_rank(root.severity) >= severity_rank("error") and _related(rs, fs)):

@@ -130,9 +130,9 @@ def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
 
 def _read(doc: TextDoc, line: Line, folds: dict, progress: dict) -> int:
     """Add what `line` says to the folds; return the last line number it used."""
-    text = line.original
+    text = line.text
     if match := _PG_PROGRESS.search(text):
-        global_rank, group_rank = _ranks(text)
+        global_rank, group_rank = _ranks(line.original)
         rank = global_rank if global_rank is not None else group_rank
         seen = {"last_enqueued": int(match[2]), "last_completed": int(match[3])}
         if pg := _PG.search(text):
@@ -163,13 +163,13 @@ def _read(doc: TextDoc, line: Line, folds: dict, progress: dict) -> int:
 
 def _unwrap(doc: TextDoc, line: Line) -> tuple[str, Line]:
     """The message of `line` joined with the lines a terminal hard-wrapped it into."""
-    joined, last, piece = line.original, line, line.original
+    joined, last, piece = line.text, line, line.text
     for nxt in doc.following(line, 4):
         complete = _TIMEOUT_DONE.search(joined) or (
             "terminat" not in joined[-12:] and "WorkNCCL(" not in joined and "operation timeout" not in joined)
-        if complete or len(piece) < WRAP_WIDTH or not nxt.original.strip():
+        if complete or len(piece) < WRAP_WIDTH or not nxt.text.strip():
             break
-        joined, last, piece = joined + nxt.original, nxt, nxt.original
+        joined, last, piece = joined + nxt.text, nxt, nxt.text
     return joined, last
 
 
@@ -207,7 +207,7 @@ def _dump_fields(text: str) -> dict:
 
 
 def _warn(line: Line, folds: dict) -> int:
-    match = _WARN.search(line.original)
+    match = _WARN.search(line.text)
     if not match:
         return line.number
     message = match["message"]
@@ -250,12 +250,12 @@ def _prefix_fields(match: regex.Match) -> dict:
 
 def _info(line: Line, folds: dict) -> int:
     """INFO lines with a fact: the NCCL version, and the result code an error unwound with."""
-    if match := _INFO_VERSION.search(line.original):
+    if match := _INFO_VERSION.search(line.text):
         fields = _prefix_fields(match) | {"nccl_version": match["version"]}
         if match["cuda"]:
             fields["nccl_cuda"] = match["cuda"]
         _add(folds, ("version", match["version"]), "nccl-version", line, line, line.original, fields)
-    elif (match := _INFO_TRACE.search(line.original)) and int(match["code"]) in _BY_CODE:
+    elif (match := _INFO_TRACE.search(line.text)) and int(match["code"]) in _BY_CODE:
         code = int(match["code"])
         fields = _prefix_fields(match) | {"code": code, "result": _BY_CODE[code], "src": match["src"], "via": "trace"}
         _add(folds, ("trace", code), "nccl-error", line, line, line.original, fields)
@@ -264,7 +264,7 @@ def _info(line: Line, folds: dict) -> int:
 
 def _error(doc: TextDoc, line: Line, folds: dict) -> int:
     """`NCCL error in: ...`, `NCCL failure ...` and `ncclSystemError: ...`, with the lines that belong to them."""
-    text = line.original
+    text = line.text
     match = _ERROR_IN.search(text) or _FAILURE.search(text) or _ERROR_CODE.search(text)
     fields: dict = {}
     if match:
@@ -281,13 +281,13 @@ def _error(doc: TextDoc, line: Line, folds: dict) -> int:
     last = line
     if match:  # PyTorch prints the result name and NCCL's "Last error:" right after
         for nxt in doc.following(line, 4):
-            stripped = nxt.original.strip()
+            stripped = nxt.text.strip()
             named = _ERROR_NAME.match(stripped)
             if named:
                 result = named[1]
             elif stripped == "Last error:":
                 pass
-            elif last.original.strip() == "Last error:" and stripped:
+            elif last.text.strip() == "Last error:" and stripped:
                 fields["last_error"] = stripped
             else:
                 break
@@ -322,7 +322,7 @@ def _add(folds: dict, key: tuple, kind: str, first: Line, last: Line, text: str 
             fields["rank"] = rank
         if global_rank is not None and group_rank is not None:
             fields["group_rank"] = group_rank
-        fold = folds[key] = _Fold(kind, first, last, fields, text, _time(first.original), reports=0)
+        fold = folds[key] = _Fold(kind, first, last, fields, text, _time(first.text), reports=0)
     fold.reports += 1
     if rank is not None:
         fold.ranks.add(rank)
