@@ -339,3 +339,38 @@ def test_link_flaps_count_and_only_a_storm_is_a_finding():
     report = analyze_text(flap * 6)
     assert [e.count for e in report.events if e.kind == "host-message"] == [6]
     assert report.findings[0].signature == "nic-warning"
+
+
+CONTAINER_BANNERS = [
+    # https://github.com/NVIDIA/nvidia-docker/issues/1479 (wrapped after "but")
+    "ERROR: This container was built for NVIDIA Driver Release 450.51 or later, but\n"
+    "       version 440.33.01 was detected and compatibility mode is UNAVAILABLE.\n\n"
+    "       [[CUDA Driver UNAVAILABLE (cuInit(0) returned 804)]]\n",
+    # https://github.com/hiyouga/LlamaFactory/issues/5962 (the wrap lost its space)
+    "This container was built for NVIDIA Driver Release 545.23 or later, butversion 535.104.05 was detected and "
+    "compatibility mode is UNAVAILABLE\n",
+    # https://github.com/eugr/spark-vllm-docker/issues/266
+    "ERROR: This container was built for NVIDIA Driver Release 590.48 or later, but\n"
+    "       version 580.159.03 was detected and compatibility mode is UNAVAILABLE.\n",
+]
+
+
+def test_ngc_container_banner_names_both_drivers():
+    expected = [("450.51", "440.33.01"), ("545.23", "535.104.05"), ("590.48", "580.159.03")]
+    for text, (required, found) in zip(CONTAINER_BANNERS, expected):
+        f = only(text, "driver-error")
+        assert (f["driver_required"], f["driver_version_found"]) == (required, found)
+        assert causes(text)[0] == "driver-mismatch"
+
+
+def test_worker_signal_wrapped_inside_its_name():
+    # https://github.com/fastai/docker-containers/issues/21 (hard-wrapped at 65 columns)
+    wrapped = ("RuntimeError: DataLoader worker (pid 47) is killed by signal: Bus\n"
+               "error. It is possible that dataloader's workers are out of shared\n"
+               "memory. Please try to raise your shared memory limit.\n")
+    # https://github.com/pytorch/pytorch/issues/16979 (the same message on one line)
+    whole = ("RuntimeError: DataLoader worker (pid 2477) is killed by signal: Bus error. It is possible that "
+             "dataloader's workers are out of shared memory. Please try to raise your shared memory limit.\n")
+    for text in (wrapped, whole):
+        assert only(text, "bus-error")["signal"] == "SIGBUS"
+        assert causes(text)[0] == "shm-exhausted"

@@ -53,7 +53,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"Floating point exception", b"terminate called",
     b"Exception Code: 0x", b"Exception code: 0x", b"exception code 0x", b"exit status 0xc", b"exit status 0xC",
     b"(0xC0000", b"(0xc0000",
-    b"(Triggered internally at",
+    b"(Triggered internally at", b"This container was built for NVIDIA Driver Release",
     b"version incompatibility", b"but source was compiled with", b"were compiled with different CUDA versions",  # PyTorch's TORCH_WARN suffix: the warning before it often quotes a CUDA error
     b"Resource exhausted: Out", b"Out of memory allocating", b"Failed to allocate memory for requested buffer",
     b"is not defined for option 'gpu-name'", b"Unsupported gpu architecture", b"Unsupported .version",
@@ -81,7 +81,7 @@ _PREFIX_PIECES = regex.compile(
     | >[ ]?
     | (?P<svc>[A-Za-z][\w.\-]*)[ ]+\|[ ]                   # docker compose: "vllm-1  | "
     | From[ ]worker[ ](?P<worker>\d+):\s*                 # Julia Distributed
-    | (?P<task>\d{1,4}):[ ](?=\S)                          # srun --label: "0: "
+    | (?P<task>\d{1,4}):[ ]                                 # srun --label: "0: "
     | [ \t]*(?P<iso>\d{4}-\d\d-\d\d[ T_]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?)(?:Z|[+-]\d\d:?\d\d)?:?[ ]?
     | -\s+[\w.]+\s+-\s+[A-Z]+\s+-\s+
     | \[?[IWEF](?:\d{4}\s+\d\d:\d\d:\d\d\.\d+)?\s+(?:\d+\s+)?[\w/.\-]+:\d+\][ ]?
@@ -587,6 +587,25 @@ _CUDA_CONTEXT = regex.compile(r"(?i)cuda|cublas|cudnn|\bgpu\b|\bTHC|ggml")
 _DRIVER_PHRASES = regex.compile(
     r"Found no NVIDIA driver on your system|NVIDIA driver on your system is too old(?: \(found version (?P<found>\d+)\))?"
 )
+_CONTAINER_DRIVER = regex.compile(
+    r"This container was built for NVIDIA Driver Release (?P<required>[\d.]+) or later, but\s*version "
+    r"(?P<found>[\d.]+) was detected and compatibility mode is UNAVAILABLE"
+)
+"""The entrypoint banner of NVIDIA's NGC containers (PyTorch, TensorRT, NeMo...), often wrapped after "but"."""
+
+
+def _container_driver(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
+    if "This container was built for NVIDIA Driver Release" not in pre.body:
+        return []
+    last, text = line, pre.body
+    if not (match := _CONTAINER_DRIVER.search(text)):
+        for nxt, p in _follow(ctx, line, 1):
+            last, text = nxt, f"{text} {p.body.strip()}"
+        if not (match := _CONTAINER_DRIVER.search(text)):
+            return []
+    fields = {"driver_required": match["required"], "driver_version_found": match["found"],
+              "message": f"the container needs driver {match['required']}+, the host has {match['found']}"}
+    return [_Found("driver-error", line, last, fields, ("driver-error", "container", match["required"]), pre.time)]
 _API = regex.compile(
     r"expr=(?P<a>[A-Za-z_]\w*)|failed call to (?P<a>[A-Za-z_]\w*)|when calling `(?P<a>[A-Za-z_]\w*)"
     r"|in function (?P<f>[A-Za-z_]\w*)|(?P<a>cu[A-Z]\w+|cuda[A-Z]\w+)\(|\((?P<f>[A-Za-z_]\w*) at \S+:\d+\)"
@@ -673,10 +692,16 @@ def _workers(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
         fields: dict[str, Any] = {"process": "DataLoader worker", "signal": "SIGBUS", "shm": True}
         return [_Found("bus-error", line, line, fields, ("bus-error",), pre.time)]
     if match := _WORKER_SIGNAL.search(body):
-        signal = signal_name(match["sig"].strip()) or match["sig"].strip()
+        words, last = match["sig"].strip(), line
+        if signal_name(words) is None and match.end() == len(body.rstrip()):
+            # the message hard-wrapped inside the signal's name ("... by signal: Bus" / "error. It is ...")
+            for nxt, p in _follow(ctx, line, 1):
+                if signal_name(joined := f"{words} {p.body.split('.')[0].strip()}"):
+                    words, last = joined, nxt
+        signal = signal_name(words) or words
         fields = {"process": "DataLoader worker", "pid": int(match["pid"]), "signal": signal}
         kind = "bus-error" if signal == "SIGBUS" else "child-failed"
-        return [_Found(kind, line, line, fields, (kind, signal), pre.time)]
+        return [_Found(kind, line, last, fields, (kind, signal), pre.time)]
     if match := _WORKER_FAULT.search(body):
         fields = {"process": "DataLoader worker", "signal": signal_name(match["what"])}
         return [_Found("fatal-signal", line, line, fields, ("fatal-signal", fields["signal"], "worker"), pre.time)]
@@ -863,7 +888,7 @@ def _shell_signal(ctx: _Context, line: Line, pre: _Prefixed) -> _Found | None:
 
 _DETECTORS: tuple[Callable[[_Context, Line, _Prefixed], list[_Found]], ...] = (
     _traceback, _lua_traceback, _arch, _device_assert, _kernel_resources, _library, _version_mismatch, _oom,
-    _workers, _cuda, _fatal,
+    _workers, _container_driver, _cuda, _fatal,
 )
 """Tried in order on each candidate line; the first that recognises it wins."""
 
