@@ -368,7 +368,8 @@ class DriverSubsystem:
 
 @cache
 def _subsystems() -> tuple[DriverSubsystem, ...]:
-    rows = [DriverSubsystem(row["prefix"], row["subsystem"], _dash(row["cause"])) for row in _rows("nvrm-subsystems.tsv")]
+    rows = [DriverSubsystem(row["prefix"], row["subsystem"], _dash(row["cause"]))
+            for row in _rows("nvrm-subsystems.tsv")]
     return tuple(sorted(rows, key=lambda s: -len(s.prefix)))
 
 

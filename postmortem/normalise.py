@@ -5,9 +5,12 @@ gutter (`  12 | `), or relayed by something that prefixes every line: docker com
 (`trainer-1  | `), torchrun and Slurm (`[rank3]: `, `[default0]:`, `0: `), mpirun
 (`[1,0]<stderr>:`), Julia (`From worker 2:`), Ray and vLLM (`(VllmWorker TP1 pid=409) `,
 `(raylet) `), kubectl and CI runners (`2024-05-01T10:00:00.123456789Z `: a relay's UTC stamp with
-6 to 9 fractional digits; a log's own ISO stamps, as journald writes them, stay). `strip_transport` takes those layers off the front of a line, outermost first,
-and leaves everything else alone: the line's own timestamps (sources read them; the framework
-source reads a relay's stamp from the original line), and its indentation (nvidia-smi -q and tracebacks are indented on purpose).
+6 to 9 fractional digits; a log's own ISO stamps, as journald writes them, stay).
+
+`strip_transport` takes those layers off the front of a line, outermost first, and leaves
+everything else alone: the line's own timestamps (sources read them; the framework source reads
+a relay's stamp from the original line), and its indentation (nvidia-smi -q and tracebacks are
+indented on purpose).
 
 Sources read the normalised text (`Line.text`); evidence shows the line as written
 (`Line.original`), and sources that want what a prefix says (a rank, a worker) read it there.

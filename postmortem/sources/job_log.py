@@ -31,8 +31,8 @@ ANCHORS: tuple[bytes, ...] = (
 
 _OOM_REPORTS = (
     ("slurm", regex.compile(r"Detected (?P<count>\d+) oom[-_ ]kill event\(s\)(?: in (?P<step>(?:StepId=|step )\S+))?")),
-    ("systemd", regex.compile(r"(?P<unit>[\w@.\-]+\.(?:service|scope)): (?:A process of this unit has been killed by the OOM killer"
-                              r"|Failed with result 'oom-kill')")),
+    ("systemd", regex.compile(r"(?P<unit>[\w@.\-]+\.(?:service|scope)): (?:A process of this unit has been "
+                              r"killed by the OOM killer|Failed with result 'oom-kill')")),
     ("kubernetes", regex.compile(r"\bOOMKilled\b")),
     ("ray", regex.compile(r"(?P<count>\d+) Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)")),
 )
@@ -45,7 +45,8 @@ _JOB_CONTROL = regex.compile(
 )
 """bash/sh job control: `script: line 28:  8156 Killed  python3 main.py`, or the bare word on its own line."""
 _EXIT_STATUS = regex.compile(
-    r"(?i)\b(?:exit(?:ed)?(?: with)?(?: code| status)|return code|exitcode|exit_code|error code)\s*[:=]?\s*(?P<code>-?\d{1,3})\b"
+    r"(?i)\b(?:exit(?:ed)?(?: with)?(?: code| status)|return code|exitcode|exit_code|error code)"
+    r"\s*[:=]?\s*(?P<code>-?\d{1,3})\b"
 )
 _MPI_SIGNAL = regex.compile(r"\bSignal: (?P<what>[A-Z][a-z]+(?: [a-z]+)*) \((?P<number>\d+)\)")
 _CANCELLED = regex.compile(r"CANCELLED AT (?P<when>\S+) DUE TO (?P<reason>TIME LIMIT|PREEMPTION)")
