@@ -374,3 +374,18 @@ def test_worker_signal_wrapped_inside_its_name():
     for text in (wrapped, whole):
         assert only(text, "bus-error")["signal"] == "SIGBUS"
         assert causes(text)[0] == "shm-exhausted"
+
+
+def test_unrecognised_root_shows_its_suspects_in_every_format():
+    from postmortem.render import render
+
+    # the summary of https://github.com/geerlingguy/raspberry-pi-pcie-devices/issues/26 and a driver line
+    # no signature knows (an unknown function; its words say it failed)
+    report = analyze_text("[   37.673624] NVRM: GPU 0000:01:00.0: RmInitAdapter failed! (0x24:0x72:1568)\n"
+                          "[   37.60] NVRM: GPU0 kfooBar_IMPL: something failed <b>badly</b>\n")
+    suspect = report.event(report.suspects[0])
+    assert suspect.kind == "driver-message" and suspect.where.line == 2
+    assert "kfooBar_IMPL" in render("text", report)
+    assert "kfooBar_IMPL" in render("markdown", report)
+    html = render("html", report, "zh-CN")
+    assert "嫌疑行" in html and "&lt;b&gt;badly" in html and "<b>badly" not in html

@@ -64,6 +64,7 @@ def render(report: Report, lang: str = "en", color: bool = False) -> str:
         out += [f"### {text(t('verdict_unknown'))}", "", text(t("unknown_detail", count=len(report.events)))]
     else:
         out += _verdict(report, verdict, t)
+    out += _suspects(report, t)
     out += _other_findings(report, t)
     for core in report.cores:
         out += _core(core, t)
@@ -115,6 +116,14 @@ def _evidence(event: Event, t: Translator) -> list[str]:
 def _folded(summary: str, body: list[str]) -> list[str]:
     """A <details> block; blank lines around the body so the tracker reads it as Markdown."""
     return ["", f"<details><summary>{plain_html(summary)}</summary>", "", *body, "", "</details>"]
+
+
+def _suspects(report: Report, t: Translator) -> list[str]:
+    """The unexplained lines most likely to be the root, when no finding names it."""
+    events = [e for e in (report.event(i) for i in report.suspects) if e is not None]
+    if not events:
+        return []
+    return ["", f"**{text(t('suspects'))}**", ""] + [block for event in events for block in _evidence(event, t)]
 
 
 def _other_findings(report: Report, t: Translator) -> list[str]:

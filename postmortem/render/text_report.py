@@ -41,6 +41,7 @@ def render(report: Report, lang: str = "en", color: bool = False) -> str:
     else:
         out.extend(_verdict(report, verdict, t, style))
         out.extend(_evidence(report, verdict, t, style))
+    out.extend(_suspects(report, t, style))
     others = report.findings[1:]
     if others:
         out.append("")
@@ -175,6 +176,17 @@ def _inputs(report: Report, t: Translator, style: Style) -> list[str]:
     for info in report.inputs:
         lines.append(f"  {style(safe(info.path), fg='cyan')}: {info.format}, {t('bytes', size=info.size)}")
         lines.extend(f"    ! {style(safe(t.sentence(d)), fg='yellow')}" for d in info.diagnostics)
+    return lines
+
+
+def _suspects(report: Report, t: Translator, style: Style) -> list[str]:
+    """The unexplained lines most likely to be the root, when no finding names it."""
+    events = [e for e in (report.event(i) for i in report.suspects) if e is not None]
+    if not events:
+        return []
+    lines = ["", _heading(t("suspects"), style)]
+    for event in events:
+        lines.append(f"  {style(_where(event), fg='cyan')}  {event.kind}: {_one_line(event.text)}")
     return lines
 
 
