@@ -58,6 +58,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"PCIe Bus Error",
     b"Machine Check Exception",
     b"Fatal machine check",
+    b"Fatal Machine check",
     b"[Hardware Error]",
     b"EDAC ",
     b"NVRM: ",
@@ -370,8 +371,8 @@ _AER_BUS = regex.compile(
     r"(?:(?P<device>" + _PCI + r"): )?(?:AER: )?PCIe Bus Error: severity=(?P<sev>[^,]+), type=(?P<layer>[^,]+), \((?P<agent>[^)]*)\)"
 )
 _AER_BIT = regex.compile(r"\[\s*\d+\] (?P<name>[A-Za-z][\w/ ]*?)\s*(?:\(First\))?\s*$")
-_MCE_START = regex.compile(r"Machine Check Exception|\[Hardware Error\]|Fatal machine check")
-_MCE_MORE = regex.compile(r"\[Hardware Error\]|^\s*(?:Bank \d|PROCESSOR |Machine check|TSC |ADDR |MISC |RIP )|Fatal machine check")
+_MCE_START = regex.compile(r"Machine Check Exception|\[Hardware Error\]|(?i:Fatal machine check)")
+_MCE_MORE = regex.compile(r"\[Hardware Error\]|^\s*(?:Bank \d|PROCESSOR |Machine check|TSC |ADDR |MISC |RIP )|(?i:Fatal machine check)")
 _MCE_FIELDS = (
     regex.compile(r"CPU (?P<cpu>\d+): Machine Check(?: Exception)?: (?P<mcg>\w+)"),
     regex.compile(r"Bank (?P<bank>\d+): (?P<status>[0-9a-fA-F]{16})"),
@@ -554,16 +555,20 @@ def _crash_event(doc: TextDoc, kind: str, line: Line, s: Stamp, fields: dict[str
     Kernels print the `CPU: N PID: N Comm: X` line right after the panic line; syslog relays
     sometimes write the block in reverse, so lines before it are searched too.
     """
-    after = doc.following(line, CRASH_LINES)
-    for other in after:  # one oops prints "BUG: ..." then "Oops: ..."; both are this report
-        if kind == "kernel-oops" and _OOPS.search(stamp(other.text).body):
-            consumed.add(other.number)
-    for other in [*doc.preceding(line, CRASH_LINES // 4), *after]:
+    if kind == "kernel-oops":  # one oops prints "BUG: ..." then "Oops: ..."; both are this report
+        consumed.update(o.number for o in doc.following(line, CRASH_LINES) if _OOPS.search(stamp(o.text).body))
+    return _event(doc, kind, line, s, {**fields, **_task_fields(doc, line)})
+
+
+def _task_fields(doc: TextDoc, line: Line) -> dict[str, Any]:
+    """CPU, PID, Comm of the task a crash report names, and the faulting function and module (RIP)."""
+    fields: dict[str, Any] = {}
+    for other in [*doc.preceding(line, CRASH_LINES // 4), *doc.following(line, CRASH_LINES)]:
         if (t := _TASK_LINE.search(other.text)) and "cpu" not in fields:
             fields.update(cpu=int(t["cpu"]), pid=int(t["pid"]), process=t["process"])
         if (r := _RIP.search(other.text)) and "function" not in fields:
             fields.update(function=r["function"], module=r["module"])
-    return _event(doc, kind, line, s, fields)
+    return fields
 
 
 def _event(doc: TextDoc, kind: str, line: Line, s: Stamp, fields: dict, last: Line | None = None) -> Event:
@@ -739,9 +744,10 @@ def _mce_event(doc: TextDoc, line: Line, s: Stamp, consumed: set[int]) -> Event:
         if key in fields:
             fields[key] = int(fields[key])
     severity = str(fields.get("event_severity", "")).lower()
-    fields["fatal"] = bool(regex.search(r"Fatal machine check|context corrupt|not syncing", text)) or severity == "fatal"
+    fields["fatal"] = bool(regex.search(r"(?i:Fatal machine check)|context corrupt|not syncing", text)) or severity == "fatal"
     if panic := _PANIC.search(text):
         fields["panic"] = panic["reason"].strip()
+        fields.update({k: v for k, v in _task_fields(doc, line).items() if k not in fields})
     fields["corrected"] = severity == "corrected" or (not fields["fatal"] and "events logged" in text)
     return _event(doc, "mce", line, s, fields, last=last if last is not line else None)
 
