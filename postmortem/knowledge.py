@@ -75,7 +75,10 @@ def _index() -> dict[str, CudaError]:
 
 _NUMBERED = regex.compile(
     r"(?i)(?:cuda\s+failure|cuda\s+error|runtime\s+error|error\s+code|error|code)\s*[:=]?\s*\(?(\d{1,5})(?!\d)\)?"
+    r"|==\s*cudaSuccess\s*\((\d{1,5}) vs\. 0\)"
 )
+"""A number after words that name it, or glog's CHECK_EQ (Caffe, MXNet): `error == cudaSuccess (46 vs. 0)`."""
+_SUCCESS = frozenset({"cudasuccess", "cuda_success"})
 _NAME = regex.compile(r"\b(cudaError[A-Za-z]+|CUDA_ERROR_[A-Z_]+)\b")
 
 
@@ -93,7 +96,7 @@ def cuda_error(token: str | int) -> CudaError | None:
     if key in _index():
         return _index()[key]
     numbered = _NUMBERED.fullmatch(key)
-    return _index().get(numbered.group(1)) if numbered else None
+    return _index().get(numbered.group(1) or numbered.group(2)) if numbered else None
 
 
 def find_cuda_error(text: str) -> tuple[CudaError | None, int | None]:
@@ -103,8 +106,8 @@ def find_cuda_error(text: str) -> tuple[CudaError | None, int | None]:
     `CUDA failure`, `error=`, `error (59)`.
     """
     numbered = _NUMBERED.search(text)
-    number = int(numbered.group(1)) if numbered else None
-    name = _NAME.search(text)
+    number = int(numbered.group(1) or numbered.group(2)) if numbered else None
+    name = next((m for m in _NAME.finditer(text) if m.group(1).lower() not in _SUCCESS), None)
     if name and name.group(1).lower() in _index():
         return _index()[name.group(1).lower()], number
     message = _message_pattern().search(text)

@@ -389,3 +389,24 @@ def test_unrecognised_root_shows_its_suspects_in_every_format():
     assert "kfooBar_IMPL" in render("markdown", report)
     html = render("html", report, "zh-CN")
     assert "嫌疑行" in html and "&lt;b&gt;badly" in html and "<b>badly" not in html
+
+
+GLOG_CHECKS = [
+    # glog's CHECK_EQ as Caffe, MXNet and DIGITS print it; the message wins over old toolkits' numbers
+    ("F0519 13:47:44.378706 22962 math_functions.cu:79] Check failed: error == cudaSuccess (4 vs. 0)  unspecified "
+     "launch failure", "cudaErrorLaunchFailure"),  # https://github.com/BVLC/caffe/issues/5632
+    ("F0311 02:01:35.163677  6921 benchmark.cpp:92] Check failed: error == cudaSuccess (74 vs. 0)  misaligned "
+     "address", "cudaErrorMisalignedAddress"),  # https://github.com/BVLC/caffe/issues/5384
+    ("Check failed: error == cudaSuccess (3 vs. 0)  initialization error",
+     "cudaErrorInitializationError"),  # https://github.com/NVIDIA/nvidia-docker/issues/382
+    ("Check failed: error == cudaSuccess (46 vs. 0)  all CUDA-capable devices are busy or unavailable",
+     "cudaErrorDevicesUnavailable"),  # https://github.com/NVIDIA/DIGITS/issues/2005 (an older wording: by number)
+]
+
+
+def test_glog_check_failures_name_the_cuda_error():
+    for text, error in GLOG_CHECKS:
+        assert only(text + "\n", "cuda-error")["error"] == error, text
+    # https://github.com/naibaf7/caffe/issues/47: a library status by number in the same form
+    assert only("Check failed: status == CUDNN_STATUS_SUCCESS(1 vs. 0)\n", "library-error")["status"] == \
+        "CUDNN_STATUS_NOT_INITIALIZED"

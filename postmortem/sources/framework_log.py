@@ -53,7 +53,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"Floating point exception", b"terminate called",
     b"Exception Code: 0x", b"Exception code: 0x", b"exception code 0x", b"exit status 0xc", b"exit status 0xC",
     b"(0xC0000", b"(0xc0000",
-    b"(Triggered internally at", b"This container was built for NVIDIA Driver Release",
+    b"(Triggered internally at", b"This container was built for NVIDIA Driver Release", b"== cudaSuccess (",
     b"version incompatibility", b"but source was compiled with", b"were compiled with different CUDA versions",  # PyTorch's TORCH_WARN suffix: the warning before it often quotes a CUDA error
     b"Resource exhausted: Out", b"Out of memory allocating", b"Failed to allocate memory for requested buffer",
     b"is not defined for option 'gpu-name'", b"Unsupported gpu architecture", b"Unsupported .version",
@@ -454,6 +454,7 @@ _STATUS = regex.compile(
 _LIB_NUMBER = regex.compile(
     r"(?i)\b(?P<lib>cublas(?:Lt)?|cudnn|cufft|cusolver|cusparse|curand)\b[\w ]{0,30}?"
     r"(?:status|error|failure|failed|result|code)\s*(?:[:=]\s*|with status\s*|code\s*)?\(?(?P<num>\d{1,4})\b"
+    r"|\b(?P<lib>CUBLAS|CUDNN|CUFFT|CUSOLVER|CUSPARSE|CURAND)_STATUS_SUCCESS\s*\((?P<num>\d{1,4}) vs\. 0\)"
 )
 """A status by number, as libraries and their callers print it: `CUBLAS failure 13`, `cuBLAS API failed with
 status 15`, `cuDNN error 4`, `CURAND error 201`."""

@@ -90,8 +90,10 @@ def reason_named(name: str) -> FailureReason | None:
 
 _FORMAT = regex.compile(r"%%|%[-+ #0]*\d*(?:\.\d+)?(?:hh|h|ll|l|z|j|t|L)?[diouxXfeEgGsc]")
 _NUMBER = r"-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+_FIXED = r"(?:-?\d+\.\d+|-?nan|-?inf)"
+"""%f and %.Nf always print a decimal point: "Detected 2 ... for GPU 0" is the %ld format, not the %.1f one."""
 _CONVERSIONS = {"d": r"-?\d+", "i": r"-?\d+", "u": r"\d+", "o": r"\d+", "x": r"[0-9a-fA-F]+", "X": r"[0-9a-fA-F]+",
-                "f": _NUMBER, "e": _NUMBER, "E": _NUMBER, "g": _NUMBER, "G": _NUMBER, "s": r".*?", "c": r"."}
+                "f": _FIXED, "e": _NUMBER, "E": _NUMBER, "g": _NUMBER, "G": _NUMBER, "s": r".*?", "c": r"."}
 MIN_LITERAL = 15
 """Characters of fixed wording a message format needs before it names a code on its own."""
 
@@ -133,9 +135,11 @@ def reasons_in(message: str) -> list[FailureReason]:
     for m in _CODE.finditer(message):
         if reason := reason_named(m[0]):
             found.append((m.start(), reason))
+    worded: dict[int, list[FailureReason]] = {}
     for pattern, reason in _message_patterns():
         if m := pattern.search(message):
-            found.append((m.start(), reason))
+            worded.setdefault(m.start(), []).append(reason)
+    found += [(start, said[0]) for start, said in worded.items() if len(said) == 1]  # two readings: neither
     reasons: list[FailureReason] = []
     for _, reason in sorted(found, key=lambda item: item[0]):
         if reason not in reasons:
@@ -148,8 +152,8 @@ def _reason_fields(reasons: list[FailureReason]) -> dict:
     if not reasons:
         return {}
     main = next((r for r in reasons if r.cause), reasons[0])
-    fields = {"error_code": main.name, "error_id": main.code, "error_category": main.category,
-              "error_cause": main.cause}
+    fields = {"error_code": main.name, "error_id": main.code, "error_meaning": main.meaning,
+              "error_category": main.category, "error_cause": main.cause}
     if len(reasons) > 1:
         fields["error_codes"] = [r.name for r in reasons]
     return fields
@@ -190,21 +194,22 @@ class _Test:
     """[kind, [raw cell pieces]] per Warning/Error/Info row."""
 
 
-def _cell(info: str) -> str:
-    """A result cell's text as dcgmi wrote it: one padding space off the front, the closing bar off the end."""
-    text = info[:-1] if info.endswith("|") else info
-    return text[1:] if text.startswith(" ") else text
+CELL_WIDTH = 45
+"""Characters of a message per row of a dcgmi result cell (`| %-45s  |`); a row cut off before its bar has no width."""
 
 
-def _join(pieces: list[str]) -> str:
-    """A message dcgmi wrapped over several rows, joined back (mid-word where the cell was full)."""
-    message = ""
-    for i, piece in enumerate(pieces):
-        if i and pieces[i - 1].endswith(" "):
-            message = message.rstrip() + " " + piece.strip()
-        else:
-            message += piece.rstrip() if i else piece.strip()
-    return message.strip()
+def _cell(info: str) -> tuple[str, int]:
+    """A result cell as dcgmi wrote it (its padding kept), and how many message characters a row of it holds."""
+    if info.endswith("|"):
+        text = info[:-1]
+        return text, max(1, len(text) - 3)
+    return info, CELL_WIDTH
+
+
+def _join(pieces: list[tuple[str, int]]) -> str:
+    """A message dcgmi cut into fixed-width rows (mid-word, `Reset GPU. R` / `estart DCGM`), joined back."""
+    text = "".join(cell[1:1 + width] for cell, width in pieces[:-1]) + pieces[-1][0][1:]
+    return regex.sub(r"\s+", " ", text).strip().rstrip(",;").rstrip()
 
 
 def _dcgmi_tables(doc: TextDoc, lines: list[Line], covered: set[int]) -> Iterator[Event]:
@@ -233,7 +238,7 @@ def _table_events(doc: TextDoc, block: list[Line]) -> Iterator[Event]:
         if _HEADER.match(line.text) or not (m := _ROW.match(line.text)):
             continue
         name, raw = m["name"].strip(), _cell(m["info"])
-        info = raw.strip()
+        info = raw[0].strip()
         if section == "Metadata" and name:
             meta[name] = info
             continue
@@ -339,7 +344,8 @@ def _dcgm_reason_lines(doc: TextDoc, lines: list[Line], covered: set[int]) -> It
                   "pci": pci["pci"] if pci else None, "gpu_uuid": uuid["uuid"] if uuid else None,
                   "message": line.text.strip(), **_reason_fields(reasons)}
         key = (fields.get("error_code"), fields["gpu_index"], fields["pci"])
-        seen[key] = dataclasses.replace(seen[key], count=seen[key].count + 1) if key in seen else _event(doc, line, fields)
+        seen[key] = (dataclasses.replace(seen[key], count=seen[key].count + 1) if key in seen
+                     else _event(doc, line, fields))
     yield from seen.values()
 
 
@@ -409,7 +415,8 @@ def _burn_unfinished(doc: TextDoc, state: _Burn) -> Iterator[Event]:
         return
     for gpu in sorted(state.died | state.errors.keys()):
         result = "fail" if gpu in state.died else "faulty"
-        yield _event(doc, state.progress, {"tool": "gpu-burn", "test": "burn", "result": result, **state.gpu_fields(gpu)})
+        fields = {"tool": "gpu-burn", "test": "burn", "result": result, **state.gpu_fields(gpu)}
+        yield _event(doc, state.progress, fields)
 
 
 # ---------------------------------------------------------------- cuda_memtest
@@ -502,7 +509,7 @@ def _memtest_g80(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
                   "tests": len(run["tests"]), "bandwidth_test_failed": run["bandwidth_failed"] or None}
         if bad:
             errors = sum(n for _, _, n in bad if n < IMPLAUSIBLE)
-            fields.update(test=bad[0][1] if len(bad) == 1 else "memtest", result="fail", errors=errors,
+            fields.update(test=bad[0][1] if len(bad) == 1 else "memtest", result="fail", errors=errors or None,
                           failed_tests=len(bad), implausible=implausible or None)
             yield _event(doc, bad[0][0], fields, bad[-1][0])
         else:
@@ -515,7 +522,8 @@ def _memtest_g80(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
 _NCCL_BOUNDS = regex.compile(r"Out of bounds values\s*:\s*(?P<n>\d+)\s+(?P<verdict>OK|FAILED)")
 _NCCL_BUSBW = regex.compile(r"Avg bus bandwidth\s*:\s*(?P<bw>-?[\d.]+(?:e[-+]?\d+)?|-?nan|inf)", regex.IGNORECASE)
 _NCCL_BINARY = regex.compile(r"\b(?P<test>[a-z][a-z_]*_perf)(?:_mpi)?\b")
-_NCCL_FAILURE = regex.compile(r"(?:(?P<host>[\w.\-]+): )?Test (?P<lib>NCCL|CUDA) failure (?P<src>\S+:\d+) '(?P<message>[^']*)'")
+_NCCL_FAILURE = regex.compile(
+    r"(?:(?P<host>[\w.\-]+): )?Test (?P<lib>NCCL|CUDA) failure (?P<src>\S+:\d+) '(?P<message>[^']*)'")
 _NCCL_UNWIND = regex.compile(r"Test failure (?P<file>[a-z_]+)\.cu:\d+")
 
 
