@@ -1,6 +1,6 @@
 """Undo how a log line was wrapped on its way to us, so that no parser has to know.
 
-Text reaches postmortem quoted in an issue (`> `), pasted with an editor's line-number
+Text reaches postmortem quoted in an issue (`> `, or with the Markdown fence glued to its first line), pasted with an editor's line-number
 gutter (`  12 | `), or relayed by something that prefixes every line: docker compose
 (`trainer-1  | `), torchrun and Slurm (`[rank3]: `, `[default0]:`, `0: `), mpirun
 (`[1,0]<stderr>:`), Julia (`From worker 2:`), Ray and vLLM (`(VllmWorker TP1 pid=409) `,
@@ -23,6 +23,7 @@ import regex
 TRANSPORT = regex.compile(
     r"""
       [ \t]*(?:>[ \t]?)+                            # quote markers, also nested (">> ")
+    | [ \t]*(?:```|~~~)(?=\S)                                # a Markdown fence glued to the first line
     | [ \t]*\d{1,6}[ \t]*[|│][ \t]?                          # editor / pager gutter: "  12 | "
     | [ \t]*(?:\[(?:rank|default)\d+\]|\[\d+,\d+\]<(?:stdout|stderr)>):[ \t]?   # torchrun, mpirun --tag-output
     | [ \t]*From[ ]worker[ ]\d+:[ \t]*                      # Julia Distributed

@@ -410,3 +410,67 @@ def test_glog_check_failures_name_the_cuda_error():
     # https://github.com/naibaf7/caffe/issues/47: a library status by number in the same form
     assert only("Check failed: status == CUDNN_STATUS_SUCCESS(1 vs. 0)\n", "library-error")["status"] == \
         "CUDNN_STATUS_NOT_INITIALIZED"
+
+
+def test_libraries_refusing_an_older_architecture():
+    for text in (
+        # https://github.com/vllm-project/vllm/issues/8189 (RTX 2080 Ti)
+        "ERROR 01-11 13:09:40 engine.py:366] RuntimeError: Error in model execution (input dumped to "
+        "/tmp/err_execute_model_input_20250111-130939.pkl): FlashAttention only supports Ampere GPUs or newer.\n",
+        # https://github.com/Dao-AILab/flash-attention/issues/1540 (a build without sm_120, on an RTX 5090)
+        "!!! Exception during processing !!! FlashAttention only supports Ampere GPUs or newer.\n",
+    ):
+        f = only(text, "arch-unsupported")
+        assert (f["feature"], f["min_family"]) == ("FlashAttention", "Ampere")
+        assert causes(text)[0] == "arch-mismatch"
+
+
+def test_scheduler_memory_limits_are_oom_kills():
+    for text in (
+        # https://github.com/wheaton5/souporcell/issues/20 (LSF)
+        "TERM_MEMLIMIT: job killed after reaching LSF memory usage limit.\nExited with exit code 143.\n",
+        # https://github.com/cBio/cbio-cluster/issues/251 (PBS/Torque)
+        "Job deleted at request of root@mskcc-fe1.local\njob 3132467 exceeded MEM usage hard limit (2528 > 1126)\n",
+    ):
+        assert "oom-kill" in [k for k, _ in kinds(text)]
+        assert causes(text)[0] == "host-oom"
+
+
+def test_old_kernel_memcg_report_without_its_kill_line():
+    # https://github.com/kvcache-ai/ktransformers/issues/637 (dmesg -T in a Chinese locale)
+    text = ("[四 3月 20 21:01:25 2025] Task in /docker/6b4502403e158b560d76f212e9d1ebf6d498a7725fd9198d50b26038c1957f9c "
+            "killed as a result of limit of host\n")
+    assert only(text, "oom-kill")["cgroup"] is True and causes(text)[0] == "host-oom"
+    # gpud's cadvisor test: with the kill line after it, one event
+    legacy = ("Task in /mem2 killed as a result of limit of /mem3\n"
+              "Memory cgroup out of memory: Kill process 19636 (evil-program2) score 1923 or sacrifice child\n"
+              "Killed process 19636 (evil-program2) total-vm:1460016kB, anon-rss:1414008kB, file-rss:4kB\n")
+    assert only(legacy, "oom-kill")["pid"] == 19636
+
+
+def test_driver_too_old_in_loader_and_encoder_wordings():
+    for text in (
+        # https://github.com/ollama/ollama/issues/6604
+        'time=2024-09-03T16:36:00.853+08:00 level=DEBUG source=gpu.go:537 msg="Unable to load cudart" '
+        'library=C:\\Users\\asus\\cudart64_12.dll error="your nvidia driver is too old or missing.  If you have a '
+        'CUDA GPU please upgrade to run ollama"\n',
+        # https://github.com/HandBrake/HandBrake/issues/6506 (FFmpeg's NVENC)
+        "[hevc_nvenc @ 000001f2768adcc0] Driver does not support the required nvenc API version. Required: 12.2 "
+        "Found: 12.1\n[hevc_nvenc @ 000001f2768adcc0] The minimum required Nvidia driver for nvenc is 551.76 or newer\n",
+        # https://github.com/NVIDIA/TensorRT/issues/2879 (error 35: the driver is older than the runtime)
+        "[04/15/2023-04:37:46] [W] [TRT] CUDA initialization failure with error: 35. Please check your CUDA "
+        "installation:  http://docs.nvidia.com/cuda/cuda-installation-guide-linux/index.html\n",
+    ):
+        assert causes(text)[0] == "driver-mismatch", text
+
+
+def test_glued_markdown_fence_and_nccl_shm_fallocate():
+    # https://github.com/DreamTechAI/Direct3D-S2/issues/32: the fence glued to the first line
+    fenced = ("```NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch "
+              "installation.\nThe current PyTorch install supports CUDA capabilities sm_50 sm_60 sm_61 sm_70 sm_75 sm_80 "
+              "sm_86 sm_90.\n```\n")
+    assert causes(fenced)[0] == "arch-mismatch"
+    # https://github.com/NVIDIA/nccl/issues/290
+    shm = ("gpu2-ru7:2143:2561 [1] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device\n"
+           "gpu2-ru7:2143:2561 [1] NCCL INFO include/shm.h:41 -> 2\n")
+    assert causes(shm)[0] == "shm-exhausted"

@@ -40,12 +40,13 @@ ANCHORS: tuple[bytes, ...] = (
     b"driver version is insufficient", b"invalid device function",
     b"out of memory", b"out of resource: ", b"OutOfMemoryError", b"Allocation on device", b"RESOURCE_EXHAUSTED", b"OOM when allocating",
     b"with CUDA capability sm_", b"PyTorch no longer supports this GPU", b"The minimum required Cuda capability",
-    b"Assertion `",
+    b"Assertion `", b"] Assertion ",
     b"_STATUS_", b"CUBLAS failure", b"Failed to get convolution algorithm", b"CUFFT_",
     b"cuBLAS API failed", b"CUBLAS error", b"cuBLAS error", b"CUDNN error", b"cuDNN error", b"cuFFT error",
     b"CUFFT error", b"cuSOLVER error", b"CUSOLVER error", b"cuSPARSE error", b"CUSPARSE error", b"CURAND error",
     b"cuRAND error",
-    b"Found no NVIDIA driver", b"NVIDIA driver on your system is too old",
+    b"Found no NVIDIA driver", b"NVIDIA driver on your system is too old", b"nvidia driver is too old",
+    b"required nvenc API version", b"minimum required Nvidia driver", b"CUDA initialization failure",
     b"encountered in worker", b"is killed by signal: ", b"exited unexpectedly",
     b"failed (exitcode: ", b"ChildFailedError:",
     b"Fatal Python error: ", b"received by PID", b"*** Aborted at", b"SIGSEGV", b"SIGBUS", b"SIGABRT",
@@ -56,7 +57,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"(Triggered internally at", b"This container was built for NVIDIA Driver Release", b"== cudaSuccess (",
     b"version incompatibility", b"but source was compiled with", b"were compiled with different CUDA versions",  # PyTorch's TORCH_WARN suffix: the warning before it often quotes a CUDA error
     b"Resource exhausted: Out", b"Out of memory allocating", b"Failed to allocate memory for requested buffer",
-    b"is not defined for option 'gpu-name'", b"Unsupported gpu architecture", b"Unsupported .version",
+    b"GPUs or newer", b"is not defined for option 'gpu-name'", b"Unsupported gpu architecture", b"Unsupported .version",
 )
 MESSAGE_ANCHOR_MIN = 20
 """Shortest cudaGetErrorString() message used as an anchor (shorter ones, "invalid argument", are everywhere)."""
@@ -370,6 +371,12 @@ _TOOLCHAIN_ARCH = regex.compile(
 )
 """ptxas or nvcc older than the GPU: it cannot build for that architecture (Triton, Inductor, JAX and
 extension builds all call them)."""
+_FEATURE_ARCH = regex.compile(
+    r"(?P<feature>[A-Z][\w\-]*) only supports (?P<min_family>Maxwell|Pascal|Volta|Turing|Ampere|Ada|Hopper|Blackwell) "
+    r"GPUs or newer"
+)
+"""A library's kernels refusing the GPU's architecture (FlashAttention on Turing and older, or a build without the
+GPU's own arch): `FlashAttention only supports Ampere GPUs or newer`."""
 _PTX_TOO_NEW = regex.compile(r"Unsupported \.version (?P<ptx>\d+\.\d+); current version is '(?P<supported>\d+\.\d+)'")
 """PTX written for a newer ISA than the ptxas or driver that must compile it."""
 
@@ -394,6 +401,10 @@ def _arch(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
         tool = "nvcc" if "nvcc" in body else "ptxas"
         fields = {"sm": match["sm"].replace("compute_", "sm_"), "tool": tool, "reason": f"{tool} cannot build for it"}
         last = line
+    elif match := _FEATURE_ARCH.search(body):
+        fields = {"feature": match["feature"], "min_family": match["min_family"],
+                  "reason": f"{match['feature']} has no kernels for GPUs older than {match['min_family']}"}
+        return [_Found("arch-unsupported", line, line, fields, ("arch-unsupported", match["feature"]), pre.time)]
     elif match := _PTX_TOO_NEW.search(body):
         fields = {"ptx_version": match["ptx"], "supported_ptx": match["supported"],
                   "message": f"PTX ISA {match['ptx']} is newer than the {match['supported']} the compiler or driver supports"}
@@ -411,8 +422,9 @@ def _arch(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
 
 _ASSERT = regex.compile(
     r"(?P<file>[^\s:]+\.cuh?):(?P<line>\d+): (?P<func>.*?):?\s*block: \[(?P<block>[\d, ]+)\],\s*thread: \[(?P<thread>[\d, ]+)\]"
-    r"\s*Assertion `(?P<cond>.*)` failed"
+    r"\s*Assertion `?(?P<cond>.*?)`? failed"
 )
+"""A device-side assert as CUDA prints it; pasted into Markdown the backticks around the condition are often lost."""
 
 
 def _device_assert(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
@@ -587,6 +599,9 @@ def _framework(text: str) -> str | None:
 _CUDA_CONTEXT = regex.compile(r"(?i)cuda|cublas|cudnn|\bgpu\b|\bTHC|ggml")
 _DRIVER_PHRASES = regex.compile(
     r"Found no NVIDIA driver on your system|NVIDIA driver on your system is too old(?: \(found version (?P<found>\d+)\))?"
+    r"|(?i:your nvidia driver is too old)"  # ollama, llama.cpp loaders
+    r"|Driver does not support the required nvenc API version\. Required: (?P<required>[\d.]+) Found: (?P<found>[\d.]+)"
+    r"|The minimum required Nvidia driver for nvenc is (?P<required>[\d.]+) or newer"  # FFmpeg's NVENC
 )
 _CONTAINER_DRIVER = regex.compile(
     r"This container was built for NVIDIA Driver Release (?P<required>[\d.]+) or later, but\s*version "
@@ -665,6 +680,8 @@ def _cuda(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
         fields["message"] = phrase.group(0)
         if phrase["found"]:
             fields["driver_version_found"] = phrase["found"]
+        if phrase["required"]:
+            fields["driver_required"] = phrase["required"]
     cause = record.cause if record is not None else "driver-mismatch"
     kind = {"driver-mismatch": "driver-error", "gpu-oom": "gpu-oom"}.get(cause or "", "cuda-error")
     key = (kind, fields.get("error") or fields.get("message"))

@@ -46,7 +46,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"Couldn't init a GPU test",                                                               # gpu-burn
     b"]:ERROR: ", b"]:Running cuda memtest", b"]:Device name=", b"]:Attached to device", b"]:Test",  # cuda_memtest
     b"of tests over ", b" errors (", b"errors so far", b"Final error count", b"Test failed!",   # memtestG80/CL
-    b"Out of bounds values", b"Avg bus bandwidth", b"Test NCCL failure", b"Test CUDA failure",   # nccl-tests
+    b"Out of bounds values", b"Avg bus bandwidth", b"Test NCCL failure", b"Test CUDA failure", b"_perf",  # nccl-tests
 )
 
 SPAN = 60
@@ -217,14 +217,28 @@ def _dcgmi_tables(doc: TextDoc, lines: list[Line], covered: set[int]) -> Iterato
     for line in lines:
         if line.number <= until or not (_SECTION.match(line.text) or _HEADER.match(line.text)):
             continue
-        block = [line]
-        for nxt in doc.following(line, 5000):
-            if not nxt.text.lstrip().startswith(("|", "+")):
-                break
-            block.append(nxt)
+        block = _table_rows(doc, line)
         until = block[-1].number
         covered.update(range(line.number, until + 1))
         yield from _table_events(doc, block)
+
+
+TABLE_ROWS = 5000
+"""Most rows read for one dcgmi table (a few dozen per GPU group)."""
+
+
+def _table_rows(doc: TextDoc, first: Line) -> list[Line]:
+    """`first` and the table rows (`|`, `+`) that follow it, read a few at a time."""
+    block = [first]
+    while len(block) < TABLE_ROWS:
+        batch = doc.following(block[-1], 32)
+        for nxt in batch:
+            if not nxt.text.lstrip().startswith(("|", "+")):
+                return block
+            block.append(nxt)
+        if len(batch) < 32:
+            break
+    return block
 
 
 def _table_events(doc: TextDoc, block: list[Line]) -> Iterator[Event]:
@@ -529,14 +543,16 @@ _NCCL_UNWIND = regex.compile(r"Test failure (?P<file>[a-z_]+)\.cu:\d+")
 
 def _nccl_tests(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
     seen: dict[tuple, Event] = {}
+    binary = None
+    # the *_perf binary of the run being read: the last one named (its command line, "Collective test starting")
     for line in lines:
         if m := _NCCL_BOUNDS.search(line.text):
             after = doc.following(line, 1)
             bw = _NCCL_BUSBW.search(after[0].text) if after else None
-            fields = {"tool": "nccl-tests", "test": _nccl_test_name(doc, line),
-                      "result": "fail" if m["verdict"] == "FAILED" else "pass", "errors": int(m["n"]),
-                      "avg_busbw": _float(bw["bw"]) if bw else None}
+            fields = {"tool": "nccl-tests", "test": binary, "result": "fail" if m["verdict"] == "FAILED" else "pass",
+                      "errors": int(m["n"]), "avg_busbw": _float(bw["bw"]) if bw else None}
             yield _event(doc, line, fields, after[0] if bw else None)
+            binary = None
         elif m := _NCCL_FAILURE.search(line.text):
             unwound = [u["file"] for nxt in doc.following(line, 8) if (u := _NCCL_UNWIND.search(nxt.text))]
             test = next((f"{name}_perf" for name in unwound if name != "common"), None)
@@ -544,19 +560,12 @@ def _nccl_tests(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
             if key in seen:
                 seen[key] = dataclasses.replace(seen[key], count=seen[key].count + 1)
                 continue
-            seen[key] = _event(doc, line, {"tool": "nccl-tests", "test": test, "result": "fail", "host": m["host"],
+            seen[key] = _event(doc, line, {"tool": "nccl-tests", "test": test or binary, "result": "fail",
+                                           "host": m["host"],
                                            "message": f"{m['lib']} failure {m['src']} '{m['message']}'"})
+        elif m := _NCCL_BINARY.search(line.text):
+            binary = m["test"]
     yield from seen.values()
-
-
-def _nccl_test_name(doc: TextDoc, line: Line) -> str | None:
-    """The *_perf binary of this run: the nearest one named above it, not past the previous run's summary."""
-    for earlier in reversed(doc.preceding(line, 400)):
-        if _NCCL_BOUNDS.search(earlier.text) or _NCCL_BUSBW.search(earlier.text):
-            return None
-        if m := _NCCL_BINARY.search(earlier.text):
-            return m["test"]
-    return None
 
 
 def _float(text: str) -> float | None:

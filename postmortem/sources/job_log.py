@@ -4,7 +4,8 @@ The job's own log often stops without an error; the line that says why comes fro
 whatever started it: a shell's job control (`line 28:  8156 Killed  python3 main.py`),
 an exit status (`exit code 137`, `return code = -9`), Slurm (`Detected 1 oom-kill
 event(s) in StepId=191.batch`), systemd (`Failed with result 'oom-kill'`), Kubernetes
-(`OOMKilled`), Ray (`killed due to memory pressure (OOM)`) or MPI (`Signal: Segmentation
+(`OOMKilled`), Ray (`killed due to memory pressure (OOM)`), LSF (`TERM_MEMLIMIT`), PBS (`exceeded MEM usage hard
+limit`) or MPI (`Signal: Segmentation
 fault (11)`). Exit statuses above 128 and negative return codes name a signal (128 + N,
 -N); other statuses are not events.
 """
@@ -23,7 +24,8 @@ from ..text import Line, TextDoc
 
 NAME = "job-log"
 ANCHORS: tuple[bytes, ...] = (
-    b"oom-kill", b"OOM killer", b"OOMKilled", b"memory pressure (OOM)",
+    b"oom-kill", b"OOM killer", b"OOMKilled", b"memory pressure (OOM)", b"TERM_MEMLIMIT", b"usage hard limit",
+    b"memory limit",
     b"Killed", b"core dumped", b"Signal: ",
     b"exit code", b"Exit code", b"exit status", b"return code", b"exitcode", b"exit_code", b"error code",
     b"DUE TO TIME LIMIT", b"DUE TO PREEMPTION",
@@ -34,6 +36,9 @@ _OOM_REPORTS = (
     ("systemd", regex.compile(r"(?P<unit>[\w@.\-]+\.(?:service|scope)): (?:A process of this unit has been "
                               r"killed by the OOM killer|Failed with result 'oom-kill')")),
     ("kubernetes", regex.compile(r"\bOOMKilled\b")),
+    ("lsf", regex.compile(r"TERM_MEMLIMIT: job killed after reaching LSF memory usage limit")),
+    ("pbs", regex.compile(r"exceeded (?:MEM|mem|vmem|pmem) usage hard limit(?: \((?P<used>\d+) > (?P<limit>\d+)\))?")),
+    ("slurm", regex.compile(r"exceeded (?:job )?memory limit(?: \((?P<used>\d+) > (?P<limit>\d+)\))?, being killed")),
     ("ray", regex.compile(r"(?P<count>\d+) Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)")),
 )
 """Reports that name the out-of-memory kill themselves (no guess needed)."""

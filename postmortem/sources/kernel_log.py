@@ -48,6 +48,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"trap invalid opcode ip:",
     b"Killed process ",
     b"Kill process ",
+    b"killed as a result of limit of",
     b"oom-kill:",
     b"blocked for more than",
     b"soft lockup",
@@ -355,6 +356,9 @@ _SEGFAULT = regex.compile(
 _OOM_KILLED = regex.compile(
     r"(?:(?P<scope>Memory cgroup out of memory|Out of memory[^:]*): )?(?P<verb>Kill(?:ed)?) process (?P<pid>\d+) \((?P<process>[^)]*)\)"
 )
+_OOM_TASK_IN = regex.compile(r"Task in (?P<memcg>\S+) killed as a result of limit of (?P<limit>\S+)")
+"""An old kernel's memory-cgroup OOM report; its "Killed process" line, when printed, follows within a few lines."""
+OOM_REPORT_LINES = 40
 _OOM_SIZE = regex.compile(r"(?P<name>total-vm|anon-rss|file-rss|shmem-rss):(?P<kb>[\d,]+)kB")
 _OOM_CONSTRAINT = regex.compile(r"oom-kill:(?P<pairs>\S+)")
 _HANGS = (
@@ -445,6 +449,10 @@ def _events(doc: TextDoc, line: Line, s: Stamp, stamps: dict[int, Stamp], consum
         fields = _constraint_fields(m["pairs"])
         if fields.get("pid") is not None:
             pending_oom[fields["pid"]] = (line, fields)
+        return
+    if m := _OOM_TASK_IN.search(body):
+        if not any(_OOM_KILLED.search(f.text) for f in doc.following(line, OOM_REPORT_LINES)):
+            yield _event(doc, "oom-kill", line, s, {"memcg": m["memcg"], "limit": m["limit"], "cgroup": True})
         return
     if m := _OOM_KILLED.search(body):
         if m["verb"] == "Kill":  # an old kernel's choice line: the "Killed process" line after it is the kill
