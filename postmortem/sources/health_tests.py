@@ -445,7 +445,7 @@ _MEMTEST_SERIAL = regex.compile(r"^ERROR: The unit serial number is (?P<serial>.
 
 
 def _cuda_memtest(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
-    names: dict[int, tuple[str, str | None]] = {}
+    names: dict[int, tuple[str | None, str | None]] = {}
     test: dict[int, str] = {}
     found: dict[tuple[int, str], dict] = {}
     attached: set[int] = set()
@@ -479,10 +479,10 @@ def _cuda_memtest(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
                                           "gpu_name": gpu_name, "gpu_serial": serial, "errors": entry["errors"],
                                           "blocks": entry["blocks"], "host": host})
     if not found and finished and start is not None:
-        gpu = min(attached) if len(attached) == 1 else None
-        gpu_name, serial = names.get(gpu, (None, None)) if gpu is not None else (None, None)
+        only_gpu = min(attached) if len(attached) == 1 else None
+        gpu_name, serial = names.get(only_gpu, (None, None)) if only_gpu is not None else (None, None)
         yield _event(doc, start, {"tool": "cuda_memtest", "test": "memtest", "result": "pass", "tests": finished,
-                                  "gpu_index": gpu, "gpu_name": gpu_name, "gpu_serial": serial, "host": host}, end)
+                                  "gpu_index": only_gpu, "gpu_name": gpu_name, "gpu_serial": serial, "host": host}, end)
 
 
 # ---------------------------------------------------------------- memtestG80 / memtestCL
