@@ -125,7 +125,7 @@ def rank(findings: Sequence[Finding], events: Sequence[Event], causes: Mapping[s
                 finding,
                 confidence=round(finding.confidence * UNRECOGNISED_ROOT, 2),
                 confidence_reason="; ".join([finding.confidence_reason, "this report summarises an earlier failure "
-                                             "whose root was not recognised: see the suspects"]),
+                                             "whose root was not recognised"]),
             )
         ranked.append(finding)
     ranked = [_credit(f, consequences.get(f.signature, []), by_id) for f in ranked]

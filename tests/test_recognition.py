@@ -474,3 +474,10 @@ def test_glued_markdown_fence_and_nccl_shm_fallocate():
     shm = ("gpu2-ru7:2143:2561 [1] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device\n"
            "gpu2-ru7:2143:2561 [1] NCCL INFO include/shm.h:41 -> 2\n")
     assert causes(shm)[0] == "shm-exhausted"
+
+
+def test_suspects_of_a_summary_are_the_lines_before_it():
+    report = analyze_text("[   37.60] NVRM: GPU0 kfooBar_IMPL: early step failed\n"
+                          "[   37.673624] NVRM: GPU 0000:01:00.0: RmInitAdapter failed! (0x24:0x72:1568)\n"
+                          "[   38.10] NVRM: GPU0 kbazQux_IMPL: later step failed\n")
+    assert [report.event(i).where.line for i in report.suspects] == [1]
