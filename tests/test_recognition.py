@@ -481,3 +481,27 @@ def test_suspects_of_a_summary_are_the_lines_before_it():
                           "[   37.673624] NVRM: GPU 0000:01:00.0: RmInitAdapter failed! (0x24:0x72:1568)\n"
                           "[   38.10] NVRM: GPU0 kbazQux_IMPL: later step failed\n")
     assert [report.event(i).where.line for i in report.suspects] == [1]
+
+
+def test_kernel_asserts_from_cu_files_with_or_without_block_and_thread():
+    # https://github.com/PaddlePaddle/PaddleDetection/issues/4638 (Paddle's kernel enforce: no block/thread)
+    paddle = ("Error: /paddle/paddle/fluid/operators/bce_loss_op.cu:38 Assertion `(x >= static_cast<T>(0)) && "
+              "(x <= one)` failed. Input is expected to be within the interval [0, 1], but recieved nan.\n")
+    # https://github.com/LlamaChinese/Llama-Chinese/issues/299 (PyTorch's, backticks lost in Markdown)
+    torch = ('../aten/src/ATen/native/cuda/IndexKernel.cu:92: operator(): block: [0,0,0], thread: [19,0,0] Assertion '
+             '-sizes[i] <= index && index < sizes[i] && "index out of bounds" failed.\n')
+    assert only(paddle, "device-assert")["file"].endswith("bce_loss_op.cu")
+    assert only(torch, "device-assert")["thread"] == "19,0,0"
+    # a host assert in a header is not a device assert (https://github.com/PaddlePaddle/Paddle/issues/40394)
+    host = ("op_function_generator: /home/Paddle/paddle/utils/small_vector.h:334: T& paddle::SmallVectorTemplateCommon"
+            "<T>::at(size_type): Assertion `idx < size()' failed.\n")
+    assert "device-assert" not in [k for k, _ in kinds(host)]
+
+
+def test_per_architecture_extension_builds_and_gpu_allocators():
+    # https://github.com/NVlabs/tiny-cuda-nn/issues/230
+    tcnn = "OSError: Could not find compatible tinycudann extension for compute capability 75.\n"
+    assert only(tcnn, "arch-unsupported")["sm"] == "sm_75" and causes(tcnn)[0] == "arch-mismatch"
+    # https://github.com/Improbable-AI/walk-these-ways/issues/20 (PhysX in Isaac Gym)
+    physx = "PxgCudaDeviceMemoryAllocator fail to allocate memory 339738624 bytes!! Result = 2\n"
+    assert causes(physx)[0] == "gpu-oom"

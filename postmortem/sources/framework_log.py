@@ -56,8 +56,8 @@ ANCHORS: tuple[bytes, ...] = (
     b"(0xC0000", b"(0xc0000",
     b"(Triggered internally at", b"This container was built for NVIDIA Driver Release", b"== cudaSuccess (",
     b"version incompatibility", b"but source was compiled with", b"were compiled with different CUDA versions",  # PyTorch's TORCH_WARN suffix: the warning before it often quotes a CUDA error
-    b"Resource exhausted: Out", b"Out of memory allocating", b"Failed to allocate memory for requested buffer",
-    b"GPUs or newer", b"is not defined for option 'gpu-name'", b"Unsupported gpu architecture", b"Unsupported .version",
+    b"Resource exhausted: Out", b"Out of memory allocating", b"Allocator fail", b"Failed to allocate memory for requested buffer",
+    b"GPUs or newer", b"for compute capability", b"is not defined for option 'gpu-name'", b"Unsupported gpu architecture", b"Unsupported .version",
 )
 MESSAGE_ANCHOR_MIN = 20
 """Shortest cudaGetErrorString() message used as an anchor (shorter ones, "invalid argument", are everywhere)."""
@@ -377,6 +377,11 @@ _FEATURE_ARCH = regex.compile(
 )
 """A library's kernels refusing the GPU's architecture (FlashAttention on Turing and older, or a build without the
 GPU's own arch): `FlashAttention only supports Ampere GPUs or newer`."""
+_EXTENSION_ARCH = regex.compile(
+    r"(?i)(?:could not find|no) compatible (?P<feature>[\w\-]+) (?:extension|kernels?|binar(?:y|ies)|build) for "
+    r"compute capability (?P<cc>\d+(?:\.\d)?)"
+)
+"""An extension that ships one build per architecture and has none for this GPU (tiny-cuda-nn and the like)."""
 _PTX_TOO_NEW = regex.compile(r"Unsupported \.version (?P<ptx>\d+\.\d+); current version is '(?P<supported>\d+\.\d+)'")
 """PTX written for a newer ISA than the ptxas or driver that must compile it."""
 
@@ -401,6 +406,10 @@ def _arch(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
         tool = "nvcc" if "nvcc" in body else "ptxas"
         fields = {"sm": match["sm"].replace("compute_", "sm_"), "tool": tool, "reason": f"{tool} cannot build for it"}
         last = line
+    elif match := _EXTENSION_ARCH.search(body):
+        cc = match["cc"] if "." in match["cc"] else f"{match['cc'][:-1]}.{match['cc'][-1]}"
+        fields = {"feature": match["feature"], "sm": _sm(cc), "reason": f"no {match['feature']} build for {_sm(cc)}"}
+        return [_Found("arch-unsupported", line, line, fields, ("arch-unsupported", match["feature"]), pre.time)]
     elif match := _FEATURE_ARCH.search(body):
         fields = {"feature": match["feature"], "min_family": match["min_family"],
                   "reason": f"{match['feature']} has no kernels for GPUs older than {match['min_family']}"}
@@ -423,8 +432,10 @@ def _arch(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
 _ASSERT = regex.compile(
     r"(?P<file>[^\s:]+\.cuh?):(?P<line>\d+): (?P<func>.*?):?\s*block: \[(?P<block>[\d, ]+)\],\s*thread: \[(?P<thread>[\d, ]+)\]"
     r"\s*Assertion `?(?P<cond>.*?)`? failed"
+    r"|(?P<file>[^\s:]+\.cuh?):(?P<line>\d+):? Assertion `(?P<cond>.*?)` failed"
 )
-"""A device-side assert as CUDA prints it; pasted into Markdown the backticks around the condition are often lost."""
+"""A device-side assert as CUDA prints it (with block and thread), or as a framework's kernel macro prints it from a
+.cu file (Paddle's PADDLE_ENFORCE in kernels); pasted into Markdown the backticks are often lost."""
 
 
 def _device_assert(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
@@ -432,9 +443,10 @@ def _device_assert(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
     if not match:
         return []
     fields = {
-        "file": match["file"], "file_line": int(match["line"]), "function": match["func"].strip()[:300],
+        "file": match["file"], "file_line": int(match["line"]), "function": (match["func"] or "").strip()[:300] or None,
         "block": match["block"], "thread": match["thread"], "assertion": match["cond"],
     }
+    fields = {k: v for k, v in fields.items() if v is not None}
     key = ("device-assert", match["file"], match["line"], match["cond"])
     return [_Found("device-assert", line, line, fields, key, pre.time)]
 
@@ -539,6 +551,7 @@ _OOM = regex.compile(
     r"|RESOURCE_EXHAUSTED:.*?(?:[Oo]ut of memory|allocat)|OOM when allocating"
     r"|\(GPU_\d+_bfc\) ran out of memory trying to allocate|MPS backend out of memory"
     r"|Resource exhausted: Out\b|Out of memory allocating [\d,]+ bytes|Failed to allocate memory for requested buffer"
+    r"|\w*(?:Cuda|Gpu|GPU|Device)\w*Allocator fail(?:ed)? to allocate memory"  # PhysX (Isaac Gym/Sim)
 )
 _SIZE = r"(\d+(?:\.\d+)?\s*(?:[KMGTP]i?B|bytes|B))"
 _OOM_FIELDS: tuple[tuple[str, regex.Pattern], ...] = tuple(
