@@ -505,3 +505,37 @@ def test_per_architecture_extension_builds_and_gpu_allocators():
     # https://github.com/Improbable-AI/walk-these-ways/issues/20 (PhysX in Isaac Gym)
     physx = "PxgCudaDeviceMemoryAllocator fail to allocate memory 339738624 bytes!! Result = 2\n"
     assert causes(physx)[0] == "gpu-oom"
+
+
+DATACENTER = [
+    # https://github.com/canonical/microk8s/issues/2119
+    ("fabric manager NVIDIA GPU driver interface version 460.91.03 don't match with driver version 460.73.01. "
+     "Please update with matching NVIDIA driver package.", "driver-mismatch"),
+    # https://github.com/dstackai/dstack/issues/2348 (the journal line cut short)
+    ("Feb 24 09:28:28 ip-172-31-92-157 nv-fabricmanager[1507]: fabric manager NVIDIA GPU driver interface version "
+     "535.183.01 don'", "driver-mismatch"),
+    # https://github.com/NVIDIA/gpu-operator/issues/375 (CUDA's vectorAdd sample in the operator's validator)
+    ("Failed to allocate device vector A (error code system not yet initialized)!", "gpu-nvlink"),
+    # https://github.com/NVIDIA/gpu-operator/issues/523
+    ("May 05 14:13:15 ip-10-51-52-158.us-west-2.compute.internal kubelet[33460]: nvidia-container-cli: detection "
+     "error: driver error: timed out: unknown", "gpu-hang"),
+    # https://github.com/awslabs/awsome-distributed-ai/issues/647 (EFA)
+    ("Libfabric EFA provider has encountered an internal error:\n\nLibfabric error: (-12) Cannot allocate memory\n"
+     "EFA internal error: (4112) Failure to post internal receive buffers", "nccl-comm-error"),
+    # https://github.com/aws/aws-ofi-nccl/issues/584
+    ("register_mr_buffers:544 NCCL WARN NET/OFI Unable to register memory (type = 2) for device 0. RC: -22, Error: "
+     "Invalid argument", "nccl-comm-error"),
+    # https://github.com/mesosphere/konvoy-image-builder/pull/1200
+    ("ERROR: modpost: GPL-incompatible module nvidia.ko uses GPL-only symbol 'rcu_read_unlock_strict'",
+     "driver-mismatch"),
+    # https://github.com/NVIDIA/k8s-device-plugin/issues/23
+    ("loading NVML\nFailed to start nvml with error:  could not load NVML library", "driver-mismatch"),
+    # https://github.com/dstndstn/tractor/issues/126 (Perlmutter's Slurm: singular, underscore)
+    ("slurmstepd: error: Detected 1 oom_kill event in StepId=43622791.67. Some of the step tasks have been OOM "
+     "Killed.", "host-oom"),
+]
+
+
+def test_datacenter_node_failures():
+    for text, cause in DATACENTER:
+        assert causes(text + "\n")[:1] == [cause], text

@@ -31,6 +31,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"Failed to initialize NVML",
     b"NVIDIA-SMI has failed",
     b"NVIDIA-SMI couldn't find",
+    b"could not load NVML library",
     b"Unable to determine the device handle",
     b"No devices were found",
     b"in health system",
@@ -70,6 +71,7 @@ _NVML_ERRORS = (
     regex.compile(r"Failed to initialize NVML: (?P<error>.+?)\s*$"),
     regex.compile(r"NVIDIA-SMI has failed because it (?P<error>couldn't communicate with the NVIDIA driver)"),
     regex.compile(r"NVIDIA-SMI (?P<error>couldn't find libnvidia-ml\.so library)"),
+    regex.compile(r"(?P<error>could not load NVML library)"),  # the device plugin and other NVML clients
     regex.compile(r"Unable to determine the device handle for (?:GPU|gpu)\s*"
                   r"(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]):\s*(?P<error>.+?)\s*$"),
     regex.compile(r"(?P<error>No devices were found)"),

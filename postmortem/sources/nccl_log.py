@@ -233,6 +233,7 @@ def _category(message: str, src: str) -> str:
         ("shm", ("shared memory", "/dev/shm", "shm_")),
         ("cuda", ("cuda failure", "cuda error")),
         ("ib", ("net/ib", "ib_plugin", "ibv_", "net_ib")),
+        ("net", ("net/ofi", "libfabric", "net/efa")),  # network plugins (aws-ofi-nccl on EFA, libfabric)
         ("bootstrap", ("bootstrap",)),
         ("proxy", ("proxy",)),
         ("socket", ("socket", "net :", "net/socket", "connect", "connection")),
