@@ -79,6 +79,8 @@ _NUMBERED = regex.compile(
 )
 """A number after words that name it, or glog's CHECK_EQ (Caffe, MXNet): `error == cudaSuccess (46 vs. 0)`."""
 _SUCCESS = frozenset({"cudasuccess", "cuda_success"})
+_COMPARED = regex.compile(r"[=!]=\s*$")
+"""A name right after `==` is part of a CHECK's condition (`err == cudaErrorInvalidValue`), not the error."""
 _NAME = regex.compile(r"\b(cudaError[A-Za-z]+|CUDA_ERROR_[A-Z_]+)\b")
 
 
@@ -107,7 +109,8 @@ def find_cuda_error(text: str) -> tuple[CudaError | None, int | None]:
     """
     numbered = _NUMBERED.search(text)
     number = int(numbered.group(1) or numbered.group(2)) if numbered else None
-    name = next((m for m in _NAME.finditer(text) if m.group(1).lower() not in _SUCCESS), None)
+    name = next((m for m in _NAME.finditer(text) if m.group(1).lower() not in _SUCCESS
+                 and not _COMPARED.search(text, max(0, m.start() - 4), m.start())), None)
     if name and name.group(1).lower() in _index():
         return _index()[name.group(1).lower()], number
     message = _message_pattern().search(text)

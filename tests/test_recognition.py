@@ -539,3 +539,39 @@ DATACENTER = [
 def test_datacenter_node_failures():
     for text, cause in DATACENTER:
         assert causes(text + "\n")[:1] == [cause], text
+
+
+PLATFORM_AND_DISTRO = [
+    # https://github.com/Frogging-Family/nvidia-all/issues/34 (DKMS)
+    ("Error! Bad return status for module build on kernel: 5.12.0-rc5-144-tkg-cfs (x86_64)", "driver-mismatch"),
+    # https://github.com/Tk-Glitch/PKGBUILDS/issues/414 (NVIDIA's Kbuild sanity checks, quoted)
+    ("> make[2]: *** [/var/lib/dkms/nvidia/435.27.08/build/Kbuild:181: module_symvers_sanity_check] Error 1",
+     "driver-mismatch"),
+    # https://github.com/void-linux/void-packages/issues/4473
+    ("nvidia-modeset: Version mismatch: nvidia.ko(410.73) nvidia-modeset.ko(390.87)", "driver-mismatch"),
+    # https://github.com/coiled/feedback/issues/338
+    ("nvidia-container-cli: initialization error: nvml error: driver not loaded", "driver-mismatch"),
+    # https://github.com/Nerogar/OneTrainer/issues/981 (RunPod)
+    ("> nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.8, please update your driver to a "
+     "newer version, or use an earlier cuda container: unknown", "driver-mismatch"),
+    # https://github.com/aws/sagemaker-rl-container/issues/61
+    ("ImportError: libcuda.so.1: cannot open shared object file: No such file or directory", "driver-mismatch"),
+    # https://github.com/kubeflow/pipelines/issues/4275 (kubelet eviction)
+    ("This step is in Failed state with this message: The node was low on resource: memory. Container main was "
+     "using 1783932Ki, which exceeds its request of 0.", "host-oom"),
+    # https://github.com/kubeflow/trainer/issues/1184 (a CHECK condition names errors that are not the error)
+    ("tensorflow/stream_executor/cuda/cuda_driver.cc:175] Check failed: err == cudaSuccess || err == "
+     "cudaErrorInvalidValue Unexpected CUDA error: out of memory", "gpu-oom"),
+    # https://github.com/kubeflow/trainer/issues/1158
+    ("Non-OK-status: GpuLaunchKernel (FillPhiloxRandomKernelLaunch <Distribution>, num_blocks, block_size, 0, "
+     "d.stream (), gen, data, size, dist) status: Internal: out of memory", "gpu-oom"),
+    # https://github.com/rapidsai/deployment/issues/523 (RMM under XGBoost)
+    ("> xgboost.core.XGBoostError: [02:14:02] device_helpers.cuh:393: Memory allocation error on worker 0: "
+     "std::bad_alloc: out_of_memory: CUDA error at: /opt/conda/include/rmm/mr/device/cuda_memory_resource.hpp",
+     "gpu-oom"),
+]
+
+
+def test_platform_and_distribution_wordings():
+    for text, cause in PLATFORM_AND_DISTRO:
+        assert causes(text + "\n")[:1] == [cause], text

@@ -47,6 +47,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"cuRAND error",
     b"Found no NVIDIA driver", b"NVIDIA driver on your system is too old", b"nvidia driver is too old",
     b"required nvenc API version", b"minimum required Nvidia driver", b"CUDA initialization failure",
+    b"libcuda.so.1: cannot open", b"libcuda.so: cannot open",
     b"encountered in worker", b"is killed by signal: ", b"exited unexpectedly",
     b"failed (exitcode: ", b"ChildFailedError:",
     b"Fatal Python error: ", b"received by PID", b"*** Aborted at", b"SIGSEGV", b"SIGBUS", b"SIGABRT",
@@ -56,7 +57,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"(0xC0000", b"(0xc0000",
     b"(Triggered internally at", b"This container was built for NVIDIA Driver Release", b"== cudaSuccess (",
     b"version incompatibility", b"but source was compiled with", b"were compiled with different CUDA versions",  # PyTorch's TORCH_WARN suffix: the warning before it often quotes a CUDA error
-    b"Resource exhausted: Out", b"Out of memory allocating", b"Allocator fail", b"Failed to allocate memory for requested buffer",
+    b"Resource exhausted: Out", b"Out of memory allocating", b"Allocator fail", b"out_of_memory", b"Failed to allocate memory for requested buffer",
     b"GPUs or newer", b"for compute capability", b"is not defined for option 'gpu-name'", b"Unsupported gpu architecture", b"Unsupported .version",
 )
 MESSAGE_ANCHOR_MIN = 20
@@ -552,6 +553,8 @@ _OOM = regex.compile(
     r"|\(GPU_\d+_bfc\) ran out of memory trying to allocate|MPS backend out of memory"
     r"|Resource exhausted: Out\b|Out of memory allocating [\d,]+ bytes|Failed to allocate memory for requested buffer"
     r"|\w*(?:Cuda|Gpu|GPU|Device)\w*Allocator fail(?:ed)? to allocate memory"  # PhysX (Isaac Gym/Sim)
+    r"|bad_alloc: out_of_memory|rmm::out_of_memory"  # RAPIDS memory manager (cuDF, cuML, XGBoost)
+    r"|Non-OK-status: Gpu\w+.*status: \w+: out of memory"  # TensorFlow kernel launches
 )
 _SIZE = r"(\d+(?:\.\d+)?\s*(?:[KMGTP]i?B|bytes|B))"
 _OOM_FIELDS: tuple[tuple[str, regex.Pattern], ...] = tuple(
@@ -615,6 +618,7 @@ _DRIVER_PHRASES = regex.compile(
     r"|(?i:your nvidia driver is too old)"  # ollama, llama.cpp loaders
     r"|Driver does not support the required nvenc API version\. Required: (?P<required>[\d.]+) Found: (?P<found>[\d.]+)"
     r"|The minimum required Nvidia driver for nvenc is (?P<required>[\d.]+) or newer"  # FFmpeg's NVENC
+    r"|libcuda\.so(?:\.1)?: cannot open shared object file"  # no driver in the machine or container
 )
 _CONTAINER_DRIVER = regex.compile(
     r"This container was built for NVIDIA Driver Release (?P<required>[\d.]+) or later, but\s*version "

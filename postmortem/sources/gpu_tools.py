@@ -31,7 +31,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"Failed to initialize NVML",
     b"NVIDIA-SMI has failed",
     b"NVIDIA-SMI couldn't find",
-    b"could not load NVML library",
+    b"could not load NVML library", b"nvml error: ",
     b"Unable to determine the device handle",
     b"No devices were found",
     b"in health system",
@@ -72,6 +72,7 @@ _NVML_ERRORS = (
     regex.compile(r"NVIDIA-SMI has failed because it (?P<error>couldn't communicate with the NVIDIA driver)"),
     regex.compile(r"NVIDIA-SMI (?P<error>couldn't find libnvidia-ml\.so library)"),
     regex.compile(r"(?P<error>could not load NVML library)"),  # the device plugin and other NVML clients
+    regex.compile(r"nvml error: (?P<error>[^:\n]+?)\s*(?::|$)"),  # nvidia-container-cli
     regex.compile(r"Unable to determine the device handle for (?:GPU|gpu)\s*"
                   r"(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]):\s*(?P<error>.+?)\s*$"),
     regex.compile(r"(?P<error>No devices were found)"),
@@ -398,8 +399,15 @@ def _values(tree: dict, fields: dict) -> list[Line]:
     return evidence
 
 
+TEMP_LIMITS = ("temp_max_operating_c", "temp_slowdown_c", "temp_shutdown_c")
+"""The limits nvidia-smi -q prints; the lowest one the GPU reports is where its clocks start to drop."""
+
+
 def _misc(tree: dict, fields: dict) -> list[Line]:
-    """Reset requests and PCIe replays: shown when they say something is wrong."""
+    """Reset requests, PCIe replays and the distance to the lowest temperature limit."""
+    limits = [fields[name] for name in TEMP_LIMITS if isinstance(fields.get(name), int) and fields[name] > 0]
+    if limits and isinstance(fields.get("temp_c"), int):
+        fields["temp_headroom_c"] = min(limits) - fields["temp_c"]
     evidence = []
     line = tree.get(("GPU Reset Status", "Reset Required"))
     if line is not None and _flag(line) is not None:

@@ -25,7 +25,7 @@ from ..text import Line, TextDoc
 NAME = "job-log"
 ANCHORS: tuple[bytes, ...] = (
     b"oom-kill", b"OOM killer", b"OOMKilled", b"memory pressure (OOM)", b"TERM_MEMLIMIT", b"usage hard limit",
-    b"memory limit",
+    b"memory limit", b"low on resource: memory",
     b"Killed", b"core dumped", b"Signal: ",
     b"exit code", b"Exit code", b"exit status", b"return code", b"exitcode", b"exit_code", b"error code",
     b"DUE TO TIME LIMIT", b"DUE TO PREEMPTION",
@@ -35,7 +35,7 @@ _OOM_REPORTS = (
     ("slurm", regex.compile(r"Detected (?P<count>\d+) oom[-_ ]kill events?(?:\(s\))?(?: in (?P<step>(?:StepId=|step )\S+))?")),
     ("systemd", regex.compile(r"(?P<unit>[\w@.\-]+\.(?:service|scope)): (?:A process of this unit has been "
                               r"killed by the OOM killer|Failed with result 'oom-kill')")),
-    ("kubernetes", regex.compile(r"\bOOMKilled\b")),
+    ("kubernetes", regex.compile(r"\bOOMKilled\b|The node was low on resource: memory")),
     ("lsf", regex.compile(r"TERM_MEMLIMIT: job killed after reaching LSF memory usage limit")),
     ("pbs", regex.compile(r"exceeded (?:MEM|mem|vmem|pmem) usage hard limit(?: \((?P<used>\d+) > (?P<limit>\d+)\))?")),
     ("slurm", regex.compile(r"exceeded (?:job )?memory limit(?: \((?P<used>\d+) > (?P<limit>\d+)\))?, being killed")),
