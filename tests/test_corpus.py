@@ -22,7 +22,7 @@ from postmortem.render.json_report import as_dict
 HERE = Path(__file__).parent
 CORPORA = {"shared": HERE.parents[1] / "shared" / "corpus" / "cases", "harvested": HERE / "corpus"}
 TOP1_FLOOR = {"shared": 1.0, "harvested": 0.98}
-MENTION_FLOOR = {"shared": 1.0, "harvested": 0.90}
+MENTION_FLOOR = {"shared": 1.0, "harvested": 0.89}
 
 
 def _cases(corpus: str) -> list[Path]:
@@ -45,7 +45,7 @@ def test_harvested_cases_are_labelled_from_their_thread():
     """Every harvested case names its public source and uses the cause vocabulary."""
     causes = set(yaml.safe_load((HERE.parent / "signatures" / "causes.yaml").read_text())["causes"])
     cases = _cases("harvested")
-    assert len(cases) >= 330
+    assert len(cases) >= 360
     for case_dir in cases:
         case = yaml.safe_load((case_dir / "case.yaml").read_text(encoding="utf-8"))
         assert str(case["source"]).startswith("https://"), case_dir.name

@@ -575,3 +575,23 @@ PLATFORM_AND_DISTRO = [
 def test_platform_and_distribution_wordings():
     for text, cause in PLATFORM_AND_DISTRO:
         assert causes(text + "\n")[:1] == [cause], text
+
+
+def test_fourth_round_wordings():
+    for text, cause in (
+        # https://github.com/PaddlePaddle/PaddleOCR/issues/9391 and https://github.com/PaddlePaddle/PaddleSpeech/issues/790
+        ("ERROR: Unexpected BUS error encountered in DataLoader worker. This might be caused by insufficient shared "
+         "memory (shm), please check whether use_shared_memory is set and storage space in /dev/shm is enough",
+         "shm-exhausted"),
+        # https://github.com/triton-lang/triton/issues/130 (an old Triton ran the message together)
+        ("triton.code_gen.OutOfResources: out of resource: shared memoryRequired: 65536Hardware limit: 49152",
+         "launch-failure"),
+        # https://github.com/alipay/PainlessInferenceAcceleration/issues/35
+        ("triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 163842, Hardware "
+         "limitation: 101376. reducing the block size or `num_stages` may help", "launch-failure"),
+        # https://github.com/hiyouga/LlamaFactory/issues/2902 (progress bars and the watchdog line run together)
+        ("> 2%|▏ | 13/620 [01:07<50:20, 4.98s/it][rank0]:[E1123 00:52:57.664949121 ProcessGroupNCCL.cpp:607] [Rank 0] "
+         "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1516, OpType=ALLREDUCE, NumelIn=25, last "
+         "enqueued NCCL work: 1516, last completed NCCL work: 1515.", "nccl-timeout"),
+    ):
+        assert causes(text + "\n")[:1] == [cause], text

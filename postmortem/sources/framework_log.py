@@ -48,7 +48,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"Found no NVIDIA driver", b"NVIDIA driver on your system is too old", b"nvidia driver is too old",
     b"required nvenc API version", b"minimum required Nvidia driver", b"CUDA initialization failure",
     b"libcuda.so.1: cannot open", b"libcuda.so: cannot open",
-    b"encountered in worker", b"is killed by signal: ", b"exited unexpectedly",
+    b"encountered in worker", b"encountered in DataLoader worker", b"is killed by signal: ", b"exited unexpectedly",
     b"failed (exitcode: ", b"ChildFailedError:",
     b"Fatal Python error: ", b"received by PID", b"*** Aborted at", b"SIGSEGV", b"SIGBUS", b"SIGABRT",
     b"SIGILL", b"SIGFPE", b"Segmentation fault", b"Bus error", b"Aborted", b"Illegal instruction",
@@ -455,7 +455,8 @@ def _device_assert(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
 # ---------------------------------------------------------------- kernels too big for the GPU
 
 _RESOURCES = regex.compile(
-    r"out of resource: (?P<resource>[\w ]+?), Required: (?P<required>\d+), Hardware limit(?:ation)?: (?P<limit>\d+)")
+    r"out of resource: (?P<resource>[\w ]+?),?\s*Required: (?P<required>\d+),?\s*Hardware limit(?:ation)?: (?P<limit>\d+)")
+"""Triton's OutOfResources; old releases ran the parts together ("shared memoryRequired: 65536Hardware limit")."""
 
 
 def _kernel_resources(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
@@ -707,7 +708,8 @@ def _cuda(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
 
 # ---------------------------------------------------------------- workers and children
 
-_SHM = regex.compile(r"Unexpected bus error encountered in worker|insufficient shared memory \(shm\)")
+_SHM = regex.compile(r"(?i)Unexpected bus error encountered in (?:DataLoader )?worker|insufficient shared memory \(shm\)")
+"""PyTorch's and Paddle's DataLoader words for a worker killed by SIGBUS on a full /dev/shm."""
 _WORKER_SIGNAL = regex.compile(r"DataLoader worker \(pid (?P<pid>\d+)\) is killed by signal: (?P<sig>[^.]+)")
 _WORKER_FAULT = regex.compile(r"Unexpected (?P<what>segmentation fault|floating point exception|illegal instruction) encountered in worker")
 _WORKER_EXIT = regex.compile(r"DataLoader worker \(pid\(s\) (?P<pids>[\d, ]+)\) exited unexpectedly")

@@ -138,7 +138,8 @@ def _read(doc: TextDoc, line: Line, folds: dict, progress: dict) -> int:
         if pg := _PG.search(text):
             seen["pg"] = pg[1]
         progress.setdefault((rank, int(match[1])), seen)
-        return line.number
+        if "operation timeout" not in text:  # a line may carry the timeout too (pasted lines run together)
+            return line.number
     if "NCCL WARN" in text:
         return _warn(line, folds)
     if "NCCL INFO" in text:
@@ -146,7 +147,8 @@ def _read(doc: TextDoc, line: Line, folds: dict, progress: dict) -> int:
     if any(marker in text for marker in ("WorkNCCL(", "operation timeout", "watchdog thread terminat",
                                          "communicator was aborted")):
         joined, last = _unwrap(doc, line)
-        if _TIMEOUT_DONE.search(joined) and ("WorkNCCL(" in joined or "operation timeout" in joined):
+        if (_TIMEOUT_DONE.search(joined) and ("WorkNCCL(" in joined or "operation timeout" in joined)
+                or "caught collective operation timeout" in joined):  # the watchdog's words, even cut short
             _timeout(line, last, joined, folds)
             return last.number
         if reason := _ABORT_REASON.search(joined):
