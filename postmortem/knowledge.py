@@ -116,9 +116,31 @@ def find_cuda_error(text: str) -> tuple[CudaError | None, int | None]:
     message = _message_pattern().search(text)
     if message:
         return _index()[message.group(0).lower()], number
+    if (short := _SHORT_NAME.search(text)) and (record := _short_names().get(_short_key(short["short"]))):
+        return record, number
     if number is not None:
         return _index().get(str(number)), number
     return None, None
+
+
+_SHORT_NAME = regex.compile(
+    r"(?:CUDA error(?: at cu\w+)?:\s*)?\b(?P<short>[A-Z][A-Za-z]*(?:[ _][A-Za-z]+){0,4}) in (?:CUDA queue\b|cu[A-Z]\w*\()"
+    r"|CUDA error at cu\w+: (?P<short>[A-Z][A-Za-z]*(?:[ _][A-Za-z]+){0,4})\s*$"
+)
+"""The driver error's own name in words, as Blender Cycles (and ZLUDA) print it: `Illegal address in CUDA queue
+copy_from_device`, `Out of memory in cuStreamCreate(...)`, `CUDA error at cuCtxCreate: Illegal address`, or the
+enum suffix `ILLEGAL_ADDRESS in cuCtxSynchronize()`."""
+
+
+def _short_key(words: str) -> str:
+    return words.strip().lower().replace("_", " ")
+
+
+@cache
+def _short_names() -> dict[str, CudaError]:
+    """Driver names without their CUDA_ERROR_ prefix, in words: "illegal address" -> CUDA_ERROR_ILLEGAL_ADDRESS."""
+    return {_short_key(r.driver_name[len("CUDA_ERROR_"):]): r for r in cuda_errors()
+            if r.driver_name and r.driver_name.startswith("CUDA_ERROR_")}
 
 
 @dataclass(frozen=True)

@@ -595,3 +595,23 @@ def test_fourth_round_wordings():
          "enqueued NCCL work: 1516, last completed NCCL work: 1515.", "nccl-timeout"),
     ):
         assert causes(text + "\n")[:1] == [cause], text
+
+
+def test_driver_errors_named_in_words_as_cycles_prints_them():
+    for text, error in (
+        # https://github.com/KillzXGaming/Switch-Toolbox/issues/657 (Blender Cycles, overclocked GPU)
+        ("`Illegal address in CUDA queue copy_from_device (integrator_shade_surface integrator_sorted_paths_array "
+         "prefix_sum)`", "cudaErrorIllegalAddress"),
+        # https://github.com/boberfly/GafferCycles/issues/50
+        ("CUDA error: Illegal address in cuMemcpyDtoH( (char *)mem.host_pointer + offset, (CUdeviceptr)"
+         "mem.device_pointer + offset, size), line 970", "cudaErrorIllegalAddress"),
+        ("CUDA error at cuCtxCreate: Illegal address", "cudaErrorIllegalAddress"),
+        # https://github.com/jesterKing/CCSycles/issues/44 (the enum suffix)
+        ("CUDA error: ILLEGAL_ADDRESS in cuCtxSynchronize()", "cudaErrorIllegalAddress"),
+        # https://github.com/vosen/ZLUDA/issues/223
+        ("Out of memory in cuStreamCreate(&cuda_stream_, CU_STREAM_NON_BLOCKING) (C:\\Users\\blender\\git\\"
+         "blender-v410\\blender.git\\intern\\cycles\\device\\cuda\\queue.cpp:21)", "cudaErrorMemoryAllocation"),
+    ):
+        found = {e.fields.get("error") for e in analyze_text(text + "\n").events}
+        assert error in found, text
+    assert kinds("Something else in CUDA queue maybe\n") == []

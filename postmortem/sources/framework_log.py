@@ -33,7 +33,7 @@ NAME = "framework-log"
 ANCHORS: tuple[bytes, ...] = (
     b"Traceback (most recent call last)", b"stack traceback:",
     b"CUDA error", b"CUDA Error", b"cuda error", b"CUDA failure", b"Cuda failure", b"cuda runtime error",
-    b"CUDA_ERROR_", b"cudaError", b"THCudaCheck FAIL",
+    b"CUDA_ERROR_", b"cudaError", b"THCudaCheck FAIL", b"in CUDA queue", b"Out of memory in cu",
     b"illegal memory access", b"no kernel image is available", b"unspecified launch failure",
     b"device-side assert", b"uncorrectable ECC error", b"too many resources requested",
     b"launch timed out", b"illegal instruction was encountered", b"misaligned address",
