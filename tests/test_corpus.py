@@ -45,7 +45,7 @@ def test_harvested_cases_are_labelled_from_their_thread():
     """Every harvested case names its public source and uses the cause vocabulary."""
     causes = set(yaml.safe_load((HERE.parent / "signatures" / "causes.yaml").read_text())["causes"])
     cases = _cases("harvested")
-    assert len(cases) >= 360
+    assert len(cases) >= 390
     for case_dir in cases:
         case = yaml.safe_load((case_dir / "case.yaml").read_text(encoding="utf-8"))
         assert str(case["source"]).startswith("https://"), case_dir.name

@@ -615,3 +615,14 @@ def test_driver_errors_named_in_words_as_cycles_prints_them():
         found = {e.fields.get("error") for e in analyze_text(text + "\n").events}
         assert error in found, text
     assert kinds("Something else in CUDA queue maybe\n") == []
+
+
+def test_fifth_round_wordings():
+    # https://github.com/mila-iqia/milabench/pull/269 (every line prefixed by the benchmark runner)
+    timeout = ("dinov2-giant-nodes.cn-d003.nolog [stderr] [rank3]:[E909 09:55:46.996672294 ProcessGroupNCCL.cpp:1709] "
+               "[PG 0 (default_pg) Rank 3] Timeout at NCCL work: 2070, last enqueued NCCL work: 2070, last completed "
+               "NCCL work: 2069.\n")
+    assert only(timeout, "nccl-timeout")["seq"] == 2070 and causes(timeout)[0] == "nccl-timeout"
+    # https://github.com/motokimura/spacenet_building_detection/issues/3 (CuPy before v8)
+    cupy = "Exception in main training loop: out of memory to allocate 163840000 bytes (total 1673061376 bytes)\n"
+    assert causes(cupy)[0] == "gpu-oom"

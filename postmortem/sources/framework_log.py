@@ -57,7 +57,8 @@ ANCHORS: tuple[bytes, ...] = (
     b"(0xC0000", b"(0xc0000",
     b"(Triggered internally at", b"This container was built for NVIDIA Driver Release", b"== cudaSuccess (",
     b"version incompatibility", b"but source was compiled with", b"were compiled with different CUDA versions",  # PyTorch's TORCH_WARN suffix: the warning before it often quotes a CUDA error
-    b"Resource exhausted: Out", b"Out of memory allocating", b"Allocator fail", b"out_of_memory", b"Failed to allocate memory for requested buffer",
+    b"Resource exhausted: Out", b"Out of memory allocating", b"Allocator fail", b"out_of_memory",
+    b"out of memory to allocate", b"Failed to allocate memory for requested buffer",
     b"GPUs or newer", b"for compute capability", b"is not defined for option 'gpu-name'", b"Unsupported gpu architecture", b"Unsupported .version",
 )
 MESSAGE_ANCHOR_MIN = 20
@@ -555,6 +556,7 @@ _OOM = regex.compile(
     r"|Resource exhausted: Out\b|Out of memory allocating [\d,]+ bytes|Failed to allocate memory for requested buffer"
     r"|\w*(?:Cuda|Gpu|GPU|Device)\w*Allocator fail(?:ed)? to allocate memory"  # PhysX (Isaac Gym/Sim)
     r"|bad_alloc: out_of_memory|rmm::out_of_memory"  # RAPIDS memory manager (cuDF, cuML, XGBoost)
+    r"|out of memory to allocate \d+ bytes \(total \d+ bytes\)"  # CuPy's memory pool before v8
     r"|Non-OK-status: Gpu\w+.*status: \w+: out of memory"  # TensorFlow kernel launches
 )
 _SIZE = r"(\d+(?:\.\d+)?\s*(?:[KMGTP]i?B|bytes|B))"

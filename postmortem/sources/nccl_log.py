@@ -24,6 +24,7 @@ from ..text import Line, TextDoc
 NAME = "nccl-log"
 ANCHORS: tuple[bytes, ...] = (
     b"collective operation timeout",
+    b"Timeout at NCCL work",
     b"WorkNCCL(",
     b"watchdog thread terminat",
     b"communicator was aborted",
@@ -67,6 +68,7 @@ _NUMEL_OUT = regex.compile(r"NumelOut=(\d+)")
 _TIMEOUT = regex.compile(r"Timeout\(ms\)=(\d+)")
 _RAN = regex.compile(r"ran for (\d+) milliseconds")
 _TIMEOUT_DONE = regex.compile(r"timing out|timed out")
+_TIMEOUT_AT = regex.compile(r"Timeout at NCCL work: (?P<seq>\d+)")
 _PG_PROGRESS = regex.compile(
     r"detected by watchdog at work: (\d+), last enqueued NCCL work: (-?\d+), last completed NCCL work: (-?\d+)")
 _ABORT_REASON = regex.compile(
@@ -145,11 +147,14 @@ def _read(doc: TextDoc, line: Line, folds: dict, progress: dict) -> int:
     if "NCCL INFO" in text:
         return _info(line, folds)
     if any(marker in text for marker in ("WorkNCCL(", "operation timeout", "watchdog thread terminat",
-                                         "communicator was aborted")):
+                                         "communicator was aborted", "Timeout at NCCL work")):
         joined, last = _unwrap(doc, line)
         if (_TIMEOUT_DONE.search(joined) and ("WorkNCCL(" in joined or "operation timeout" in joined)
                 or "caught collective operation timeout" in joined):  # the watchdog's words, even cut short
             _timeout(line, last, joined, folds)
+            return last.number
+        if match := _TIMEOUT_AT.search(joined):  # the process group's own report of the work that timed out
+            _timeout(line, last, joined, folds, seq=int(match["seq"]))
             return last.number
         if reason := _ABORT_REASON.search(joined):
             _abort(line, last, joined, reason["reason"].strip(), folds)
@@ -182,11 +187,11 @@ def _ranks(text: str) -> tuple[int | None, int | None]:
     return (int(global_rank[1]) if global_rank else None, int(group_rank[1]) if group_rank else None)
 
 
-def _timeout(first: Line, last: Line, text: str, folds: dict) -> None:
-    fields: dict = {}
+def _timeout(first: Line, last: Line, text: str, folds: dict, seq: int | None = None) -> None:
+    fields: dict = {} if seq is None else {"seq": seq}
     for name, pattern in (("seq", _SEQ), ("numel_in", _NUMEL_IN), ("numel_out", _NUMEL_OUT),
                           ("timeout_ms", _TIMEOUT), ("ran_ms", _RAN)):
-        if match := pattern.search(text):
+        if (match := pattern.search(text)) and name not in fields:
             fields[name] = int(match[1])
     if match := _OP.search(text):
         fields["op_type"] = match[1]
