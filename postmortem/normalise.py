@@ -1,8 +1,8 @@
 """Undo how a log line was wrapped on its way to us, so that no parser has to know.
 
-Text reaches postmortem quoted in an issue (`> `, or with the Markdown fence glued to its first line), pasted with an editor's line-number
-gutter (`  12 | `), or relayed by something that prefixes every line: docker compose
-(`trainer-1  | `), torchrun and Slurm (`[rank3]: `, `[default0]:`, `0: `), mpirun
+Text reaches postmortem quoted in an issue (`> `, or with the Markdown fence glued to its first
+line), pasted with an editor's line-number gutter (`  12 | `), or relayed by something that
+prefixes every line: docker compose (`trainer-1  | `), torchrun and Slurm (`[rank3]: `, `[default0]:`, `0: `), mpirun
 (`[1,0]<stderr>:`), Julia (`From worker 2:`), Ray and vLLM (`(VllmWorker TP1 pid=409) `,
 `(raylet) `), kubectl and CI runners (`2024-05-01T10:00:00.123456789Z `: a relay's UTC stamp with
 6 to 9 fractional digits; a log's own ISO stamps, as journald writes them, stay).

@@ -58,7 +58,8 @@ def rows(reference: Path) -> list[list[str]]:
     for row in _reference(reference / "cublas-status.tsv"):
         out.append(["cublas", row["number"], row["name"], "-", row["meaning"], row["cause"], row["sources"]])
     for row in _reference(reference / "cudnn-status.tsv"):
-        out.append(["cudnn", row["number"], row["name"], row["cudnn_major"], row["meaning"], row["cause"], row["sources"]])
+        out.append(["cudnn", row["number"], row["name"], row["cudnn_major"], row["meaning"], row["cause"],
+                    row["sources"]])
     for row in _reference(reference / "nccl-result.tsv"):
         message = row["message"] if not row["message"].startswith("(") else "-"
         out.append(["nccl", row["number"], row["name"], "-", message, row["cause"], row["sources"]])
@@ -69,7 +70,8 @@ def rows(reference: Path) -> list[list[str]]:
 
 
 def render(reference: Path) -> str:
-    lines = ["# Status codes of the CUDA libraries, one row each: written by tools/gen_library_status.py (do not edit).",
+    lines = ["# Status codes of the CUDA libraries, one row each: written by tools/gen_library_status.py "
+             "(do not edit).",
              "\t".join(HEADER)]
     lines += ["\t".join(cell.replace("\t", " ") for cell in row) for row in rows(reference)]
     return "\n".join(lines) + "\n"

@@ -32,7 +32,8 @@ ANCHORS: tuple[bytes, ...] = (
 )
 
 _OOM_REPORTS = (
-    ("slurm", regex.compile(r"Detected (?P<count>\d+) oom[-_ ]kill events?(?:\(s\))?(?: in (?P<step>(?:StepId=|step )\S+))?")),
+    ("slurm", regex.compile(r"Detected (?P<count>\d+) oom[-_ ]kill events?(?:\(s\))?"
+                            r"(?: in (?P<step>(?:StepId=|step )\S+))?")),
     ("systemd", regex.compile(r"(?P<unit>[\w@.\-]+\.(?:service|scope)): (?:A process of this unit has been "
                               r"killed by the OOM killer|Failed with result 'oom-kill')")),
     ("kubernetes", regex.compile(r"\bOOMKilled\b|The node was low on resource: memory")),
