@@ -63,14 +63,6 @@ def fingerprint(event: Event) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
-def _before(event: Event, reference: Event) -> bool:
-    """Did `event` come before `reference`: by time when both have one, else by line in the same input."""
-    a, b = event.time, reference.time
-    if a is not None and b is not None and (a.tzinfo is None) == (b.tzinfo is None):
-        return a <= b
-    return event.where.path == reference.where.path and (event.where.line or 0) < (reference.where.line or 0)
-
-
 def suspects(events: Sequence[Event], findings: Sequence[Finding] = ()) -> tuple[str, ...]:
     """Ids of the events most likely to be the crash when no signature explained it.
 
@@ -82,8 +74,11 @@ def suspects(events: Sequence[Event], findings: Sequence[Finding] = ()) -> tuple
     used = {i for f in findings for i in f.evidence}
     candidates = [e for e in events if e.id not in used and (not findings or e.kind in order)]
     if findings:
+        from .rank import happened_before  # ranking's own notion of order; imported where suspects need it
+
         first = next((e for e in events if e.id in findings[0].evidence), None)
-        earlier = [e for e in candidates if first is not None and _before(e, first)]
+        earlier = [e for e in candidates if first is not None and happened_before(e, first)
+                   and e.where != first.where]
         candidates = earlier or candidates
     ranked = sorted(candidates, key=lambda e: (order.get(e.kind, len(order)), e.where.path, e.where.line or 0))
     return tuple(e.id for e in ranked[:MAX_SUSPECTS])

@@ -40,7 +40,7 @@ class CudaError:
         return self.runtime_name or self.driver_name or f"cuda error {self.number}"
 
 
-def _dash(value: str) -> str | None:
+def dash(value: str) -> str | None:
     return None if value.strip() in ("", "-") else value.strip()
 
 
@@ -52,10 +52,10 @@ def cuda_errors() -> tuple[CudaError, ...]:
     return tuple(
         CudaError(
             number=int(row["number"]),
-            runtime_name=_dash(row["runtime_name"]),
-            driver_name=_dash(row["driver_name"]),
-            message=_dash(row["message"]),
-            cause=_dash(row["cause"]),
+            runtime_name=dash(row["runtime_name"]),
+            driver_name=dash(row["driver_name"]),
+            message=dash(row["message"]),
+            cause=dash(row["cause"]),
             sticky=row["sticky"].strip(),
         )
         for row in rows
@@ -124,7 +124,8 @@ def find_cuda_error(text: str) -> tuple[CudaError | None, int | None]:
 
 
 _SHORT_NAME = regex.compile(
-    r"(?:CUDA error(?: at cu\w+)?:\s*)?\b(?P<short>[A-Z][A-Za-z]*(?:[ _][A-Za-z]+){0,4}) in (?:CUDA queue\b|cu[A-Z]\w*\()"
+    r"(?:CUDA error(?: at cu\w+)?:\s*)?\b(?P<short>[A-Z][A-Za-z]*(?:[ _][A-Za-z]+){0,4})"
+    r" in (?:CUDA queue\b|cu[A-Z]\w*\()"
     r"|CUDA error at cu\w+: (?P<short>[A-Z][A-Za-z]*(?:[ _][A-Za-z]+){0,4})\s*$"
 )
 """The driver error's own name in words, as Blender Cycles (and ZLUDA) print it: `Illegal address in CUDA queue
@@ -162,7 +163,7 @@ def _catalog(table: str) -> dict[int, CatalogCode]:
     key = table  # the first column is named after the table: xid or sxid
     return {
         int(row[key]): CatalogCode(int(row[key]), row["name"], row["origin"], row["severity"], row["action"],
-                                   _dash(row["cause"]))
+                                   dash(row["cause"]))
         for row in rows
     }
 
@@ -249,8 +250,9 @@ class Arch:
         return sm_number(self.sm) or 0
 
 
-def _rows(name: str) -> list[dict[str, str]]:
-    """A data/ table; `#` lines above the header say where it comes from."""
+def data_rows(name: str) -> list[dict[str, str]]:
+    """A data/ table; `#` lines above the header say where it comes from (sources with tables of their own read
+    them with this too)."""
     text = resources.files("postmortem").joinpath(f"data/{name}").read_text(encoding="utf-8")
     return list(csv.DictReader([line for line in text.splitlines() if not line.startswith("#")], delimiter="\t"))
 
@@ -273,9 +275,9 @@ def architectures() -> tuple[Arch, ...]:
     """Every row of data/arch.tsv, loaded once."""
     return tuple(
         Arch(row["compute_capability"], row["sm"], row["family"], tuple(_models(row["example_gpus"])),
-             _dash(row["min_cuda"]), _dash(row["min_torch"]), _dash(row["cuda_removed"]),
-             _dash(row["last_torch_wheels"]))
-        for row in _rows("arch.tsv")
+             dash(row["min_cuda"]), dash(row["min_torch"]), dash(row["cuda_removed"]),
+             dash(row["last_torch_wheels"]))
+        for row in data_rows("arch.tsv")
     )
 
 
@@ -309,7 +311,7 @@ def _tokens(name: str) -> tuple[str, ...]:
 def _model_index() -> tuple[tuple[tuple[str, ...], Arch], ...]:
     """Model names as word tuples with their architecture, longest first (so 'rtx 6000 ada' beats 'rtx 6000')."""
     pairs = [(_tokens(model), a) for a in architectures() for model in a.models]
-    pairs += [(_tokens(row["model"]), arch(row["compute_capability"])) for row in _rows("gpu-models.tsv")]
+    pairs += [(_tokens(row["model"]), arch(row["compute_capability"])) for row in data_rows("gpu-models.tsv")]
     pairs = [(tokens, a) for tokens, a in pairs if tokens and a is not None]
     return tuple(sorted(pairs, key=lambda pair: -len(pair[0])))
 
@@ -368,8 +370,8 @@ class NvStatus:
 @cache
 def nv_statuses() -> tuple[NvStatus, ...]:
     """Every row of data/nv-status.tsv, loaded once."""
-    return tuple(NvStatus(row["name"], int(row["value"], 16), row["message"], _dash(row["cause"]))
-                 for row in _rows("nv-status.tsv"))
+    return tuple(NvStatus(row["name"], int(row["value"], 16), row["message"], dash(row["cause"]))
+                 for row in data_rows("nv-status.tsv"))
 
 
 def nv_status(token: str | int) -> NvStatus | None:
@@ -396,8 +398,8 @@ class DriverSubsystem:
 
 @cache
 def _subsystems() -> tuple[DriverSubsystem, ...]:
-    rows = [DriverSubsystem(row["prefix"], row["subsystem"], _dash(row["cause"]))
-            for row in _rows("nvrm-subsystems.tsv")]
+    rows = [DriverSubsystem(row["prefix"], row["subsystem"], dash(row["cause"]))
+            for row in data_rows("nvrm-subsystems.tsv")]
     return tuple(sorted(rows, key=lambda s: -len(s.prefix)))
 
 
@@ -419,8 +421,8 @@ class DriverMessage:
 @cache
 def driver_messages() -> tuple[DriverMessage, ...]:
     """The families in table order (the first that matches a message names it)."""
-    return tuple(DriverMessage(row["family"], regex.compile(row["regex"], regex.IGNORECASE), _dash(row["cause"]))
-                 for row in _rows("nvrm-messages.tsv"))
+    return tuple(DriverMessage(row["family"], regex.compile(row["regex"], regex.IGNORECASE), dash(row["cause"]))
+                 for row in data_rows("nvrm-messages.tsv"))
 
 
 def driver_message(text: str) -> DriverMessage | None:
@@ -444,8 +446,8 @@ class LibraryStatus:
 @cache
 def library_statuses() -> tuple[LibraryStatus, ...]:
     """Every row of data/library-status.tsv, loaded once."""
-    return tuple(LibraryStatus(row["library"], int(row["number"]), row["name"], _dash(row["version"]),
-                               _dash(row["message"]), _dash(row["cause"])) for row in _rows("library-status.tsv"))
+    return tuple(LibraryStatus(row["library"], int(row["number"]), row["name"], dash(row["version"]),
+                               dash(row["message"]), dash(row["cause"])) for row in data_rows("library-status.tsv"))
 
 
 def library_status(library: str, token: str | int) -> LibraryStatus | None:
@@ -464,8 +466,3 @@ def library_status(library: str, token: str | int) -> LibraryStatus | None:
         found = [s for s in found if s.version == ("9" if number >= 1000 else "8")] or found
     return found[0] if found else None
 
-
-@cache
-def library_status_names() -> dict[str, LibraryStatus]:
-    """Every status name of every library, for finding them in any text."""
-    return {s.name: s for s in library_statuses()}

@@ -183,6 +183,11 @@ def _after_off_bus(root: Finding, rs: _Scope, follower: Finding, fs: _Scope) -> 
     return f"the GPU fell off the bus first; {_specifics(rs, fs, follower)}"
 
 
+def happened_before(first: Event, second: Event) -> bool:
+    """Did `first` come no later than `second` (by time when both have one, else by line in one input)?"""
+    return _before(_scope([first]), _scope([second]))
+
+
 def _is_sticky(event: Event) -> bool:
     if event.fields.get("sticky") in ("yes", "no"):
         return event.fields["sticky"] == "yes"

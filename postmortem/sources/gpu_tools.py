@@ -238,15 +238,10 @@ def _excerpt(doc: TextDoc, start: Line) -> tuple[list[Event], int]:
             last = line
     tree = _tree([start, *lines])
     fields: dict = {"excerpt": True}
-    evidence: list[Line] = []
-    for collect in (_ecc, _retired_pages, _values, _clock_reasons, _misc):
-        evidence.extend(collect(tree, fields))
+    evidence = _health(tree, fields)
     if len(fields) == 1:
         return [], last.number
-    body = sorted({line.number: line for line in [start, *evidence, *_ancestors(tree, evidence)]}.values(),
-                  key=lambda line: line.number)
-    text = "\n".join(line.original.rstrip() for line in body)
-    return [doc.event("gpu-state", start, fields, last=last, text=text)], last.number
+    return [doc.event("gpu-state", start, fields, last=last, text=_shown(tree, [start], evidence))], last.number
 
 
 def _tree(section: list[Line]) -> dict[tuple[str, ...], Line]:
@@ -303,13 +298,23 @@ def _gpu_state(doc: TextDoc, index: int, section: list[Line], header: dict, head
         if path in tree:
             fields[name] = _value(tree[path])
             evidence.append(tree[path])
-    for collect in (_ecc, _retired_pages, _values, _clock_reasons, _misc):
-        evidence.extend(collect(tree, fields))
-    body = sorted({line.number: line for line in [*header_lines, *evidence, *_ancestors(tree, evidence)]}.values(),
-                  key=lambda line: line.number)
-    text = "\n".join(line.text.rstrip() for line in body)
+    evidence.extend(_health(tree, fields))
     last = next(line for line in reversed(section) if line.text.strip() or line is head)
-    return doc.event("gpu-state", head, fields, last=last, text=text)
+    return doc.event("gpu-state", head, fields, last=last, text=_shown(tree, header_lines, evidence))
+
+
+def _health(tree: dict, fields: dict) -> list[Line]:
+    """Every health reading of a -q section (ECC, retired pages, values, clock reasons, resets) into `fields`;
+    the lines that show something wrong."""
+    collectors = (_ecc, _retired_pages, _values, _clock_reasons, _misc)
+    return [line for collect in collectors for line in collect(tree, fields)]
+
+
+def _shown(tree: dict, heading: list[Line], evidence: list[Line]) -> str:
+    """The evidence lines with the section titles above them, in report order, as written."""
+    body = sorted({line.number: line for line in [*heading, *evidence, *_ancestors(tree, evidence)]}.values(),
+                  key=lambda line: line.number)
+    return "\n".join(line.original.rstrip() for line in body)
 
 
 def _ancestors(tree: dict[tuple[str, ...], Line], evidence: list[Line]) -> list[Line]:

@@ -33,7 +33,7 @@ from functools import cache
 
 import regex
 
-from ..knowledge import _dash, _rows
+from ..knowledge import dash, data_rows
 from ..model import Event
 from ..text import Line, TextDoc
 
@@ -70,9 +70,9 @@ class FailureReason:
 @cache
 def failure_reasons() -> dict[int, FailureReason]:
     """The table by code, loaded once."""
-    return {int(row["code"]): FailureReason(int(row["code"]), row["name"], row["meaning"], _dash(row["cause"]),
-                                            row["category"], _dash(row["message"]))
-            for row in _rows("dcgm-fr.tsv")}
+    return {int(row["code"]): FailureReason(int(row["code"]), row["name"], row["meaning"], dash(row["cause"]),
+                                            row["category"], dash(row["message"]))
+            for row in data_rows("dcgm-fr.tsv")}
 
 
 _RENAMED = (("DCGM_FR_CLOCKS_EVENT_VIOLATION", "DCGM_FR_THROTTLING_VIOLATION"),

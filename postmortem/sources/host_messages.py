@@ -15,7 +15,7 @@ from functools import cache
 
 import regex
 
-from ..knowledge import _dash, _rows
+from ..knowledge import dash, data_rows
 from ..model import Event
 from ..text import Line, TextDoc
 
@@ -35,8 +35,8 @@ class HostMessage:
 @cache
 def families() -> tuple[HostMessage, ...]:
     """The table, loaded once."""
-    return tuple(HostMessage(row["family"], row["anchor"], regex.compile(row["regex"]), _dash(row["cause"]))
-                 for row in _rows("host-messages.tsv"))
+    return tuple(HostMessage(row["family"], row["anchor"], regex.compile(row["regex"]), dash(row["cause"]))
+                 for row in data_rows("host-messages.tsv"))
 
 
 ANCHORS: tuple[bytes, ...] = tuple(sorted({f.anchor.encode() for f in families()}))

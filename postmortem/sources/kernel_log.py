@@ -490,8 +490,9 @@ _NVRM_TAG = regex.compile(r"\bNVRM:? ")
 
 def _nvrm_body(text: str) -> str | None:
     """The part after `NVRM: ` of a kernel line, or None when the line is no NVRM line."""
-    found = _NVRM_TAG.search(stamp(text).body)
-    return stamp(text).body[found.end():] if found else None
+    body = stamp(text).body
+    found = _NVRM_TAG.search(body)
+    return body[found.end():] if found else None
 
 
 def _driver_message(doc: TextDoc, line: Line, s: Stamp, consumed: set[int]) -> Iterator[Event]:
