@@ -150,6 +150,24 @@ def _elf(plan: list[tuple[str, int, bytes, int, int, int]]) -> bytes:
     return header + bytes(body) + b"".join(headers)
 
 
+def lane_tables_sharing_a_region(dump: bytes, region_bytes: int, headers: int) -> bytes:
+    """The dump with its lane table repeated to `region_bytes` at the end of the file and `headers` more
+    section headers naming that one region (same parent warp), as a hostile dump would."""
+    out = bytearray(dump)
+    shoff, = struct.unpack_from("<Q", out, 0x28)
+    shnum, = struct.unpack_from("<H", out, 0x3C)
+    table = [list(struct.unpack_from("<IIQQQQIIQQ", out, shoff + 64 * i)) for i in range(shnum)]
+    lane = next(h for h in table if h[1] == LN_TABLE)
+    rows = bytes(out[lane[4]:lane[4] + lane[5]])
+    region = len(out)
+    out += rows * (region_bytes // len(rows))
+    table += [[*lane[:4], region, len(out) - region, *lane[6:]]] * headers
+    struct.pack_into("<Q", out, 0x28, len(out))
+    struct.pack_into("<H", out, 0x3C, len(table))
+    out += b"".join(struct.pack("<IIQQQQIIQQ", *h) for h in table)
+    return bytes(out)
+
+
 if __name__ == "__main__":
     out, cubin = sys.argv[1], sys.argv[2]
     Path(out).write_bytes(build(Spec(Path(cubin).read_bytes())))

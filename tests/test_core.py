@@ -25,6 +25,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from hostile import core_craft
 
 from postmortem.debugging import short_name
 from postmortem.model import Options
@@ -408,3 +409,165 @@ def test_a_core_of_another_architecture_says_what_it_could_read():
     assert "aarch64 core" in diagnostics and "only decoded for x86-64" in diagnostics
     assert "no NT_SIGINFO note" in diagnostics
     assert report.verdict.cause == "native-crash"
+
+
+# ------------------------------------------------------------------ hostile cores (issue 13)
+
+POSTMORTEM = Path(sys.executable).parent / "postmortem"
+PLANTED = "aws_secret_access_key=PLANTED-SECRET-1234 "
+ENV_SECRET = "PM_TEST_ENV_SECRET=env-secret-5678"
+
+
+def _beside(directory: Path) -> None:
+    for name in ("crash", "libcrash.so"):
+        shutil.copy(DATA / name, directory / name)
+
+
+def test_paths_a_core_names_never_fill_it_with_the_analysts_data(tmp_path):
+    """A real core whose stack strings were cut from the dump and whose NT_FILE names a planted secrets
+    file and /proc/self/environ over them: neither the file nor the analysing process's environment
+    may become the core's argv, environment or executable name, in json or in text."""
+    _beside(tmp_path)
+    secrets = tmp_path / "credentials"
+    secrets.write_text(PLANTED * 200)
+    for name, path in (("core.file", str(secrets)), ("core.proc", "/proc/self/environ")):
+        core = core_craft.committed("null-write")
+        core_craft.strings_over_file(core, path, path)
+        (tmp_path / name).write_bytes(core)
+    env = {ENV_SECRET.split("=")[0]: ENV_SECRET.split("=")[1], "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    for form in ("json", "text"):
+        done = subprocess.run([str(POSTMORTEM), "analyze", "--format", form, "--show-env", "core.file", "core.proc"],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0, done.stderr
+        assert "PLANTED-SECRET" not in done.stdout and "env-secret-5678" not in done.stdout
+        assert "lib_c" in done.stdout and "SIGSEGV" in done.stdout
+    report = json.loads(subprocess.run([str(POSTMORTEM), "analyze", "--format", "json", "core.proc"], cwd=tmp_path,
+                                       env=env, capture_output=True, text=True, timeout=60, check=True).stdout)
+    [core] = report["cores"]
+    assert core["argv"] == [] and core["environment"] == {}
+    assert [f["symbol"] for f in core["threads"][0]["frames"][:3]] == ["lib_c", "lib_b", "lib_a"]
+    assert any("argv and environment strings are not in the core" in d for d in report["inputs"][0]["diagnostics"])
+
+
+def _module_and_source(core_path: Path, name: str, sysroot: str | None = None):
+    from postmortem.core import elf, notes
+    from postmortem.core.analysis import process_memory
+    from postmortem.core.modules import Files
+
+    data = core_path.read_bytes()
+
+    def read(offset: int, length: int) -> bytes:
+        return data[offset:offset + length]
+
+    segments = elf.segments(read, elf.header(read))
+    found = [n for s in segments if s.type == elf.PT_NOTE for n in elf.notes(read(s.offset, s.filesz))]
+    mappings = next(notes.file_mappings(n.desc) for n in found if n.type == notes.NT_FILE)
+    files = Files(sysroot, str(core_path.parent), ())
+    memory, modules = process_memory(read, segments, mappings, files, [])
+    module = next(m for m in modules if m.name == name)
+    text = next(m for m in module.mappings if m.file_offset)  # a mapping the core did not dump
+    filled = memory.read(text.start, 16)
+    files.close()
+    return module, filled
+
+
+def test_only_the_mapped_elf_fills_the_pages_the_core_left_out(tmp_path):
+    (tmp_path / "core").write_bytes(bytes(core_craft.committed("null-write")))
+    _beside(tmp_path)
+    module, filled = _module_and_source(tmp_path / "core", "libcrash.so")
+    assert module.build_id == module.build_id_on_disk and filled is not None  # the very file: its text is there
+    shutil.copy(DATA / "libcuda.so.570.124.06", tmp_path / "libcrash.so")  # an ELF, but another one
+    module, filled = _module_and_source(tmp_path / "core", "libcrash.so")
+    assert module.file is not None and filled is None
+    shutil.copy(DATA / "libcrash.so", tmp_path / "libcrash.so")
+    root = tmp_path / "root"
+    root.mkdir()
+    module, filled = _module_and_source(tmp_path / "core", "libcrash.so", str(root))  # beside the core, outside it
+    assert module.file is not None and filled is None
+    inside = root / "tmp" / "postmortem-cores" / "libcrash.so"
+    inside.parent.mkdir(parents=True)
+    shutil.copy(DATA / "libcrash.so", inside)
+    module, filled = _module_and_source(tmp_path / "core", "libcrash.so", str(root))
+    assert module.resolved == str(inside) and filled is not None
+    from postmortem.core.modules import Files
+    assert Files(str(root), None, ()).candidates("/../../../../../../etc/passwd") == []
+
+
+def _analyzed(directory: Path, core: str = "core") -> dict:
+    """`postmortem analyze --format json` of a core, in a child bounded in time (a hostile core once hung it)."""
+    done = subprocess.run([str(POSTMORTEM), "analyze", "--format", "json", core], cwd=directory, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize(("instructions", "said"), [
+    (core_craft.SKIP_LOOP, "runs past 1,000 operations"), (core_craft.BRA_LOOP, "runs past 1,000 operations"),
+    (core_craft.POP_EMPTY, "pops more values than it pushed"),
+    (core_craft.RESTORE_UNDERFLOW, "DW_CFA_restore_state without a remembered state"),
+    (core_craft.REMEMBER_BOMB, "DW_CFA_remember_state nested deeper than 64")],
+    ids=["skip-loop", "bra-loop", "expression-underflow", "restore-underflow", "remember-bomb"])
+def test_cfi_that_loops_or_underflows_costs_one_frame_its_cfi_and_nothing_else(tmp_path, instructions, said):
+    """The crashing function's FDE replaced by a hostile program: the core keeps its signal, threads
+    and modules, the thread keeps every frame (lib_c's caller found by its frame pointer), one line says why."""
+    core_craft.crash_with_cfi(tmp_path, instructions)
+    report = _analyzed(tmp_path)
+    [core] = report["cores"]
+    assert core["signal"]["name"] == "SIGSEGV" and len(core["modules"]) == 5
+    frames = core["threads"][0]["frames"]
+    assert [f["symbol"] for f in frames[:4]] == ["lib_c", "lib_b", "lib_a", "main"]
+    assert frames[1]["how"] == "fp" and frames[3]["how"] == "cfi"
+    [line] = [d for d in report["inputs"][0]["diagnostics"] if "unwind table" in d]
+    assert line.startswith("thread 23097: ") and said in line and "libcrash.so at 0x7fc490806125" in line
+
+
+def test_thousands_of_threads_share_one_unwinding_budget(tmp_path):
+    core = core_craft.crash_with_cfi(tmp_path, core_craft.SKIP_LOOP)
+    data = bytearray(core.read_bytes())
+    core_craft.many_threads(data, 10_500)
+    core.write_bytes(data)
+    report = _analyzed(tmp_path)
+    [core] = report["cores"]
+    threads = core["threads"]
+    assert len(threads) == 10_000 and threads[0]["tid"] == 23097 and threads[0]["crashed"]
+    assert [f["symbol"] for f in threads[0]["frames"][:4]] == ["lib_c", "lib_b", "lib_a", "main"]
+    assert all(len(t["frames"]) >= 1 for t in threads)  # past the budget a thread keeps its registers' frame
+    notes = report["inputs"][0]["diagnostics"]
+    assert "the core holds 10501 threads: the first 10000 are read (the kernel writes the crashed thread first)" \
+        in notes
+    [stopped] = [d for d in notes if d.startswith("unwinding stopped at thread")]
+    assert "2,000,000 unwinding steps" in stopped
+    assert sum(len(t["frames"]) for t in threads) < 30_000
+    assert len([d for d in notes if "unwind table" in d]) == 1  # one line for all the threads with that problem
+
+
+def test_note_headers_naming_the_same_bytes_are_read_once(tmp_path):
+    core_craft.notes_read_many_times(tmp_path / "core", 20, 1 << 20)
+    _beside(tmp_path)
+    report = analyze([str(tmp_path / "core")])
+    [core] = report.cores
+    assert [t.tid for t in core.threads] == [23097] and core.signal.name == "SIGSEGV"
+    assert [f.symbol for f in core.threads[0].frames[:3]] == ["lib_c", "lib_b", "lib_a"]
+
+
+def test_a_million_aliases_of_one_address_cost_each_lookup_little():
+    """A crafted .symtab giving one function 1,000,000 names: a frame's lookup weighs MAX_ALIASES of them."""
+    import struct
+    import time
+
+    from postmortem.core.elf import Section
+    from postmortem.core.symbols import MAX_ALIASES, SymbolTable
+
+    strings = b"\0" + b"".join(b"f%d\0" % i for i in range(1_000_000))
+    offsets = [1]
+    for i in range(999_999):
+        offsets.append(offsets[-1] + len(b"f%d\0" % i))
+    symtab = b"".join(struct.pack("<IBBHQQ", at, 0x12, 0, 1, 0x1000, 0x100) for at in offsets)
+    blob = symtab + strings
+    sections = {".symtab": Section(".symtab", 2, 0, 0, len(symtab)),
+                ".strtab": Section(".strtab", 3, 0, len(symtab), len(strings))}
+    table = SymbolTable(lambda offset, length: blob[offset:offset + length], sections)
+    started = time.perf_counter()
+    names = {table.lookup(0x1000 + pc % 0x100) for pc in range(2000)}
+    assert time.perf_counter() - started < 5
+    assert names == {(f"f{999_999 - MAX_ALIASES + 1}", 0x1000)}  # the first, by name, of the last MAX_ALIASES

@@ -24,10 +24,12 @@ from typing import ClassVar
 import pytest
 
 from postmortem.core import elf, notes
-from postmortem.core.analysis import read_core
-from postmortem.core.memory import Memory
-from postmortem.core.modules import Files, group_mappings, load_module
+from postmortem.core.analysis import process_memory, read_core
+from postmortem.core.modules import Files
 from postmortem.core.python_stack import (
+    MAX_FRAMES,
+    MAX_THREADS,
+    MAX_TOTAL_FRAMES,
     PythonFrame,
     PythonStackError,
     PythonThread,
@@ -110,10 +112,8 @@ def load_core(path: Path, stderr: str) -> Core:
     found = [n for s in segments if s.type == elf.PT_NOTE for n in elf.notes(read_core(s.offset, s.filesz))]
     tids = [notes.thread_status(n.desc).tid for n in found if n.type == notes.NT_PRSTATUS]
     mappings = next(notes.file_mappings(n.desc) for n in found if n.type == notes.NT_FILE)
-    files = Files(None, None, ())
-    memory = Memory(read_core, segments, mappings, files.reader)
-    interpreter = [load_module(p, group, memory, files) for p, group in group_mappings(mappings)
-                   if re.match(r"(lib)?python3", Path(p).name)]
+    memory, modules = process_memory(read_core, segments, mappings, Files(None, None, ()), [])
+    interpreter = [m for m in modules if re.match(r"(lib)?python3", Path(m.path).name)]
 
     def find_symbol(name: str) -> int | None:
         for module in interpreter:
@@ -297,6 +297,42 @@ def test_synthetic_stack_with_wide_strings_and_a_cycle() -> None:
     assert thread.frames == (PythonFrame("/srv/проект/train.py", "step_\U0001F680", 15),
                              PythonFrame("/srv/café.py", "main", None))
     assert thread.error and "looping" in thread.error
+
+
+def test_threads_sharing_one_long_chain_share_one_frame_budget() -> None:
+    """4,096 thread states whose frames are all one 20,000-frame chain (80 million frames to walk):
+    the walk stops at MAX_TOTAL_FRAMES in all, the threads read first keep their whole stack."""
+    fake = FakeProcess()
+    fake.image = bytearray(8 << 20)
+    code = fake.code("/srv/train.py", "step", 10, bytes([0x80 | 13 << 3 | 3, 10]), 4)
+    previous = 0
+    for _ in range(MAX_FRAMES - 1):
+        frame = fake.frame(code, 1)
+        fake.word(frame + 48, previous)
+        previous = frame
+    runtime, interp = FakeProcess.SYMBOLS["_PyRuntime"], fake.new("", 32)
+    fake.word(runtime + 40, interp)
+    link = interp + 16
+    for tid in range(1, MAX_THREADS + 1):
+        tstate, cframe = fake.new("", 168), fake.new("", 16)
+        fake.word(link, tstate)
+        fake.word(tstate + 56, cframe)
+        fake.word(tstate + 160, tid)
+        fake.word(cframe + 8, previous)
+        link = tstate + 8
+    started = time.perf_counter()
+    threads = python_stacks(fake.read, FakeProcess.SYMBOLS.get, (3, 11))
+    assert time.perf_counter() - started < 30
+    assert len(threads) == MAX_THREADS and sum(len(t.frames) for t in threads) == MAX_TOTAL_FRAMES
+    assert threads[0].frames == (PythonFrame("/srv/train.py", "step", 15),) * (MAX_FRAMES - 1)
+    assert threads[0].error is None
+    assert all("Python frames already read from this core" in t.error for t in threads[MAX_TOTAL_FRAMES // MAX_FRAMES:])
+
+
+def test_a_location_table_varint_without_end_is_an_error_not_a_huge_number() -> None:
+    table = bytes([0x80 | 13 << 3 | 3]) + b"\x7f" * 200_000  # form 13: a signed varint that never ends
+    with pytest.raises(PythonStackError, match="varint longer than"):
+        list(_ranges_311(table, 1))
 
 
 def test_missing_memory_and_symbols_raise_the_documented_error() -> None:

@@ -10,6 +10,10 @@ by name. Rows only grow across driver versions, so each row is read up to its
 known prefix and missing fields are zero; a longer row (newer driver) or an
 unknown section type is a diagnostic, not a failure.
 
+A dump is hostile input: many section headers may name one region, so each
+region is decoded once, and all regions together are read up to MAX_DUMP_BYTES;
+of the lane tables only the faulting lanes are kept, MAX_FAULTS of them.
+
 Checked only against dumps written to the published layout (tests/helpers'
 builder, with a real nvcc cubin): no real dump was at hand.
 """
@@ -35,6 +39,12 @@ SHT_LOUSER = 0x80000000
 _SHDR = struct.Struct("<IIQQQQIIQQ")
 _STANDARD_TYPES = frozenset(range(0, 20))
 MAX_TABLE = 64 << 20
+"""Bytes of one table or string table read."""
+MAX_DUMP_BYTES = 256 << 20
+"""Table and device-image bytes decoded from one dump, all sections together: every lane of eight
+H100s (8 x 132 SMs x 64 warps x 32 lanes, 64-byte rows) is about 140 MiB."""
+MAX_FAULTS = 100_000
+"""Faulting lanes kept; past it they are counted in a diagnostic only (each is a row of the report's count)."""
 
 # Row layouts: (struct of the fields read, the row size at the newest driver this reader knows).
 _ROWS: dict[int, tuple[struct.Struct, int]] = {
@@ -116,7 +126,8 @@ def read_dump(read: Read, size: int) -> Dump:
     if unknown:
         dump.diagnostics.append("section types this reader does not know (a newer driver?): "
                                 + ", ".join(f"{t:#x}" for t in unknown) + "; skipped")
-    rows = {s.index: _rows(read, s, dump.diagnostics) for s in sections if s.type in _ROWS}
+    budget = _Budget()
+    rows = {s.index: _rows(read, s, dump.diagnostics, budget) for s in sections if s.type in _ROWS}
     by_index = {s.index: s for s in sections}
     for s in sections:
         if s.type == DEV_TABLE:
@@ -126,16 +137,19 @@ def read_dump(read: Read, size: int) -> Dump:
         elif s.type == GRID_TABLE:
             for r in rows[s.index]:
                 dump.grids[(s.info, r[0])] = _grid(r)
-        elif s.type == RELF_IMG:
-            dump.functions.extend(_functions(read, s, dump.diagnostics))
-    _faults(sections, by_index, rows, dump)
+        elif s.type == RELF_IMG and (s.offset, s.size) not in budget.images:
+            budget.images.add((s.offset, s.size))
+            dump.functions.extend(_functions(read, s, dump.diagnostics, budget))
+    _faults(sections, by_index, rows, dump, budget.dropped)
     return dump
 
 
 def _sections(read: Read, head: elf.Header) -> list[_Section]:
     raw = elf.read_exact(read, head.shoff, head.shnum * _SHDR.size, "section headers")
     table = list(_SHDR.iter_unpack(raw))
-    names = read(table[head.shstrndx][4], table[head.shstrndx][5]) if head.shstrndx < len(table) else b""
+    names = b""
+    if head.shstrndx < len(table):
+        names = read(table[head.shstrndx][4], min(table[head.shstrndx][5], MAX_TABLE))
     found = []
     for i, (name_at, stype, _flags, addr, offset, size, link, info, _align, entsize) in enumerate(table):
         end = names.find(b"\0", name_at)
@@ -158,8 +172,38 @@ def _string(strings: bytes, at: int) -> str | None:
     return strings[at:end if end >= 0 else None].decode("utf-8", "replace") or None
 
 
-def _rows(read: Read, section: _Section, notes: list[str]) -> list[tuple]:
-    """The rows of one table: each cut or zero-filled to the fields this reader knows."""
+@dataclass
+class _Budget:
+    """What one dump may still decode, and the regions already decoded (by offset and size)."""
+
+    left: int = MAX_DUMP_BYTES
+    lanes: int = MAX_FAULTS
+    """Faulting lane rows still kept; past it they are only counted, in `dropped`."""
+    dropped: int = 0
+    tables: dict[tuple[int, int, int, int], list[tuple]] = field(default_factory=dict)
+    images: set[tuple[int, int]] = field(default_factory=set)
+
+    def take(self, size: int, what: str, notes: list[str]) -> int:
+        """How many of `size` bytes may be read for `what`; a diagnostic when not all."""
+        allowed = max(0, min(size, self.left, MAX_TABLE))
+        self.left -= allowed
+        if allowed < size:
+            notes.append(f"{what}: {allowed} of its {size} bytes read (one table is read up to {MAX_TABLE >> 20} "
+                         f"MiB, a whole dump up to {MAX_DUMP_BYTES >> 20} MiB)")
+        return allowed
+
+
+def _rows(read: Read, section: _Section, notes: list[str], budget: _Budget) -> list[tuple]:
+    """The rows of one table (faulting rows only, for lanes), each cut or zero-filled to the known fields.
+
+    Sections naming the same bytes share one decoding."""
+    key = (section.offset, section.size, section.entsize, section.type)
+    if key not in budget.tables:
+        budget.tables[key] = _decode(read, section, notes, budget)
+    return budget.tables[key]
+
+
+def _decode(read: Read, section: _Section, notes: list[str], budget: _Budget) -> list[tuple]:
     layout, newest = _ROWS[section.type]
     what = _NAMES[section.type]
     stride = section.entsize or newest
@@ -170,13 +214,20 @@ def _rows(read: Read, section: _Section, notes: list[str]) -> list[tuple]:
     if stride > newest:
         notes.append(f"{section.name or what + ' table'}: rows of {stride} bytes, newer than this reader "
                      f"({newest}); the known fields are read")
-    data = read(section.offset, min(section.size, MAX_TABLE))
-    if len(data) < section.size:
+    wanted = budget.take(section.size, section.name or what + " table", notes)
+    data = read(section.offset, wanted)
+    if len(data) < wanted:
         notes.append(f"{section.name or what + ' table'} cut off ({len(data)} of {section.size} bytes)")
     rows = []
     for at in range(0, len(data) - stride + 1, stride):
-        row = data[at:at + stride][:layout.size].ljust(layout.size, b"\0")
-        rows.append(layout.unpack(row))
+        row = layout.unpack(data[at:at + stride][:layout.size].ljust(layout.size, b"\0"))
+        if section.type != LN_TABLE:
+            rows.append(row)
+        elif row[6] and budget.lanes > 0:
+            budget.lanes -= 1
+            rows.append(row)
+        elif row[6]:
+            budget.dropped += 1
     return rows
 
 
@@ -207,20 +258,24 @@ def _grid(row: tuple) -> dict[str, Any]:
             "grid_dim": (gx, gy, gz), "block_dim": (bx, by, bz), "host_tid": host_tid}
 
 
-def _functions(read: Read, section: _Section, notes: list[str]) -> list[tuple[int, int, str]]:
+def _functions(read: Read, section: _Section, notes: list[str], budget: _Budget) -> list[tuple[int, int, str]]:
     """Functions of one relocated cubin: their symbol values are the addresses the device ran them at."""
     from .fatbin import cubin_functions
 
+    wanted = budget.take(section.size, f"relocated device image {section.name}", notes)
     try:
-        return [(value, size, name) for name, value, size, _other in cubin_functions(read(section.offset, section.size))]
+        return [(value, size, name) for name, value, size, _other in cubin_functions(read(section.offset, wanted))]
     except ElfError as exc:
         notes.append(f"relocated device image {section.name} (module {section.info}) unreadable: {exc}")
         return []
 
 
 def _faults(sections: list[_Section], by_index: dict[int, _Section], rows: dict[int, list[tuple]],
-            dump: Dump) -> None:
-    """Faulting lanes, found by walking lane -> warp -> block -> SM -> device through sh_link / sh_info."""
+            dump: Dump, dropped: int) -> None:
+    """Faulting lanes, found by walking lane -> warp -> block -> SM -> device through sh_link / sh_info.
+
+    `dropped` faulting lanes were not kept when their tables were decoded; past MAX_FAULTS more are not.
+    """
 
     def parent(section: _Section, kind: int) -> tuple[_Section, tuple] | None:
         up = by_index.get(section.link)
@@ -230,9 +285,11 @@ def _faults(sections: list[_Section], by_index: dict[int, _Section], rows: dict[
         return up, rows[up.index][section.info]
 
     lane_faults = set()
+    tables = set()
     for s in sections:
-        if s.type != LN_TABLE or not any(r[6] for r in rows[s.index]):
-            continue
+        if s.type != LN_TABLE or not rows[s.index] or (s.offset, s.size, s.link, s.info) in tables:
+            continue  # no faulting lane, or the very table of a section already read
+        tables.add((s.offset, s.size, s.link, s.info))
         chain = parent(s, WP_TABLE)
         cta = chain and parent(chain[0], CTA_TABLE)
         sm = cta and parent(cta[0], SM_TABLE)
@@ -242,10 +299,15 @@ def _faults(sections: list[_Section], by_index: dict[int, _Section], rows: dict[
         device = sm[0].info
         lane_faults.add((device, sm_row[0]))
         for lane in rows[s.index]:
-            if lane[6]:
-                pc = warp[0] if warp[5] else lane[0]
-                dump.faults.append(Fault(lane[6], device, sm_row[0], warp[1], lane[2], block[1:4], lane[3:6], pc,
-                                         block[0]))
+            if len(dump.faults) >= MAX_FAULTS:
+                dropped += 1
+                continue
+            pc = warp[0] if warp[5] else lane[0]
+            dump.faults.append(Fault(lane[6], device, sm_row[0], warp[1], lane[2], block[1:4], lane[3:6], pc,
+                                     block[0]))
+    if dropped:
+        dump.diagnostics.append(f"more than {MAX_FAULTS} faulting lanes ({dropped} past them): only the first "
+                                f"{MAX_FAULTS} are read, so the lane counts are too low")
     for s in sections:  # r555+: an SM keeps its exception after the faulting warps exited
         if s.type == SM_TABLE:
             for sm_id, _pad, exception, pc_valid, pc in rows[s.index]:

@@ -16,17 +16,36 @@ import regex
 from . import elf, gpu, notes
 from .elf import ElfError, Read
 from .memory import Memory
-from .modules import Files, Module, group_mappings, load_module, vdso_module
+from .modules import Files, Module, group_mappings, load_module, memory_source, vdso_module
 from .report import Core, Frame, ModuleInfo, Signal, Thread
 from .symbols import demangle, find_symbol_address
-from .unwind import DWARF_REGS, MAX_FRAMES, RA, RBP, RSP, SCAN_WORDS, CfiError, apply_row, looks_like_return
+from .unwind import (DWARF_REGS, MAX_FRAMES, RA, RBP, RSP, SCAN_WORDS, Budget, BudgetSpent, CfiError, apply_row,
+                     looks_like_return)
 
 SHOWN_ENV = regex.compile(r"^(?:CUDA_\w*|NCCL_\w*|TORCH_\w*|PYTORCH_\w*|LD_LIBRARY_PATH|NVIDIA_\w*|OMP_NUM_THREADS|"
                           r"TF_CPP_\w*|TF_GPU_\w*|TF_FORCE_GPU_\w*|XLA_FLAGS|XLA_PYTHON_CLIENT_\w*|CUBLAS_\w*|CUDNN_\w*|"
                           r"RANK|LOCAL_RANK|WORLD_SIZE|MASTER_ADDR|MASTER_PORT)$")
 """Environment variables shown by value: they steer GPU jobs and rarely hold secrets."""
 MAX_STRINGS = 1 << 20
+"""How far below AT_EXECFN's string the auxv copy on the stack is looked for."""
+MAX_ARGS = 100_000
+"""argv plus envp entries read; past it the pointer walk stops (a core's stack can be all non-zero words)."""
+MAX_ARG_BYTES = 2 << 20
+"""Bytes of argv and environment strings kept: what Linux allows them under the default 8 MiB stack limit."""
+MAX_STRING = 4096
+"""Bytes read for one string; a longer one is cut."""
 SIGNAL_FRAME = "<signal handler called>"
+MAX_THREAD_NOTES = 20
+"""Threads named one by one in the diagnostics when their native or Python stack is cut short; the rest are counted."""
+MAX_NOTE_BYTES = 64 << 20
+"""Note bytes read from one core, all PT_NOTE segments together. Real notes take a few MiB: about 3 KiB
+of registers a thread, 100 bytes an NT_FILE mapping."""
+USED_NOTES = frozenset({notes.NT_PRSTATUS, notes.NT_PRPSINFO, notes.NT_SIGINFO, notes.NT_AUXV, notes.NT_FILE})
+"""The notes read; the others (floating-point and xsave registers) are not kept in memory."""
+MAX_MODULES = 20_000
+"""Mapped files read as modules (headers, build-id, the file on disk): a PyTorch process maps a few thousand."""
+MAX_THREADS = 10_000
+"""Threads read from one core: a real training process has hundreds."""
 
 
 @dataclass
@@ -89,8 +108,7 @@ def _read(read: Read, size: int, path: str, head: elf.Header, files: Files, show
         result.diagnostics.append(f"core cut off: it is {size} bytes but its headers describe "
                                   f"{max(s.offset + s.filesz for s in segments)}; memory past the cut is missing, "
                                   "so stacks may end early")
-    memory = Memory(read, segments, mappings, lambda p: _mapped_file(files, p))
-    modules = [load_module(p, group, memory, files) for p, group in group_mappings(mappings)]
+    memory, modules = process_memory(read, segments, mappings, files, result.diagnostics)
     vdso = vdso_module(auxv[notes.AT_SYSINFO_EHDR], memory) if notes.AT_SYSINFO_EHDR in auxv else None
     finder = _ModuleFinder(modules + ([vdso] if vdso else []))
     x86 = head.machine == elf.EM_X86_64
@@ -98,15 +116,13 @@ def _read(read: Read, size: int, path: str, head: elf.Header, files: Files, show
         result.diagnostics.append(f"{head.machine_name} core: process, signal, threads and modules are read; "
                                   "registers and stacks are only decoded for x86-64 cores")
     crashed_tid = _crashed_tid(statuses, signal)
-    raw_threads = [(s.tid, s.tid == crashed_tid, s.registers if x86 else {},
-                    unwind_thread(s.registers, memory, finder) if x86 else []) for s in statuses]
-    raw_threads.sort(key=lambda t: not t[1])
+    raw_threads = _unwind_all(statuses, crashed_tid, memory, finder, x86, result.diagnostics)
     symbolized, names = _symbolize(raw_threads, finder)
     plain = demangle(names)
     threads = [Thread(tid, crashed, {k: hex(v) for k, v in regs.items()},
                       tuple(_named(frame, plain) for frame in frames))
                for tid, crashed, regs, frames in symbolized]
-    argv, environ = _argv_environ(memory, auxv)
+    argv, environ = _argv_environ(memory, auxv, result.diagnostics)
     _missing(modules, finder, raw_threads, files, result)
     for module in modules:
         result.diagnostics.extend(module.warnings)
@@ -139,24 +155,48 @@ def _read(read: Read, size: int, path: str, head: elf.Header, files: Files, show
     _crash_site(result, threads, finder)
 
 
+def process_memory(read: Read, segments: list[elf.Segment], mappings: list[notes.FileMapping],
+                   files: Files, diagnostics: list[str]) -> tuple[Memory, list[Module]]:
+    """The process's memory and its modules: the modules are read from the dumped bytes alone,
+    then the files checked to be theirs fill the pages the core left out."""
+    dumped = Memory(read, segments, mappings)
+    groups = group_mappings(mappings)
+    if len(groups) > MAX_MODULES:
+        diagnostics.append(f"the core maps {len(groups)} files: the first {MAX_MODULES} (by address) are read as "
+                           "modules; frames in the others have no module name or symbols")
+    modules = [load_module(p, group, dumped, files) for p, group in groups[:MAX_MODULES]]
+    sources = {m.path: source for m in modules if (source := memory_source(m, dumped, files))}
+    return Memory(read, segments, mappings, sources), modules
+
+
 def _notes(read: Read, size: int, segments: list[elf.Segment], result: CoreRead) -> list[elf.Note]:
-    found: list[elf.Note] = []
+    """The notes this reader uses, each read once: PT_NOTE headers naming the same bytes again add
+    nothing, and all of them together are read up to MAX_NOTE_BYTES."""
+    found: dict[int, elf.Note] = {}
+    ranges: set[tuple[int, int]] = set()
+    left, threads = MAX_NOTE_BYTES, 0
     for seg in segments:
-        if seg.type != elf.PT_NOTE:
+        if seg.type != elf.PT_NOTE or (seg.offset, seg.filesz) in ranges:
             continue
-        data = read(seg.offset, min(seg.filesz, 64 << 20))
+        ranges.add((seg.offset, seg.filesz))
+        data = read(seg.offset, min(seg.filesz, left)) if left > 0 else b""
+        left -= len(data)
         if len(data) < seg.filesz:
-            result.diagnostics.append(f"note segment cut off at {len(data)} of {seg.filesz} bytes")
-        found.extend(elf.notes(data, seg.offset))
-    return found
-
-
-def _mapped_file(files: Files, path: str) -> Read | None:
-    for real in files.candidates(path):
-        read = files.reader(real)
-        if read is not None:
-            return read
-    return None
+            why = "cut off" if seg.offset + seg.filesz > size else f"past the {MAX_NOTE_BYTES >> 20} MiB read of notes"
+            result.diagnostics.append(f"note segment at offset {seg.offset:#x}: {len(data)} of its {seg.filesz} "
+                                      f"bytes read ({why})")
+        for note in elf.notes(data, seg.offset, USED_NOTES):
+            if note.offset in found:
+                continue
+            if note.type == notes.NT_PRSTATUS:
+                threads += 1
+                if threads > MAX_THREADS:
+                    continue
+            found[note.offset] = note
+    if threads > MAX_THREADS:
+        result.diagnostics.append(f"the core holds {threads} threads: the first {MAX_THREADS} are read (the kernel "
+                                  "writes the crashed thread first)")
+    return list(found.values())
 
 
 class _ModuleFinder:
@@ -184,56 +224,70 @@ class _RawFrame:
     signal_frame: bool = False
 
 
-def unwind_thread(registers: dict[str, int], memory: Memory, finder: _ModuleFinder) -> list[_RawFrame]:
-    """The frames of one thread: CFI where a module has it, else frame pointers, else a stack scan."""
+def unwind_thread(registers: dict[str, int], memory: Memory, finder: _ModuleFinder,
+                  budget: Budget) -> tuple[list[_RawFrame], str | None]:
+    """The frames of one thread: CFI where a module has it, else frame pointers, else a stack scan.
+
+    Also the first reason a module's CFI could not be used (its frame is then unwound without
+    it). When the core's `budget` is spent, the frames found so far are what the thread gets.
+    """
     regs = {i: registers[name] for i, name in enumerate(DWARF_REGS[:16]) if name in registers}
     regs[RA] = registers.get("rip", 0)
     frames: list[_RawFrame] = []
+    problems: list[str] = []
     how, exact = "registers", True
-    while len(frames) < MAX_FRAMES:
-        pc = regs.get(RA)
-        if not pc:
-            break
-        frame = _RawFrame(pc, how, pc if exact else pc - 1)
-        frames.append(frame)
-        step = _cfi_step(frame, regs, memory, finder)
-        if step is None:
-            if not memory.executable(pc) and len(frames) > 1:
+    try:
+        while len(frames) < MAX_FRAMES:
+            pc = regs.get(RA)
+            if not pc:
                 break
-            step = _fallback_step(regs, memory, len(frames) == 1)
-        if step is None:
-            break
-        caller, how = step
-        if caller.get(RSP, 0) <= regs.get(RSP, 0) and not frame.signal_frame:
-            break
-        exact = frame.signal_frame
-        regs = caller
-    return frames
+            if frames:
+                budget.frame()
+            frame = _RawFrame(pc, how, pc if exact else pc - 1)
+            frames.append(frame)
+            step = _cfi_step(frame, regs, memory, finder, budget, problems)
+            if step is None:
+                if not memory.executable(pc) and len(frames) > 1:
+                    break
+                step = _fallback_step(regs, memory, len(frames) == 1, budget)
+            if step is None:
+                break
+            caller, how = step
+            if caller.get(RSP, 0) <= regs.get(RSP, 0) and not frame.signal_frame:
+                break
+            exact = frame.signal_frame
+            regs = caller
+    except BudgetSpent:
+        pass
+    return frames, problems[0] if problems else None
 
 
-def _cfi_step(frame: _RawFrame, regs: dict[int, int], memory: Memory,
-              finder: _ModuleFinder) -> tuple[dict[int, int], str] | None:
-    """The caller's registers by CFI; `{}` means CFI says this is the outermost frame."""
+def _cfi_step(frame: _RawFrame, regs: dict[int, int], memory: Memory, finder: _ModuleFinder, budget: Budget,
+              problems: list[str]) -> tuple[dict[int, int], str] | None:
+    """The caller's registers by CFI; `{}` means CFI says this is the outermost frame.
+
+    None when the module has no CFI for this pc, or when its CFI is unusable (why goes to `problems`).
+    """
     module = finder.at(frame.lookup)
     table = module.eh_frame if module is not None else None
-    if table is None:
+    if module is None or table is None:
         return None
     try:
-        row = table.row(frame.lookup - module.bias)
-    except CfiError:
-        return None
-    if row is None:
-        return None
-    frame.signal_frame = row.signal_frame
-    if row.rules.get(RA, ("",))[0] == "undefined":
-        return {}, "cfi"
-    try:
-        return apply_row(row, regs, memory.word), "cfi"
-    except CfiError:
+        row = table.row(frame.lookup - module.bias, budget)
+        if row is None:
+            return None
+        frame.signal_frame = row.signal_frame
+        if row.rules.get(RA, ("",))[0] == "undefined":
+            return {}, "cfi"
+        return apply_row(row, regs, memory.word, budget), "cfi"
+    except CfiError as exc:
+        problems.append(f"the unwind table (CFI) of {module.name} at {frame.pc:#x} is unusable ({exc}); the frames "
+                        "past it come from frame pointers or a stack scan")
         return None
 
 
-def _fallback_step(regs: dict[int, int], memory: Memory, first: bool) -> tuple[dict[int, int], str] | None:
+def _fallback_step(regs: dict[int, int], memory: Memory, first: bool,
+                   budget: Budget) -> tuple[dict[int, int], str] | None:
     """No CFI: a call through a bad pointer (frame 0 outside code), the rbp chain, or a stack scan."""
     rsp, rbp = regs.get(RSP, 0), regs.get(RBP, 0)
     if first and not memory.executable(regs.get(RA, 0)):
@@ -244,6 +298,7 @@ def _fallback_step(regs: dict[int, int], memory: Memory, first: bool) -> tuple[d
         ret, saved = memory.word(rbp + 8), memory.word(rbp)
         if ret and saved is not None and memory.executable(ret):
             return {**regs, RSP: rbp + 16, RBP: saved, RA: ret}, "fp"
+    budget.step(SCAN_WORDS)
     block = memory.read(rsp, SCAN_WORDS * 8) or b""
     for i, (value,) in enumerate(struct.iter_unpack("<Q", block[: len(block) // 8 * 8])):
         if value > 0x1000 and memory.executable(value) and looks_like_return(memory.read(value - 7, 7)):
@@ -279,6 +334,35 @@ def _named(row, plain: dict[str, str]) -> Frame:
                  symbol_offset=(frame.pc - module.bias - symbol[1]) if symbol and module else None, how=frame.how)
 
 
+def _unwind_all(statuses: list[notes.ThreadStatus], crashed_tid: int | None, memory: Memory, finder: _ModuleFinder,
+                x86: bool, diagnostics: list[str]) -> list[tuple]:
+    """(tid, crashed, registers, frames) of every thread, the crashed one first (it gets the budget first).
+
+    A thread whose CFI failed keeps its frames and gets one line; past the core's budget, the
+    threads left keep what was found and one line says how many they are.
+    """
+    ordered = sorted(statuses, key=lambda s: s.tid != crashed_tid)
+    budget = Budget()
+    found, cut = [], []
+    problems: dict[str, list[int]] = {}
+    for status in ordered:
+        frames, problem = unwind_thread(status.registers, memory, finder, budget) if x86 else ([], None)
+        found.append((status.tid, status.tid == crashed_tid, status.registers if x86 else {}, frames))
+        if problem:
+            problems.setdefault(problem, []).append(status.tid)
+        if budget.spent:
+            cut.append(status.tid)
+    for problem, tids in list(problems.items())[:MAX_THREAD_NOTES]:
+        more = f" (and {len(tids) - 1} more threads)" if len(tids) > 1 else ""
+        diagnostics.append(f"thread {tids[0]}{more}: {problem}")
+    if len(problems) > MAX_THREAD_NOTES:
+        diagnostics.append(f"{len(problems) - MAX_THREAD_NOTES} more unusable unwind tables")
+    if cut:
+        diagnostics.append(f"unwinding stopped at thread {cut[0]}: {budget.spent}; it and {len(cut) - 1} thread(s) "
+                           "after it keep only the frames found so far")
+    return found
+
+
 def _crashed_tid(statuses: list[notes.ThreadStatus], signal: notes.SignalInfo | None) -> int | None:
     """The thread that took the signal: the kernel writes it first; gcore marks it by pr_cursig."""
     if not statuses:
@@ -290,7 +374,7 @@ def _crashed_tid(statuses: list[notes.ThreadStatus], signal: notes.SignalInfo | 
     return statuses[0].tid
 
 
-def _argv_environ(memory: Memory, auxv: dict[int, int]) -> tuple[list[str], list[str]]:
+def _argv_environ(memory: Memory, auxv: dict[int, int], diagnostics: list[str]) -> tuple[list[str], list[str]]:
     """argv and envp, found where the kernel put them: just below the auxiliary vector on the stack.
 
     The auxv copy on the stack is located by searching below AT_EXECFN's
@@ -311,7 +395,7 @@ def _argv_environ(memory: Memory, auxv: dict[int, int]) -> tuple[list[str], list
     environ: list[int] = []
     argv: list[int] | None = None
     slot = low + at - 16
-    while len(environ) + len(argv or ()) < 100_000:
+    while len(environ) + len(argv or ()) < MAX_ARGS:
         value = memory.word(slot)
         if value is None:
             return [], []
@@ -327,12 +411,30 @@ def _argv_environ(memory: Memory, auxv: dict[int, int]) -> tuple[list[str], list
         slot -= 8
     if not argv:
         return [], []
-    return [_string(memory, p) for p in reversed(argv)], [_string(memory, p) for p in reversed(environ)]
+    texts = _strings(memory, [*reversed(argv), *reversed(environ)])
+    missing = texts.count(None)
+    if missing:
+        diagnostics.append(f"{missing} of the {len(texts)} argv and environment strings are not in the core "
+                           f"(or past the {MAX_ARG_BYTES >> 20} MiB kept of them): left out")
+    return ([text for text in texts[:len(argv)] if text is not None],
+            [text for text in texts[len(argv):] if text is not None])
 
 
-def _string(memory: Memory, addr: int) -> str:
-    data = memory.read(addr, 4096) or b""
-    return data.split(b"\0", 1)[0].decode("utf-8", "replace")
+def _strings(memory: Memory, pointers: list[int]) -> list[str | None]:
+    """The C strings at `pointers`, MAX_ARG_BYTES of them in all; None for one unknown or past that."""
+    found: list[str | None] = []
+    left = MAX_ARG_BYTES
+    for pointer in pointers:
+        text = _string(memory, pointer) if left > 0 else None
+        left -= len(text) + 1 if text is not None else 0
+        found.append(text)
+    return found
+
+
+def _string(memory: Memory, addr: int) -> str | None:
+    """The C string at `addr` (MAX_STRING bytes at most), None where the core does not hold it."""
+    data = memory.read(addr, MAX_STRING)
+    return None if data is None else data.split(b"\0", 1)[0].decode("utf-8", "replace")
 
 
 def _environment(environ: list[str], show_env: bool) -> dict[str, object]:
@@ -406,6 +508,11 @@ def _with_python(threads: list[Thread], memory: Memory, modules: list[Module], v
     except (python_stack.PythonStackError, ValueError) as exc:
         result.diagnostics.append(f"Python stacks not read: {exc}")
         return threads
+    cut = [f"Python stack of thread {stack.thread_id or '?'} cut short: {stack.error}"
+           for stack in stacks if stack.error]
+    result.diagnostics.extend(cut[:MAX_THREAD_NOTES])
+    if len(cut) > MAX_THREAD_NOTES:
+        result.diagnostics.append(f"{len(cut) - MAX_THREAD_NOTES} more Python stacks cut short")
     by_tid = {stack.thread_id: stack for stack in stacks}
     return [Thread(t.tid, t.crashed, t.registers, t.frames, by_tid[t.tid].frames) if t.tid in by_tid else t
             for t in threads]

@@ -11,7 +11,7 @@ about as much as reading a whole core this way.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 
 Read = Callable[[int, int], bytes]
@@ -22,6 +22,9 @@ EM_X86_64, EM_AARCH64 = 62, 183
 PT_LOAD, PT_NOTE = 1, 4
 SHT_NOBITS = 8
 MACHINES = {3: "i386", 40: "arm", 62: "x86-64", 183: "aarch64", 243: "riscv", 190: "cuda", 21: "ppc64"}
+
+MAX_SECTION_NAMES = 1 << 20
+"""Bytes of the section-name table read: real ones take a few hundred; a crafted header may claim terabytes."""
 
 _EHDR = struct.Struct("<16sHHIQQQIHHHHHH")
 _PHDR = struct.Struct("<IIQQQQQQ")
@@ -123,7 +126,7 @@ def sections(read: Read, head: Header) -> dict[str, Section]:
     rows = list(_SHDR.iter_unpack(raw))
     if head.shstrndx >= len(rows):
         return {}
-    names = read(rows[head.shstrndx][4], rows[head.shstrndx][5])
+    names = read(rows[head.shstrndx][4], min(rows[head.shstrndx][5], MAX_SECTION_NAMES))
     found: dict[str, Section] = {}
     for name_at, stype, _flags, addr, offset, size, _link, _info, _align, _entsize in rows:
         end = names.find(b"\0", name_at)
@@ -132,8 +135,11 @@ def sections(read: Read, head: Header) -> dict[str, Section]:
     return found
 
 
-def notes(data: bytes, base: int = 0) -> Iterator[Note]:
-    """The notes in a PT_NOTE/SHT_NOTE blob (4-byte aligned); stops at the first broken header."""
+def notes(data: bytes, base: int = 0, types: Collection[int] | None = None) -> Iterator[Note]:
+    """The notes in a PT_NOTE/SHT_NOTE blob (4-byte aligned); stops at the first broken header.
+
+    With `types`, only notes of those types are yielded (the others' bytes are never copied).
+    """
     at = 0
     while at + _NHDR.size <= len(data):
         namesz, descsz, ntype = _NHDR.unpack_from(data, at)
@@ -142,7 +148,9 @@ def notes(data: bytes, base: int = 0) -> Iterator[Note]:
         end = desc_at + _align4(descsz)
         if desc_at + descsz > len(data):
             return
-        yield Note(data[name_at:name_at + namesz].rstrip(b"\0"), ntype, data[desc_at:desc_at + descsz], base + desc_at)
+        if types is None or ntype in types:
+            yield Note(data[name_at:name_at + namesz].rstrip(b"\0"), ntype, data[desc_at:desc_at + descsz],
+                       base + desc_at)
         at = end
 
 
@@ -150,13 +158,18 @@ def _align4(n: int) -> int:
     return (n + 3) & ~3
 
 
+MAX_NOTE_SEGMENT = 1 << 20
+"""Bytes of one PT_NOTE segment of a module searched for its build-id (real ones hold a few hundred)."""
+MAX_NOTE_SEGMENTS = 8
+"""PT_NOTE segments of a module searched: binaries have one to three, a crafted one may have 65,535."""
+NT_GNU_BUILD_ID = 3
+
+
 def build_id(read: Read, head: Header, segs: list[Segment], to_read: Callable[[Segment], tuple[int, int]]) -> str | None:
     """NT_GNU_BUILD_ID as hex from the PT_NOTE segments; `to_read` says where each segment's bytes are."""
-    for seg in segs:
-        if seg.type != PT_NOTE or seg.filesz > 1 << 20:
-            continue
+    for seg in [s for s in segs if s.type == PT_NOTE and s.filesz <= MAX_NOTE_SEGMENT][:MAX_NOTE_SEGMENTS]:
         where, size = to_read(seg)
-        for note in notes(read(where, size)):
-            if note.name == b"GNU" and note.type == 3:
+        for note in notes(read(where, size), types=(NT_GNU_BUILD_ID,)):
+            if note.name == b"GNU":
                 return note.desc.hex()
     return None

@@ -3,33 +3,34 @@
 Dumped pages come from the core's PT_LOAD segments (bisect over their start
 addresses, within p_filesz). Pages the kernel did not dump -- file-backed
 text, read-only data, .eh_frame -- come from the file named in NT_FILE at
-`file_offset + (addr - start)`, when that file can be found.
+`file_offset + (addr - start)`, only when that file was checked to be the one
+the process mapped (modules.memory_source): the core names its paths, and a
+path such as /proc/self/environ must not fill the dead process's stack with
+the analysing process's environment.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable
+from collections.abc import Mapping
 
 from .elf import PT_LOAD, Read, Segment
 from .notes import FileMapping
 
 PF_X = 1
 
-FileRead = Callable[[str], Read | None]
-"""Opens a mapped file by the path the core names: its `read`, or None when it cannot be found."""
-
-
 class Memory:
     """Reads of the dead process's address space; None where nothing is known."""
 
-    def __init__(self, read_core: Read, loads: list[Segment], files: list[FileMapping], open_file: FileRead):
+    def __init__(self, read_core: Read, loads: list[Segment], files: list[FileMapping],
+                 sources: Mapping[str, Read] | None = None):
+        """`sources`: the reads of checked files, by the NT_FILE path they stand in for."""
         self._read_core = read_core
         self._loads = sorted((s for s in loads if s.type == PT_LOAD and s.memsz), key=lambda s: s.vaddr)
         self._starts = [s.vaddr for s in self._loads]
         self._files = sorted(files, key=lambda f: f.start)
         self._file_starts = [f.start for f in self._files]
-        self._open_file = open_file
+        self._sources = sources or {}
 
     def segment(self, addr: int) -> Segment | None:
         """The PT_LOAD whose memory range holds `addr`."""
@@ -80,7 +81,7 @@ class Memory:
         mapping = self.mapping(addr)
         if mapping is None:
             return b""
-        read = self._open_file(mapping.path)
+        read = self._sources.get(mapping.path)
         if read is None:
             return b""
         return read(mapping.file_offset + addr - mapping.start, min(length, mapping.end - addr))

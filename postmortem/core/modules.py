@@ -3,16 +3,23 @@
 A module is every NT_FILE mapping of one path. Its build-id is read from the
 core's own memory (the kernel dumps the first page of each mapped ELF, which
 holds the headers and usually the build-id note), else from the file on disk.
-Files are looked up under `--sysroot` first, then at the path the core names,
-then by base name beside the core (how the committed test cores find the
-libraries they were made with); the first candidate whose build-id matches the
-core wins, and a file that does not match is still used, with a warning.
-Separate debug files (`.build-id/xx/rest.debug`) only lend their symbol table.
+Files are looked up under `--sysroot` when one is given, else at the path the
+core names, then by base name beside the core (how the committed test cores
+find the libraries they were made with); the first candidate whose build-id
+matches the core wins, and a file that does not match is still used for its
+symbols, with a warning. Separate debug files (`.build-id/xx/rest.debug`) only
+lend their symbol table.
+
+The core names its paths, so they are hostile: only regular files are opened,
+never anything under /proc, /sys or /dev (judged on the real path), and a file
+lends its bytes to the core's memory only when it is the very ELF file the
+process mapped (`memory_source`); everything else stays "not in the core".
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -24,13 +31,19 @@ from .symbols import SymbolTable
 from .unwind import CfiError, EhFrame
 
 DEBUG_ROOT = "/usr/lib/debug"
+PSEUDO_ROOTS = ("/proc", "/sys", "/dev")
+"""Trees of the analysing machine's kernel and devices: never a library, often a secret (/proc/self/environ)."""
+MAX_PAGE = 1 << 16
+"""The largest page size Linux uses (arm64, ppc64): the last mapping of a file may run this far past its end."""
+HEADER_BYTES = 4096
+"""How much of a file's start is compared with the core's copy of it (the ELF and program headers)."""
 
 
 class Image:
     """One ELF image read through `read` (file offsets); parsed on first use, never twice."""
 
-    def __init__(self, read: Read, name: str):
-        self.read, self.name = read, name
+    def __init__(self, read: Read, name: str, size: int | None = None):
+        self.read, self.name, self.size = read, name, size
         self.head = elf.header(read)
 
     @cached_property
@@ -61,44 +74,49 @@ class Image:
 
 
 class Files:
-    """Opens the files a core names (read-only, each once) and closes them all at the end."""
+    """Opens the files a core names (read-only, each real file once) and closes them all at the end."""
 
     def __init__(self, sysroot: str | None, core_dir: str | None, debug_dirs: tuple[str, ...]):
         self.sysroot, self.core_dir = sysroot, core_dir
         self.debug_dirs = (*debug_dirs, DEBUG_ROOT)
-        self._fds: dict[str, int | None] = {}
+        self._fds: list[int] = []
         self.images: dict[str, Image | None] = {}
+        """By real path: a file named many ways (a/../b, links) is opened and parsed once."""
 
     def candidates(self, path: str) -> list[str]:
-        """Where a mapped path may be found on this machine, most trusted first."""
+        """Where a mapped path may be found on this machine, most trusted first.
+
+        With a sysroot, the plain path is not one: that would be the analysing machine's file
+        (nor is a path whose `..` or links lead out of the sysroot).
+        """
         clean = path.removesuffix(" (deleted)")
-        found = []
-        if self.sysroot:
-            found.append(os.path.join(self.sysroot, clean.lstrip("/")))
-        found.append(clean)
+        found = [os.path.join(self.sysroot, clean.lstrip("/")) if self.sysroot else clean]
+        found = [candidate for candidate in found if self.inside_sysroot(candidate)]
         if self.core_dir:
             found.append(os.path.join(self.core_dir, os.path.basename(clean)))
         return list(dict.fromkeys(found))
 
-    def reader(self, real: str) -> Read | None:
-        if real not in self._fds:
-            try:
-                self._fds[real] = os.open(real, os.O_RDONLY) if os.path.isfile(real) else None
-            except OSError:
-                self._fds[real] = None
-        fd = self._fds[real]
-        if fd is None:
-            return None
-        return lambda offset, length: _pread(fd, offset, length)
-
-    def image(self, real: str) -> Image | None:
+    def image(self, path: str) -> Image | None:
+        """The ELF image at `path` (parsed once per real file), None when it is no usable ELF file."""
+        real = os.path.realpath(path)
         if real not in self.images:
-            read = self.reader(real)
-            try:
-                self.images[real] = Image(read, real) if read is not None else None
-            except (ElfError, OSError):
-                self.images[real] = None
+            opened = _open_regular(real)
+            self.images[real] = None
+            if opened is not None:
+                fd, size = opened
+                self._fds.append(fd)
+                try:
+                    self.images[real] = Image(lambda offset, length: _pread(fd, offset, length), path, size)
+                except (ElfError, OSError):
+                    pass
         return self.images[real]
+
+    def inside_sysroot(self, path: str) -> bool:
+        """True without a sysroot; with one, whether `path` really lies under it."""
+        if not self.sysroot:
+            return True
+        root = os.path.realpath(self.sysroot)
+        return os.path.commonpath([root, os.path.realpath(path)]) == root
 
     def debug_image(self, build_id: str | None) -> Image | None:
         """The separate debug file for a build-id, if one is installed or given."""
@@ -111,10 +129,31 @@ class Files:
         return None
 
     def close(self) -> None:
-        for fd in self._fds.values():
-            if fd is not None:
-                os.close(fd)
+        for fd in self._fds:
+            os.close(fd)
         self._fds.clear()
+
+
+def _open_regular(real: str) -> tuple[int, int] | None:
+    """Open a resolved path read-only if it is a regular file and no pseudo-file of this machine.
+
+    O_NONBLOCK keeps a FIFO from hanging the open; the type is judged on the open fd (fstat),
+    so a file swapped after the check is still judged by what was opened.
+    """
+    if any(real == root or real.startswith(root + "/") for root in PSEUDO_ROOTS):
+        return None
+    try:
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+    except OSError:
+        info = None
+    if info is None or not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        return None
+    return fd, info.st_size
 
 
 def _pread(fd: int, offset: int, length: int) -> bytes:
@@ -202,6 +241,29 @@ def vdso_module(base: int, memory: Memory) -> Module | None:
     module = Module("[vdso]", base, end, [], base, base, True, file=image)
     module.build_id = image.build_id
     return module
+
+
+def memory_source(module: Module, memory: Memory, files: Files) -> Read | None:
+    """The file that may stand in for the pages of `module` the core did not dump, or None.
+
+    Only the ELF file the process mapped qualifies: its build-id is the one in the core or, the
+    core holding none, it is long enough for every mapping and starts with the header bytes the
+    core holds (`memory` reads the core alone). Any other file the core names -- a secret, a
+    file of this machine's /proc -- could put the analyst's own data into the report.
+    """
+    image, real = module.file, module.resolved
+    if image is None or real is None or image.size is None or not files.inside_sysroot(real):
+        return None
+    if module.build_id is not None:
+        return image.read if image.build_id == module.build_id else None
+    needed = max(m.file_offset + m.end - m.start for m in module.mappings)
+    if needed > -(-image.size // MAX_PAGE) * MAX_PAGE:
+        return None
+    first = next((m for m in module.mappings if m.file_offset == 0), None)
+    held = memory.read(first.start, HEADER_BYTES) if first is not None else None
+    if held is not None and image.read(0, len(held)) != held:
+        return None
+    return image.read
 
 
 def _image_in_memory(memory: Memory, base: int, name: str) -> Image | None:

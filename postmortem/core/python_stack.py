@@ -23,7 +23,15 @@ Read = Callable[[int, int], "bytes | None"]
 FindSymbol = Callable[[str], "int | None"]
 
 MAX_THREADS = 4096
+MAX_INTERPRETERS = 256
+"""Interpreters walked (the main one and any subinterpreters), threads or not."""
 MAX_FRAMES = 20000  # per thread; sys.setrecursionlimit can go far above the default 1000
+MAX_TOTAL_FRAMES = 100_000
+"""Frames for all the threads together: 4096 threads may all point into one 20,000-frame chain."""
+MAX_LINE_ENTRIES = 5_000_000
+"""Location-table entries decoded in one walk (each frame's line is found by a scan of its code's table)."""
+MAX_VARINT_BYTES = 6
+"""A location-table varint holds at most 32 bits (6 bits a byte); a longer run is no table."""
 MAX_STRING_CHARS = 4096
 MAX_LINETABLE_BYTES = 1 << 20
 FRAME_OWNED_BY_CSTACK = 3  # 3.12+: a shim frame the interpreter pushes when C calls Python
@@ -215,6 +223,8 @@ class _Walker:
         self.type_names: dict[int, str | None] = {}
         self.frames: dict[tuple[int, int], PythonFrame] = {}
         self.codes: dict[int, tuple[str, str, int, bytes, int]] = {}
+        self.frames_left = MAX_TOTAL_FRAMES
+        self.entries_left = MAX_LINE_ENTRIES
 
     def _layout(self) -> Layout:
         if self.version in TABLES:
@@ -257,8 +267,10 @@ class _Walker:
         result: list[PythonThread] = []
         seen: set[int] = set()
         interp = self.memory.pointer(self.runtime + lay.runtime_interp_head, "_PyRuntime.interpreters.head")
-        while interp and len(result) < MAX_THREADS and interp not in seen:
+        interpreters = 0
+        while interp and len(result) < MAX_THREADS and interp not in seen and interpreters < MAX_INTERPRETERS:
             seen.add(interp)
+            interpreters += 1
             tstate = self._link(interp + lay.interp_threads_head, "PyInterpreterState.threads.head", not result)
             while tstate and len(result) < MAX_THREADS and tstate not in seen:
                 seen.add(tstate)
@@ -331,6 +343,10 @@ class _Walker:
             if frame % 8 or frame in seen or len(seen) >= MAX_FRAMES:
                 raise PythonStackError(f"frame chain broken at {frame:#x} (misaligned, looping or too long)")
             seen.add(frame)
+            self.frames_left -= 1
+            if self.frames_left < 0:
+                raise PythonStackError(f"{MAX_TOTAL_FRAMES:,} Python frames already read from this core, the most "
+                                       "read from one: the rest of this stack is left out")
             yield self._frame(frame)
             frame = self.memory.u64(frame + lay.frame_previous, "frame.previous")
 
@@ -360,8 +376,17 @@ class _Walker:
             line = None
         else:
             ranges = _ranges_310 if self.version == (3, 10) else _ranges_311
-            line = _line_at(ranges(linetable, firstlineno), offset)
+            line = _line_at(self._counted(ranges(linetable, firstlineno)), offset)
         return PythonFrame(filename, name, line)
+
+    def _counted(self, ranges: Iterator[LineRange]) -> Iterator[LineRange]:
+        """The entries of a location table, within what is left of the walk's MAX_LINE_ENTRIES."""
+        for entry in ranges:
+            self.entries_left -= 1
+            if self.entries_left < 0:
+                raise PythonStackError(f"{MAX_LINE_ENTRIES:,} location-table entries already decoded for this "
+                                       "core, the most decoded for one: the rest of this stack is left out")
+            yield entry
 
     def _code(self, code: int) -> tuple[str, str, int, bytes, int]:
         """File, name, first line, line table and bytecode size in bytes (0: unknown) of a code object."""
@@ -502,15 +527,16 @@ def _ranges_311(table: bytes, firstlineno: int) -> Iterator[LineRange]:
 
 def _varint(table: bytes, position: int) -> tuple[int, int]:
     """A location-table varint: 6 bits per byte, least significant first, 0x40 = more follow."""
-    value = shift = 0
-    while position < len(table):
+    value = 0
+    for shift in range(0, 6 * MAX_VARINT_BYTES, 6):
+        if position >= len(table):
+            return value, position
         byte = table[position]
         position += 1
         value |= (byte & 63) << shift
-        shift += 6
         if not byte & 64:
-            break
-    return value, position
+            return value, position
+    raise PythonStackError(f"location-table varint longer than {MAX_VARINT_BYTES} bytes")
 
 
 def _signed_varint(table: bytes, position: int) -> tuple[int, int]:

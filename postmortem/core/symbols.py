@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import bisect
 import re
-import shutil
 import struct
 import subprocess
 from collections.abc import Iterable
 
+from ..programs import find_program
 from .elf import Read, Section
 
 STT_FUNC, STT_GNU_IFUNC = 2, 10
@@ -21,6 +21,9 @@ STB_LOCAL, STB_GLOBAL, STB_WEAK = 0, 1, 2
 _BIND_PREFERENCE = {STB_LOCAL: 0, STB_GLOBAL: 1, STB_WEAK: 2}
 _SYM = struct.Struct("<IBBHQQ")
 MAX_TABLE = 512 * 1024 * 1024
+"""Bytes of one symbol or string table read (libtorch_cuda's are tens of MiB; a crafted header may claim any size)."""
+MAX_ALIASES = 64
+"""Names weighed for one address (glibc gives a function up to five; a crafted table may give it millions)."""
 
 
 _GENERATED_ALIAS = re.compile(r"_alias_\d+$")
@@ -38,7 +41,7 @@ class SymbolTable:
         for table, strtab in ((".symtab", ".strtab"), (".dynsym", ".dynstr")):
             sym, names = sections.get(table), sections.get(strtab)
             if sym and names and sym.type != 8 and 0 < sym.size <= MAX_TABLE:
-                self._load(read(sym.offset, sym.size), read(names.offset, names.size))
+                self._load(read(sym.offset, sym.size), read(names.offset, min(names.size, MAX_TABLE)))
                 self.source = table
                 break
 
@@ -69,7 +72,7 @@ class SymbolTable:
         if i < 0:
             return None
         start = self._values[i]
-        first = bisect.bisect_left(self._values, start)
+        first = max(bisect.bisect_left(self._values, start), i + 1 - MAX_ALIASES)
         holders = [row for row in self._rows[first:i + 1] if not row[1] or vaddr < start + row[1]]
         if not holders:
             return None
@@ -90,7 +93,7 @@ def demangle(names: Iterable[str]) -> dict[str, str]:
     (never an error).
     """
     mangled = sorted({name for name in names if name.startswith("_Z")})
-    tool = shutil.which("c++filt")
+    tool = find_program("c++filt")  # never one in the working directory
     if not mangled or tool is None:
         return {}
     try:
@@ -109,7 +112,7 @@ def find_symbol_address(read: Read, sections: dict[str, Section], name: str) -> 
         sym, names = sections.get(table), sections.get(strtab)
         if not sym or not names or sym.type == 8 or not 0 < sym.size <= MAX_TABLE:
             continue
-        strings = read(names.offset, names.size)
+        strings = read(names.offset, min(names.size, MAX_TABLE))
         at = strings.find(b"\0" + wanted + b"\0")
         if at < 0:
             continue

@@ -12,6 +12,14 @@ Where a module has no CFI (JIT code, hand-written assembly, a missing file),
 the rbp chain is followed, and failing that the stack is scanned for a
 return address (a value just after a call instruction in executable memory).
 Every frame records how it was found: "registers" (frame 0), "cfi", "fp" or "scan".
+
+The CFI and the stacks come from the core and the files it names, so every loop
+here is bounded: LEB128 numbers by their length, a CFI program by its
+instruction count and its remember_state depth, a DWARF expression (whose
+DW_OP_skip and DW_OP_bra can loop) by its operation count, and all the
+unwinding of one core by a shared `Budget`. Past a per-row or per-expression
+bound the frame's CFI is unusable (CfiError) and the unwinder falls back to
+frame pointers; past the core's budget the threads keep the frames found so far.
 """
 
 from __future__ import annotations
@@ -27,13 +35,61 @@ DWARF_REGS = ("rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp", "r8", "r9"
               "r15", "rip")
 """DWARF register numbers 0..16 of the x86-64 psABI (16 is the return address)."""
 MAX_FRAMES = 512
+"""Frames per thread: deeper than any real native stack gdb users read, short of a runaway recursion's."""
 SCAN_WORDS = 2048
+"""Stack words searched for a return address when a frame has neither CFI nor a frame pointer (16 KiB)."""
+MAX_LEB128_BYTES = 10
+"""A 64-bit number needs ten 7-bit groups; a longer run is no CFI (and would build ever larger ints)."""
+MAX_CFI_INSTRUCTIONS = 20_000
+"""Instructions run of one CFI program (a CIE's initial ones, an FDE's); libLLVM's largest FDE has about 1,150."""
+MAX_REMEMBERED_ROWS = 64
+"""DW_CFA_remember_state depth; compilers nest it once or twice (each level copies the row)."""
+MAX_EXPRESSION_STEPS = 1_000
+"""DWARF operations per expression: glibc's and compilers' CFA expressions take a dozen; DW_OP_skip can loop."""
+MAX_CORE_STEPS = 2_000_000
+"""CFI instructions, DWARF operations and scanned stack words for all the threads of one core (about 3 s).
+Rows are cached by pc, so the threads of a real process, which share their pcs, take a fraction of it."""
+MAX_CORE_FRAMES = 100_000
+"""Frames for all the threads of one core: a thousand threads' worth of deep stacks."""
 
 MASK = (1 << 64) - 1
 
 
 class CfiError(Exception):
     """The CFI bytes do not parse or an expression cannot be evaluated."""
+
+
+class BudgetSpent(Exception):
+    """The unwinding budget of the whole core is spent: the threads keep the frames found so far."""
+
+
+@dataclass
+class Budget:
+    """The unwinding work one core may still do, shared by all its threads (hostile CFI or stacks
+    cannot make the read run for ever)."""
+
+    steps: int = MAX_CORE_STEPS
+    frames: int = MAX_CORE_FRAMES
+
+    @property
+    def spent(self) -> str | None:
+        """What ran out, in words; None while both counts last."""
+        if self.steps < 0:
+            return (f"the {MAX_CORE_STEPS:,} unwinding steps (CFI instructions, DWARF operations, scanned stack "
+                    "words) allowed for one core are spent")
+        if self.frames < 0:
+            return f"the {MAX_CORE_FRAMES:,} frames allowed for all the threads of one core are found"
+        return None
+
+    def step(self, count: int = 1) -> None:
+        self.steps -= count
+        if self.steps < 0:
+            raise BudgetSpent(self.spent)
+
+    def frame(self) -> None:
+        self.frames -= 1
+        if self.frames < 0:
+            raise BudgetSpent(self.spent)
 
 
 @dataclass
@@ -73,16 +129,16 @@ class _Cursor:
         return value
 
     def uleb(self) -> int:
-        result = shift = 0
-        while True:
+        result = 0
+        for shift in range(0, 7 * MAX_LEB128_BYTES, 7):
             if self.pos >= len(self.data):
                 raise CfiError("LEB128 cut off")
             byte = self.data[self.pos]
             self.pos += 1
             result |= (byte & 0x7F) << shift
-            shift += 7
             if byte < 0x80:
                 return result
+        raise CfiError(f"LEB128 number longer than {MAX_LEB128_BYTES} bytes")
 
     def sleb(self) -> int:
         start = self.pos
@@ -142,15 +198,25 @@ class EhFrame:
         if self._table_enc != 0x3B:
             raise CfiError(f".eh_frame_hdr table encoding {self._table_enc:#x} not supported")
         self._cies: dict[int, _Cie] = {}
-        self._rows: dict[int, Row | None] = {}
+        self._rows: dict[int, Row | str | None] = {}
+        """Rows by address; a string is why that address's CFI is unusable (asked again, it stays so)."""
 
-    def row(self, vaddr: int) -> Row | None:
-        """The CFI row for a link-time address, or None when no FDE covers it."""
+    def row(self, vaddr: int, budget: Budget | None = None) -> Row | None:
+        """The CFI row for a link-time address, or None when no FDE covers it; CfiError when its CFI is unusable.
+
+        `budget` is the core's, shared by all its lookups (a lone lookup gets one of its own)."""
+        budget = Budget() if budget is None else budget
         if vaddr not in self._rows:
-            self._rows[vaddr] = self._find_row(vaddr)
-        return self._rows[vaddr]
+            try:
+                self._rows[vaddr] = self._find_row(vaddr, budget)
+            except CfiError as exc:
+                self._rows[vaddr] = str(exc)
+        found = self._rows[vaddr]
+        if isinstance(found, str):
+            raise CfiError(found)
+        return found
 
-    def _find_row(self, vaddr: int) -> Row | None:
+    def _find_row(self, vaddr: int, budget: Budget) -> Row | None:
         lo, hi = 0, self._count
         while lo < hi:
             mid = (lo + hi) // 2
@@ -162,7 +228,7 @@ class EhFrame:
         if lo == 0:
             return None
         fde_vaddr = self._entry(lo - 1)[1]
-        return self._fde_row(fde_vaddr - self._frame.addr, vaddr)
+        return self._fde_row(fde_vaddr - self._frame.addr, vaddr, budget)
 
     def _entry(self, index: int) -> tuple[int, int]:
         raw = self._read(self._table_at + index * 8, 8)
@@ -181,13 +247,15 @@ class EhFrame:
         length, = struct.unpack_from("<I", head)
         skip = 4
         if length == 0xFFFFFFFF:
+            if len(head) < 12:
+                raise CfiError(".eh_frame cut off")
             length, skip = struct.unpack_from("<Q", head, 4)[0], 12
         if length > 1 << 20:
             raise CfiError("implausible CFI entry length")
         data = self._read(self._frame.offset + offset, skip + length)
         return _Cursor(data, skip, self._frame.addr + offset), skip + length
 
-    def _cie(self, offset: int) -> _Cie:
+    def _cie(self, offset: int, budget: Budget) -> _Cie:
         if offset not in self._cies:
             cursor, end = self._entry_bytes(offset)
             if cursor.take("<I") != 0:
@@ -200,6 +268,7 @@ class EhFrame:
             ra_reg = cursor.take("<B") if version == 1 else cursor.uleb()
             fde_encoding, augmented = 0, augmentation.startswith("z")
             if augmented:
+                budget.step(len(augmentation))
                 aug_end = cursor.uleb() + cursor.pos
                 for char in augmentation[1:]:
                     if char == "R":
@@ -213,13 +282,13 @@ class EhFrame:
                                       cursor.data[cursor.pos:end], augmented)
         return self._cies[offset]
 
-    def _fde_row(self, offset: int, vaddr: int) -> Row | None:
+    def _fde_row(self, offset: int, vaddr: int, budget: Budget) -> Row | None:
         cursor, end = self._entry_bytes(offset)
         pointer_at = cursor.pos
         cie_pointer = cursor.take("<I")
         if cie_pointer == 0:
             return None
-        cie = self._cie(offset + pointer_at - cie_pointer)
+        cie = self._cie(offset + pointer_at - cie_pointer, budget)
         start = cursor.pointer(cie.fde_encoding)
         span = cursor.pointer(cie.fde_encoding & 0x0F)
         if not start <= vaddr < start + span:
@@ -227,23 +296,27 @@ class EhFrame:
         if cie.augmented:
             cursor.pos += cursor.uleb()
         initial = Row(signal_frame=cie.signal_frame)
-        _run(cie.initial, cie, initial, None, start, None)
+        _run(cie.initial, cie, initial, None, start, None, budget)
         row = Row(initial.cfa_reg, initial.cfa_offset, initial.cfa_expr, dict(initial.rules), cie.signal_frame)
-        _run(cursor.data[cursor.pos:end], cie, row, initial, start, vaddr)
+        _run(cursor.data[cursor.pos:end], cie, row, initial, start, vaddr, budget)
         return row
 
 
-def _run(program: bytes, cie: _Cie, row: Row, initial: Row | None, loc: int, target: int | None) -> None:
+def _run(program: bytes, cie: _Cie, row: Row, initial: Row | None, loc: int, target: int | None,
+         budget: Budget) -> None:
     """Execute CFA instructions, stopping once the location passes `target`."""
     cursor = _Cursor(program)
     saved: list[tuple] = []
-    while cursor.pos < len(program):
+    for _ in range(MAX_CFI_INSTRUCTIONS):
+        if cursor.pos >= len(program):
+            return
+        budget.step()
         op = cursor.take("<B")
         high, low = op & 0xC0, op & 0x3F
         if high == 0x40:
             loc += low * cie.code_align
         elif high == 0x80:
-            row.rules[low] = ("offset", cursor.uleb() * cie.data_align)
+            _set_rule(row, low, ("offset", cursor.uleb() * cie.data_align))
             continue
         elif high == 0xC0:
             _restore(row, initial, low)
@@ -257,6 +330,8 @@ def _run(program: bytes, cie: _Cie, row: Row, initial: Row | None, loc: int, tar
             continue
         if target is not None and loc > target:
             return
+    if cursor.pos < len(program):
+        raise CfiError(f"CFI program longer than {MAX_CFI_INSTRUCTIONS:,} instructions")
 
 
 def _apply(op: int, cursor: _Cursor, cie: _Cie, row: Row, initial: Row | None, saved: list[tuple]) -> None:
@@ -267,24 +342,27 @@ def _apply(op: int, cursor: _Cursor, cie: _Cie, row: Row, initial: Row | None, s
     elif op in (0x05, 0x11, 0x2F):
         reg = cursor.uleb()
         offset = cursor.uleb() if op == 0x05 else cursor.sleb() if op == 0x11 else -cursor.uleb()
-        row.rules[reg] = ("offset", offset * cie.data_align)
+        _set_rule(row, reg, ("offset", offset * cie.data_align))
     elif op in (0x14, 0x15):
         reg = cursor.uleb()
-        row.rules[reg] = ("val_offset", (cursor.uleb() if op == 0x14 else cursor.sleb()) * cie.data_align)
+        _set_rule(row, reg, ("val_offset", (cursor.uleb() if op == 0x14 else cursor.sleb()) * cie.data_align))
     elif op == 0x06:
         _restore(row, initial, cursor.uleb())
     elif op == 0x07:
-        row.rules[cursor.uleb()] = ("undefined", None)
+        _set_rule(row, cursor.uleb(), ("undefined", None))
     elif op == 0x08:
         row.rules.pop(cursor.uleb(), None)
     elif op == 0x09:
         reg = cursor.uleb()
-        row.rules[reg] = ("register", cursor.uleb())
+        _set_rule(row, reg, ("register", cursor.uleb()))
     elif op == 0x0A:
+        if len(saved) >= MAX_REMEMBERED_ROWS:
+            raise CfiError(f"DW_CFA_remember_state nested deeper than {MAX_REMEMBERED_ROWS}")
         saved.append((row.cfa_reg, row.cfa_offset, row.cfa_expr, dict(row.rules)))
     elif op == 0x0B:
-        if saved:
-            row.cfa_reg, row.cfa_offset, row.cfa_expr, row.rules = saved.pop()
+        if not saved:
+            raise CfiError("DW_CFA_restore_state without a remembered state")
+        row.cfa_reg, row.cfa_offset, row.cfa_expr, row.rules = saved.pop()
     elif op in (0x0C, 0x12):
         row.cfa_reg = cursor.uleb()
         row.cfa_offset = cursor.uleb() if op == 0x0C else cursor.sleb() * cie.data_align
@@ -297,9 +375,15 @@ def _apply(op: int, cursor: _Cursor, cie: _Cie, row: Row, initial: Row | None, s
         row.cfa_expr = _block(cursor)
     elif op in (0x10, 0x16):
         reg = cursor.uleb()
-        row.rules[reg] = ("expression" if op == 0x10 else "val_expression", _block(cursor))
+        _set_rule(row, reg, ("expression" if op == 0x10 else "val_expression", _block(cursor)))
     else:
         raise CfiError(f"CFA instruction {op:#x} not supported")
+
+
+def _set_rule(row: Row, reg: int, rule: tuple[str, object]) -> None:
+    """Keep a rule only for a register the unwinder tracks (0-16): the row stays small whatever the CFI says."""
+    if reg <= RA:
+        row.rules[reg] = rule
 
 
 def _restore(row: Row, initial: Row | None, reg: int) -> None:
@@ -319,11 +403,28 @@ def _block(cursor: _Cursor) -> bytes:
 Word = Callable[[int], "int | None"]
 
 
-def evaluate(expr: bytes, regs: dict[int, int], word: Word, initial: int | None = None) -> int:
+def evaluate(expr: bytes, regs: dict[int, int], word: Word, initial: int | None = None,
+             budget: Budget | None = None) -> int:
     """A DWARF expression as CFI uses it (register arithmetic, constants, dereferences)."""
+    budget = Budget() if budget is None else budget
     stack: list[int] = [] if initial is None else [initial]
     cursor = _Cursor(expr)
-    while cursor.pos < len(expr):
+    try:
+        _operations(cursor, stack, regs, word, budget)
+    except IndexError:
+        raise CfiError("DWARF expression pops more values than it pushed") from None
+    if not stack:
+        raise CfiError("empty expression")
+    return stack[-1]
+
+
+def _operations(cursor: _Cursor, stack: list[int], regs: dict[int, int], word: Word, budget: Budget) -> None:
+    """Run the operations of one expression on `stack`, MAX_EXPRESSION_STEPS at most."""
+    expr = cursor.data
+    for _ in range(MAX_EXPRESSION_STEPS):
+        if cursor.pos >= len(expr):
+            return
+        budget.step()
         op = cursor.take("<B")
         if 0x30 <= op <= 0x4F:
             stack.append(op - 0x30)
@@ -361,18 +462,16 @@ def evaluate(expr: bytes, regs: dict[int, int], word: Word, initial: int | None 
         elif op in _BINARY:
             right, left = stack.pop(), stack.pop()
             stack.append(_BINARY[op](left, right) & MASK)
-        elif op == 0x2F:
+        elif op in (0x2F, 0x28):
             skip = cursor.take("<h")
-            cursor.pos += skip
-        elif op == 0x28:
-            skip = cursor.take("<h")
-            if stack.pop():
+            if op == 0x2F or stack.pop():
                 cursor.pos += skip
+                if not 0 <= cursor.pos <= len(expr):
+                    raise CfiError("DW_OP_skip/DW_OP_bra jumps outside its expression")
         elif op != 0x96:
             raise CfiError(f"DWARF operation {op:#x} not supported")
-    if not stack:
-        raise CfiError("empty expression")
-    return stack[-1]
+    if cursor.pos < len(expr):
+        raise CfiError(f"DWARF expression runs past {MAX_EXPRESSION_STEPS:,} operations (a DW_OP_skip/bra loop?)")
 
 
 def _signed(value: int) -> int:
@@ -391,13 +490,14 @@ _BINARY: dict[int, Callable[[int, int], int]] = {
 }
 
 
-def apply_row(row: Row, regs: dict[int, int], word: Word) -> dict[int, int]:
+def apply_row(row: Row, regs: dict[int, int], word: Word, budget: Budget | None = None) -> dict[int, int]:
     """The caller's registers from this frame's registers and its CFI row (RA = register 16).
 
     Registers without a rule keep their value (gdb's "same value" default).
     """
+    budget = Budget() if budget is None else budget
     if row.cfa_expr is not None:
-        cfa = evaluate(row.cfa_expr, regs, word)
+        cfa = evaluate(row.cfa_expr, regs, word, budget=budget)
     elif row.cfa_reg in regs:
         cfa = (regs[row.cfa_reg] + row.cfa_offset) & MASK
     else:
@@ -408,7 +508,7 @@ def apply_row(row: Row, regs: dict[int, int], word: Word) -> dict[int, int]:
         if kind == "undefined":
             caller.pop(reg, None)
             continue
-        value = _rule_value(kind, arg, cfa, regs, word)
+        value = _rule_value(kind, arg, cfa, regs, word, budget)
         if value is None:
             caller.pop(reg, None)
         else:
@@ -416,7 +516,7 @@ def apply_row(row: Row, regs: dict[int, int], word: Word) -> dict[int, int]:
     return caller
 
 
-def _rule_value(kind: str, arg, cfa: int, regs: dict[int, int], word: Word) -> int | None:
+def _rule_value(kind: str, arg, cfa: int, regs: dict[int, int], word: Word, budget: Budget) -> int | None:
     if kind == "offset":
         return word((cfa + arg) & MASK)
     if kind == "val_offset":
@@ -424,8 +524,8 @@ def _rule_value(kind: str, arg, cfa: int, regs: dict[int, int], word: Word) -> i
     if kind == "register":
         return regs.get(arg)
     if kind == "expression":
-        return word(evaluate(arg, regs, word, cfa))
-    return evaluate(arg, regs, word, cfa)
+        return word(evaluate(arg, regs, word, cfa, budget))
+    return evaluate(arg, regs, word, cfa, budget)
 
 
 def looks_like_return(code: bytes | None) -> bool:
