@@ -23,7 +23,7 @@ from postmortem.cli import main
 from postmortem.pipeline import analyze
 
 sys.path.insert(0, str(Path(__file__).parent))
-from nvcudmp_builder import Spec, build  # noqa: E402
+from nvcudmp_builder import Spec, build, lane_tables_sharing_a_region  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "fatbin"
 DUMP = Path(__file__).parent / "data" / "nvcudmp" / "core_1700000000_node7_4242.nvcudmp"
@@ -244,6 +244,22 @@ def test_sm_exception_without_lanes_and_short_rows(tmp_path: Path) -> None:
     assert report.inputs[0].diagnostics and not [e for e in report.events if e.kind == "gpu-exception"]
 
 
+def test_lane_tables_naming_one_region_are_decoded_once(tmp_path: Path) -> None:
+    """2,000 more section headers over one 64 KiB region of lane rows: one decoding, the faults of one table."""
+    path = tmp_path / "core_1700000000_node7_4242.nvcudmp"
+    path.write_bytes(lane_tables_sharing_a_region(_dump(tmp_path).read_bytes(), 64 << 10, 2000))
+    read, size, close = fatbin.file_reader(str(path))
+    try:
+        dump = cudadump.read_dump(read, size)
+    finally:
+        close()
+    copies = (64 << 10) // (32 * 56)  # the 32-lane table, two lanes faulting, repeated
+    assert len(dump.faults) == 2 + 2 * copies
+    (fields, _text), = cudadump.events_fields(dump, str(path))
+    assert (fields["exception_name"], fields["kernel"], fields["lanes_faulted"]) == \
+        ("Warp Illegal Address", "crash(int*)", 2 + 2 * copies)
+
+
 def test_gpu_dump_joins_the_host_core_of_the_same_process(tmp_path: Path) -> None:
     shutil.copy(CORE, tmp_path)
     host = next(e for e in analyze([str(CORE)]).events if e.kind == "core-signal")
@@ -300,3 +316,53 @@ def test_a_backtrace_names_the_library_without_the_gpus_architecture(tmp_path):
     assert "libk_sm80only.so" in top.explanation and "libk_multi.so" not in top.explanation
     verdicts = {e.fields["library"]: e.fields["verdict"] for e in report.events if e.kind == "library-arch"}
     assert verdicts == {"libk_sm80only.so": "missing", "libk_multi.so": "native"}
+
+
+# ------------------------------------------------------------------ issue 13: decompression bounds
+
+
+@pytest.mark.parametrize("claim", [1 << 40, 1 << 63])
+def test_a_zstd_entry_claiming_a_huge_image_is_refused_before_any_buffer(claim: int) -> None:
+    from hostile.cases_archives import _patched_entry
+
+    data = _patched_entry("k_size.o", "zstd", claim, strip_size=True)
+    found = fatbin.inventory(lambda offset, length: data[offset:offset + length], len(data), "k.o", kernels=True)
+    ptx, sass = found.fatbins[0].entries
+    assert ptx.kernels is None and sass.kernels  # the other entry still gives its kernel names
+    assert any(f"inflates to {claim} bytes, more than the {fatbin.MAX_IMAGE}" in d for d in found.diagnostics)
+
+
+def test_a_zstd_frame_is_not_inflated_past_its_entrys_claim() -> None:
+    from hostile.cases_archives import _patched_entry
+
+    data = _patched_entry("k_size.o", "zstd", 100, strip_size=True)  # the frame holds kilobytes
+    found = fatbin.inventory(lambda offset, length: data[offset:offset + length], len(data), "k.o", kernels=True)
+    assert any("inflates past the 100 bytes its entry states" in d for d in found.diagnostics)
+
+
+def test_pure_python_lz4_refuses_a_long_match_before_copying() -> None:
+    import time
+
+    block = b"\x1f" + b"a" + b"\x01\x00" + b"\xff" * 200_000 + b"\x00"  # one literal, then a 51 MB match
+    started = time.monotonic()
+    with pytest.raises(lz4block.LZ4Error, match="exceeds the expected 16 bytes"):
+        lz4block._decompress(block, 16)
+    assert time.monotonic() - started < 0.5  # refused, not copied byte by byte
+    assert lz4block._decompress(b"\x1f" + b"a" + b"\x01\x00" + b"\xff\x00" + b"\x00", 275)[-3:] == b"aaa"
+
+
+def test_a_wheel_with_a_corrupt_member_lists_the_rest(tmp_path: Path) -> None:
+    from postmortem.binaries.scan import scan
+
+    real = (DATA / "libk_multi.so").read_bytes()
+    wheel = tmp_path / "ext-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("ext/libbroken.so", real)
+        archive.writestr("ext/libk_multi.so", real)
+    data = bytearray(wheel.read_bytes())
+    at = data.index(b"ext/libbroken.so") + len(b"ext/libbroken.so") + 200
+    data[at:at + 64] = b"\xff" * 64
+    wheel.write_bytes(bytes(data))
+    found, _empty, notes, _driver = scan([str(wheel)])
+    assert [inv.path for inv in found] == [f"{wheel}!/ext/libk_multi.so"]
+    assert any("libbroken.so" in n and ("unreadable" in n or "damaged" in n) for n in notes), notes

@@ -31,6 +31,12 @@ _SYM = struct.Struct("<IBBHQQ")
 FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
 MAX_ENTRY_HEADER = 4096
 MAX_PAYLOAD = 256 << 20
+MAX_IMAGE = 512 << 20
+"""Largest decompressed entry image: real cubins and PTX are kilobytes to tens of MiB; a bigger claim
+(1 TiB, 2**63) is refused before any buffer is made for it."""
+MAX_KERNEL_UNPACK = 4 << 30
+"""Most bytes decompressed for kernel names in one file (--kernels): ZSTD inflates runs of zeros some
+30,000-fold, so the file's size does not bound what its entries inflate to."""
 SCAN_CHUNK = 8 << 20
 
 KINDS = {1: "ptx", 2: "sass", 8: "lto"}
@@ -99,7 +105,9 @@ def inventory(read: Read, size: int, path: str, kernels: bool = False) -> Invent
     regions = _regions(read, size, notes)
     fatbins = [fb for start, end in regions for fb in _fatbins_in(read, start, min(end, size), size, notes)]
     if kernels:
-        fatbins = [replace(fb, entries=tuple(_with_kernels(read, e, notes) for e in fb.entries)) for fb in fatbins]
+        budget = [MAX_KERNEL_UNPACK]
+        fatbins = [replace(fb, entries=tuple(_with_kernels(read, e, notes, budget) for e in fb.entries))
+                   for fb in fatbins]
     return Inventory(path, tuple(fatbins), tuple(notes))
 
 
@@ -214,6 +222,12 @@ def payload(read: Read, entry: Entry) -> bytes:
         if len(data) < entry.payload_size:
             raise PayloadError("payload cut off by the end of the file")
         return data
+    if entry.uncompressed_size > MAX_IMAGE:
+        raise PayloadError(f"it says it inflates to {entry.uncompressed_size} bytes, more than the {MAX_IMAGE} read "
+                           "of one image")
+    if entry.compressed_size > entry.payload_size:
+        raise PayloadError(f"its compressed size ({entry.compressed_size} bytes) is larger than its payload "
+                           f"({entry.payload_size} bytes)")
     data = read(entry.payload_offset, entry.compressed_size)
     if len(data) < entry.compressed_size:
         raise PayloadError("compressed payload cut off by the end of the file")
@@ -224,17 +238,37 @@ def payload(read: Read, entry: Entry) -> bytes:
             return decompress(data, entry.uncompressed_size)
         except LZ4Error as exc:
             raise PayloadError(f"LZ4 payload corrupt: {exc}") from exc
+    return _unzstd(data, entry.uncompressed_size)
+
+
+def _unzstd(data: bytes, size: int) -> bytes:
+    """A ZSTD frame inflated, streaming, to at most `size` bytes: the frame's own content size is not trusted
+    (a crafted one claims 2**63 bytes, and a one-shot decompress would allocate for it)."""
     import zstandard
 
+    out = bytearray()
     try:
-        return zstandard.ZstdDecompressor().decompress(data, max_output_size=max(entry.uncompressed_size, 1))
+        with zstandard.ZstdDecompressor().stream_reader(data) as stream:
+            while len(out) <= size and (block := stream.read(min(1 << 20, size + 1 - len(out)))):
+                out += block
     except zstandard.ZstdError as exc:
         raise PayloadError(f"ZSTD payload corrupt: {exc}") from exc
+    if len(out) > size:
+        raise PayloadError(f"ZSTD payload inflates past the {size} bytes its entry states")
+    return bytes(out)
 
 
-def _with_kernels(read: Read, entry: Entry, notes: list[str]) -> Entry:
+def _with_kernels(read: Read, entry: Entry, notes: list[str], budget: list[int]) -> Entry:
+    """The entry with its kernel names, unless reading them would pass what is left of the file's `budget`."""
     if entry.kind not in ("sass", "ptx"):
         return entry
+    cost = entry.uncompressed_size if entry.compression != "none" else entry.payload_size
+    if cost <= MAX_IMAGE:  # a bigger claim is refused by `payload` before anything is decompressed
+        if cost > budget[0]:
+            notes.append(f"entry at {entry.offset:#x} ({entry.arch}): kernel names not read: its {cost} bytes would "
+                         f"pass the {MAX_KERNEL_UNPACK} bytes decompressed for kernel names in one file")
+            return entry
+        budget[0] -= cost
     try:
         data = payload(read, entry)
         names = cubin_kernels(data) if entry.kind == "sass" else ptx_kernels(data)

@@ -46,6 +46,8 @@ def _decompress(data: bytes, size: int) -> bytes:
         literals, at = _length(data, at + 1, token >> 4)
         if at + literals > len(data):
             raise LZ4Error("literals run past the end of the block")
+        if len(out) + literals > size:
+            raise LZ4Error(f"output exceeds the expected {size} bytes")
         out += data[at:at + literals]
         at += literals
         if at >= len(data):
@@ -57,14 +59,13 @@ def _decompress(data: bytes, size: int) -> bytes:
         match += 4
         if offset == 0 or offset > len(out):
             raise LZ4Error(f"match offset {offset} points before the start of the output")
+        if len(out) + match > size:  # checked before copying: extension bytes can make one match gigabytes long
+            raise LZ4Error(f"output exceeds the expected {size} bytes")
         start = len(out) - offset
         if offset >= match:
             out += out[start:start + match]
         else:  # overlapping copy repeats the last `offset` bytes
-            for i in range(match):
-                out.append(out[start + i])
-        if len(out) > size:
-            raise LZ4Error(f"output exceeds the expected {size} bytes")
+            out += (out[start:] * (match // offset + 1))[:match]
     if len(out) != size:
         raise LZ4Error(f"decompressed to {len(out)} bytes, expected {size}")
     return bytes(out)

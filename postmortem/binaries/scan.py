@@ -9,16 +9,35 @@ from __future__ import annotations
 
 import os
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 
 import regex
 
+from ..inputs import (
+    CODEC_ERRORS,
+    MAX_MEMBERS,
+    MAX_MEMBERS_RUN,
+    MAX_ZIP_DIRECTORY,
+    Budget,
+    Unpacking,
+    open_member,
+    overlapping_entries,
+    zip_directory_size,
+)
+from ..reader import FileReader, spool
 from . import fatbin
 from .fatbin import Inventory, Verdict
 
 ZIP_SUFFIXES = (".whl", ".zip", ".egg")
-MAX_MEMBER = 4 << 30
+MAX_MEMBER = 2 << 30
+"""Largest wheel member inflated: the biggest CUDA libraries wheels ship (libtorch_cuda, cuBLASLt) are under
+1.5 GiB. A bigger one is named and skipped, not cut: a library's fatbin sections may lie anywhere in it."""
+ARCHIVE_BUDGET = 8 << 30
+"""Most bytes inflated from one wheel or zip: a CUDA wheel holds a few GiB of libraries."""
+RUN_BUDGET = 32 << 30
+"""Most bytes inflated from all the archives of one `gpu-arch` run (a virtualenv's worth of wheels)."""
 _DRIVER_FILE = regex.compile(r"(?:^|/)libcuda\.so\.(\d{3}\.\d+(?:\.\d+)?)$")
 
 
@@ -38,7 +57,8 @@ def scan(paths: list[str], kernels: bool = False) -> tuple[list[Inventory], int,
     notes: list[str] = []
     driver = None
     seen: set[str] = set()
-    for name, opener in _files(paths, notes, seen):
+    run = Budget("this run", RUN_BUDGET, MAX_MEMBERS_RUN)
+    for name, opener in _files(paths, notes, seen, run):
         if (m := _DRIVER_FILE.search(name)) and driver is None:
             driver = m.group(1)
         try:
@@ -70,21 +90,21 @@ def judge(inventories: list[Inventory], target: int | None, driver: str | None) 
     return libraries
 
 
-def _files(paths: list[str], notes: list[str], seen: set[str]) -> Iterator[tuple[str, object]]:
+def _files(paths: list[str], notes: list[str], seen: set[str], run: Budget) -> Iterator[tuple[str, object]]:
     """(display name, opener) for every regular file under `paths`, zip members included."""
     for path in paths:
         if os.path.isdir(path):
             for root, dirs, names in os.walk(path):
                 dirs.sort()
                 for name in sorted(names):
-                    yield from _file(os.path.join(root, name), notes, seen)
+                    yield from _file(os.path.join(root, name), notes, seen, run)
         elif os.path.exists(path):
-            yield from _file(path, notes, seen)
+            yield from _file(path, notes, seen, run)
         else:
             notes.append(f"{path}: no such file or directory")
 
 
-def _file(path: str, notes: list[str], seen: set[str]) -> Iterator[tuple[str, object]]:
+def _file(path: str, notes: list[str], seen: set[str], run: Budget) -> Iterator[tuple[str, object]]:
     if os.path.islink(path) and os.path.isdir(path) or not os.path.isfile(path):
         return
     real = os.path.realpath(path)
@@ -92,29 +112,75 @@ def _file(path: str, notes: list[str], seen: set[str]) -> Iterator[tuple[str, ob
         return
     seen.add(real)
     if path.endswith(ZIP_SUFFIXES) and zipfile.is_zipfile(path):
-        yield from _members(path, notes)
+        yield from _members(path, notes, run)
     else:
         yield path, lambda: fatbin.file_reader(path)
 
 
-def _members(path: str, notes: list[str]) -> Iterator[tuple[str, object]]:
-    """The members of a wheel or zip, each read into memory when opened."""
+def _members(path: str, notes: list[str], run: Budget) -> Iterator[tuple[str, object]]:
+    """The ELF members of a wheel or zip, each inflated (into memory, or an unnamed temp file) when opened.
+
+    Bounded as `analyze` bounds archives: the central directory's size, overlapping entries refused, each
+    member's size, and the bytes and members per archive and per run.
+    """
+    import lzma
+
+    errors = (*CODEC_ERRORS, zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError,
+              lzma.LZMAError)
     try:
+        with open(path, "rb") as handle:
+            directory = zip_directory_size(FileReader(handle))
+        if directory > MAX_ZIP_DIRECTORY:
+            notes.append(f"{path}: not read, its list of members is {directory} bytes, more than the "
+                         f"{MAX_ZIP_DIRECTORY} read")
+            return
         archive = zipfile.ZipFile(path)
-    except (OSError, zipfile.BadZipFile) as exc:
+        infos = archive.infolist()
+    except errors as exc:
         notes.append(f"{path}: unreadable archive ({exc})")
         return
+    unpack = Unpacking((Budget("this archive", ARCHIVE_BUDGET, MAX_MEMBERS), run))
+    overlapping = overlapping_entries(infos)
+    if overlapping:
+        notes.append(f"{path}: {len(overlapping)} members skipped unread, their bytes overlap another member's "
+                     "(which only a crafted zip does)")
     with archive:
-        for info in archive.infolist():
-            if info.is_dir() or info.file_size > MAX_MEMBER:
+        for index, info in enumerate(infos):
+            name = f"{path}!/{info.filename}"
+            if index in overlapping or info.filename.endswith("/"):  # not is_dir(): it fails on an empty name
                 continue
-            with archive.open(info) as member:
-                if member.read(4) != b"\x7fELF":
-                    continue
+            spent = unpack.take_entry()
+            if spent is not None:
+                notes.append(f"{path}: more than {spent.entries} members in {spent.scope}; the rest skipped")
+                return
+            if info.file_size > MAX_MEMBER:
+                notes.append(f"{name}: {info.file_size} bytes unpacked, more than the {MAX_MEMBER} read of one "
+                             "member; skipped")
+                continue
+            try:
+                with open_member(archive, info) as member:
+                    if member.read(4) != b"\x7fELF":
+                        continue
+            except errors as exc:
+                notes.append(f"{name}: unreadable member ({exc})")
+                continue
+            if info.file_size > unpack.tightest().bytes_left:
+                notes.append(f"{name}: skipped, its {info.file_size} bytes are more than the {unpack.left()}")
+                continue
+            unpack.spend(info.file_size)
+            yield name, partial(_inflated, archive, info, errors)
 
-            def opener(info: zipfile.ZipInfo = info):
-                data = archive.read(info)
-                return (lambda offset, length: data[offset:offset + length] if offset >= 0 else b""), len(data), \
-                    (lambda: None)
 
-            yield f"{path}!/{info.filename}", opener
+def _inflated(archive: zipfile.ZipFile, info: zipfile.ZipInfo,
+              errors: tuple[type[Exception], ...]) -> tuple[Callable[[int, int], bytes], int, Callable[[], None]]:
+    """A Read over one member inflated up to its listed size, its size, and a close function."""
+    try:
+        with open_member(archive, info) as member:
+            spooled = spool(member, info.file_size, errors)
+    except errors as exc:
+        raise ValueError(f"damaged ({exc})") from exc
+    if spooled.error:
+        raise ValueError(f"damaged after {spooled.reader.size} bytes ({spooled.error})")
+    reader = spooled.reader
+    close = reader.handle.close if isinstance(reader, FileReader) else (lambda: None)
+    return reader.read_at, reader.size, close

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..reader import FileReader, core_digest
+
 CASE_MODES = {
     "dir": "each entry directly under PATH is one case: a directory (every file below it), an archive or a lone file",
     "file": "every regular file anywhere under PATH is its own case",
@@ -27,8 +29,8 @@ ARCHIVE_MAGIC = (b"\x1f\x8b", b"\xfd7zXZ\x00", b"BZh", b"\x28\xb5\x2f\xfd", b"PK
 """Leading bytes of gzip, xz, bzip2, zstd and zip; tar is recognised at offset 257."""
 
 SAMPLED_ABOVE = 64 * 1024 * 1024
-"""Files larger than this (cores) are digested by size, first and last MiB, as `pipeline` does for cores."""
-SAMPLE = 1024 * 1024
+"""ELF files (cores) larger than this are digested by samples and their notes (`reader.core_digest`, as
+`pipeline` digests cores); any other file is digested whole, since two logs may differ only in the middle."""
 
 
 @dataclass(frozen=True)
@@ -106,16 +108,12 @@ def case_digest(case: Case) -> str:
 
 
 def file_digest(path: Path) -> str:
-    """A file's sha256 (sampled above SAMPLED_ABOVE bytes, which the prefix says)."""
+    """A file's sha256; a core above SAMPLED_ABOVE bytes is sampled (`reader.core_digest`, which the prefix says)."""
     sha = hashlib.sha256()
     with open(path, "rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
-        if size > SAMPLED_ABOVE:
-            sha.update(str(size).encode())
-            sha.update(handle.read(SAMPLE))
-            handle.seek(size - SAMPLE)
-            sha.update(handle.read(SAMPLE))
-            return "sampled:" + sha.hexdigest()
+        reader = FileReader(handle)
+        if reader.size > SAMPLED_ABOVE and reader.read_at(0, 4) == b"\x7fELF":
+            return core_digest(reader)
         while chunk := handle.read(1024 * 1024):
             sha.update(chunk)
     return sha.hexdigest()
