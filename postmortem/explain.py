@@ -19,7 +19,7 @@ from .pipeline import analyze_text
 from .rank import rank
 from .signatures import Database, load_default, match, render_explanation
 
-_XID = regex.compile(r"(?i)^\s*(s?xid)\s*[:#]?\s*(\d{1,6})\s*$")
+_XID = regex.compile(r"(?i)^\s*+(s?xid)\s*+[:#]?\s*+(\d{1,6})\s*$")
 
 
 @dataclass(frozen=True)

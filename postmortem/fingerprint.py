@@ -22,7 +22,7 @@ _MASKS: tuple[tuple[regex.Pattern, str], ...] = tuple(
         (r"\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)?\s*(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\s+\d{1,2}"
          r"\s+\d{2}:\d{2}:\d{2}(?:\s+\d{4})?", "<time>"),
         (r"\b\d{2}:\d{2}:\d{2}(?:\.\d+)?\b", "<time>"),
-        (r"(?:[\w.~-]*/)+([\w.-]+)", r"<path>/\1"),
+        (r"(?<![\w.~/-])(?:[\w.~-]*+/)+([\w.-]+)", r"<path>/\1"),  # from the path's start only: linear
         (r"\b0x[0-9a-fA-F]+\b", "0x?"),
         (r"\b(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{6,}\b", "<hex>"),
         (r"\b[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.\d)?\b", "<pci>"),

@@ -287,7 +287,7 @@ _SM = regex.compile(r"(?i)^(?:sm_?|compute_)?(\d+)([a-z]?)$")
 def sm_number(value: object) -> int | None:
     """120 from 'sm_120', 'sm_120a', 'compute_120', '12.0' or 120; None when it is none of these."""
     text = str(value).strip()
-    if regex.fullmatch(r"\d+\.\d", text):
+    if regex.fullmatch(r"(?<!\d)\d+\.\d", text):
         major, minor = text.split(".")
         return int(major) * 10 + int(minor)
     found = _SM.match(text)

@@ -2,8 +2,9 @@
 
 Loading already checks the schema, the cause vocabulary and duplicate ids.
 Lint then runs every entry's examples through the whole pipeline (a positive
-example must fire the entry, a negative one must not) and checks that every
-entry has its words in every language the reports speak.
+example must fire the entry, a negative one must not), checks that every
+entry has its words in every language the reports speak, and refuses patterns
+whose matching time can explode (a quantified group holding a quantifier).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+import regex
 
 from .pipeline import analyze, analyze_text
 from .signatures import Database, Signature
@@ -67,7 +70,73 @@ def check_translations(database: Database) -> list[Problem]:
     return problems
 
 
+_QUANTIFIER = regex.compile(r"(?:(?P<base>[*+?])|\{\d*+(?:(?P<comma>,)(?P<high>\d*+))?\})(?P<mode>[?+]?)")
+_GROUP_OPEN = regex.compile(r"\((?:\?(?P<atomic>>|<?[=!])|\?(?:P?<\w+>|[a-zA-Z-]*:|\||P=\w+\)))?")
+_NOT_A_GROUP = regex.compile(r"\(\?(?:#[^)]*|[a-zA-Z-]*)\)")
+"""Inline flags (`(?i)`) and comments: nothing to quantify."""
+_ESCAPE = regex.compile(r"\\(?:[pPN]\{[^}]*\}|x\{[^}]*\}|.)", regex.DOTALL)
+_CLASS = regex.compile(r"\[\^?\]?(?:\\.|\[:\w+:\]|[^\]])*\]", regex.DOTALL)
+
+
+@dataclass
+class _Group:
+    start: int
+    atomic: bool
+    repeats: bool = False
+    """Whether an unbounded, backtracking quantifier sits inside."""
+
+
+def nested_quantifiers(pattern: str) -> list[str]:
+    """The parts of `pattern` where an unbounded quantifier repeats a group that holds one (`(\\d+)+`, `(?:a*b?)*`).
+
+    Such a group can split one run of text in exponentially many ways before it fails. An atomic
+    group (`(?>...)`), a lookaround or a possessive quantifier (`*+`, `++`) on either level gives
+    the engine nothing to retry, so those pass.
+    """
+    found: list[str] = []
+    stack = [_Group(0, atomic=False)]
+    i = 0
+    while i < len(pattern):
+        start, group = i, None
+        if pattern[i] == "\\":
+            i = _ESCAPE.match(pattern, i).end()
+        elif pattern[i] == "[" and (cls := _CLASS.match(pattern, i)):
+            i = cls.end()
+        elif pattern[i] == "(" and (flags := _NOT_A_GROUP.match(pattern, i)):
+            i = flags.end()
+            continue
+        elif pattern[i] == "(":
+            opened = _GROUP_OPEN.match(pattern, i)
+            stack.append(_Group(i, atomic=bool(opened["atomic"])))
+            i = opened.end()
+            continue
+        elif pattern[i] == ")" and len(stack) > 1:
+            group = stack.pop()
+            start, i = group.start, i + 1
+        else:
+            i += 1
+        inner = group is not None and group.repeats and not group.atomic
+        quantifier = _QUANTIFIER.match(pattern, i)
+        if quantifier:
+            unbounded = quantifier["base"] in ("*", "+") or bool(quantifier["comma"] and not quantifier["high"])
+            backtracks = unbounded and quantifier["mode"] != "+"
+            if backtracks and inner:
+                found.append(pattern[start : quantifier.end()])
+            stack[-1].repeats |= backtracks
+            i = quantifier.end()
+        stack[-1].repeats |= inner
+    return found
+
+
+def check_patterns(signature: Signature) -> list[Problem]:
+    """A pattern with nested quantifiers: one crafted line could hold the whole analysis for minutes."""
+    return [Problem(signature.id, f"pattern /{pattern.pattern}/ nests quantifiers in {part!r}: one long line can take "
+                                  "minutes; make a level possessive (`++`, `*+`) or atomic (`(?>...)`)")
+            for pattern in signature.patterns for part in nested_quantifiers(pattern.pattern)]
+
+
 def lint(database: Database, root: Path) -> list[Problem]:
     """Every problem of every signature in `database` (empty when the pack is sound)."""
-    problems = [problem for signature in database.signatures for problem in check_examples(signature, root)]
+    problems = [problem for signature in database.signatures
+                for problem in (*check_patterns(signature), *check_examples(signature, root))]
     return problems + check_translations(database)

@@ -22,7 +22,8 @@ import regex
 
 TRANSPORT = regex.compile(
     r"""
-      [ \t]*(?:>[ \t]?)+                            # quote markers, also nested (">> ")
+    \G(?:                                                   # only where the last layer ended (linear under search)
+      [ \t]*+(?:>[ \t]?)+                          # quote markers, also nested (">> ")
     | [ \t]*(?:```|~~~)(?=\S)                                # a Markdown fence glued to the first line
     | [ \t]*\d{1,6}[ \t]*[|│][ \t]?                          # editor / pager gutter: "  12 | "
     | [ \t]*(?:\[(?:rank|default)\d+\]|\[\d+,\d+\]<(?:stdout|stderr)>):[ \t]?   # torchrun, mpirun --tag-output
@@ -32,7 +33,7 @@ TRANSPORT = regex.compile(
     | [ \t]*[A-Za-z][\w.\-]*[ \t]+\|[ \t]                    # docker compose: "vllm-1  | "
     | [ \t]*\d{1,4}:[ ]                                      # srun --label: "0: "
     | \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6,9}Z[ ]           # kubectl --timestamps, CI runners (UTC, 6-9 digits)
-    """,
+    )""",
     regex.VERBOSE,
 )
 MAX_LAYERS = 4

@@ -53,6 +53,16 @@ _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 """The C loader when PyYAML has it (several times faster at start-up); both are safe loaders."""
 
 
+MATCH_WINDOW = 64 * 1024
+"""Most characters of an event's text, or of one field, that a signature's regex reads (from the start).
+
+Every line reaches us cut to text.MAX_LINE around its anchor, and the patterns are linear
+(tests/test_regex_time.py), but an event may fold a long block (a traceback, a dump); its
+report's words sit in its first lines. 64 Ki is eight full lines: more than any rule needs,
+and a bound on what one rule costs per event whatever the input.
+"""
+
+
 class SignatureError(Exception):
     """A signature file or entry is invalid; the message names file and entry."""
 
@@ -88,6 +98,8 @@ class Signature:
     condition: Condition
     origin: str
     role: str = "root"
+    patterns: tuple[regex.Pattern, ...] = ()
+    """Every regex the condition runs (`text` and field `regex`), for lint and the matching-time tests."""
 
 
 @dataclass(frozen=True)
@@ -205,8 +217,9 @@ def _signature(path: Path, index: int, entry: Any) -> Signature:
     role = entry.get("role", "root")
     if role not in ROLES:
         raise SignatureError(f"{label}: role must be one of {ROLES}")
+    patterns: list[regex.Pattern] = []
     try:
-        condition = compile_condition(entry["match"])
+        condition = compile_condition(entry["match"], patterns)
     except (SignatureError, regex.error, TypeError, ValueError) as exc:
         raise SignatureError(f"{label}: bad match: {exc}") from exc
     return Signature(
@@ -222,6 +235,7 @@ def _signature(path: Path, index: int, entry: Any) -> Signature:
         condition=condition,
         origin=label,
         role=role,
+        patterns=tuple(patterns),
     )
 
 
@@ -243,8 +257,9 @@ def _check_references(signatures: Sequence[Signature], causes: Mapping[str, Caus
             raise SignatureError(f"{signature.origin}: cause {signature.cause!r} is not in the cause vocabulary")
 
 
-def compile_condition(spec: Any) -> Condition:
-    """Turn a YAML condition into a predicate over events."""
+def compile_condition(spec: Any, patterns: list[regex.Pattern] | None = None) -> Condition:
+    """Turn a YAML condition into a predicate over events; each regex compiled is added to `patterns`."""
+    patterns = [] if patterns is None else patterns
     if not isinstance(spec, dict) or not spec:
         raise SignatureError(f"a condition must be a non-empty mapping, got {spec!r}")
     parts: list[Condition] = []
@@ -254,17 +269,18 @@ def compile_condition(spec: Any) -> Condition:
             parts.append(lambda e, kinds=kinds: e.kind in kinds)
         elif key == "text":
             pattern = regex.compile(value)
-            parts.append(lambda e, p=pattern: p.search(e.text) is not None)
+            patterns.append(pattern)
+            parts.append(lambda e, p=pattern: p.search(e.text, 0, MATCH_WINDOW) is not None)
         elif key == "fields":
             if not isinstance(value, dict):
                 raise SignatureError("fields must be a mapping")
-            parts.extend(_field_test(name, expected) for name, expected in value.items())
+            parts.extend(_field_test(name, expected, patterns) for name, expected in value.items())
         elif key in ("any", "all"):
-            subs = [compile_condition(sub) for sub in _as_list(value)]
+            subs = [compile_condition(sub, patterns) for sub in _as_list(value)]
             test = any if key == "any" else all
             parts.append(lambda e, subs=subs, test=test: test(sub(e) for sub in subs))
         elif key == "not":
-            sub = compile_condition(value)
+            sub = compile_condition(value, patterns)
             parts.append(lambda e, sub=sub: not sub(e))
         elif key == "count":
             parts.append(_count_test(value))
@@ -273,14 +289,15 @@ def compile_condition(spec: Any) -> Condition:
     return lambda e: all(part(e) for part in parts)
 
 
-def _field_test(name: str, expected: Any) -> Condition:
+def _field_test(name: str, expected: Any, patterns: list[regex.Pattern]) -> Condition:
     if isinstance(expected, dict):
         if len(expected) != 1:
             raise SignatureError(f"field {name}: one operator per field")
         (op, operand), = expected.items()
         if op == "regex":
             pattern = regex.compile(operand)
-            return lambda e: name in e.fields and pattern.search(str(e.fields[name])) is not None
+            patterns.append(pattern)
+            return lambda e: name in e.fields and pattern.search(str(e.fields[name]), 0, MATCH_WINDOW) is not None
         if op in ("gte", "lte"):
             bound = float(operand)
             sign = 1 if op == "gte" else -1

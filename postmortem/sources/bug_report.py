@@ -59,7 +59,7 @@ _LINK = regex.compile(r"Speed (?P<speed>[\d.]+)GT/s(?: \((?P<speed_note>\w+)\))?
 _DL_ACTIVE = regex.compile(r"\bDLActive(?P<state>[+-])")
 _NVRM = regex.compile(
     r"NVRM version: NVIDIA UNIX (?P<flavour>Open )?(?:\S+ )?Kernel Module(?: for \S+)?\s+(?P<version>\d+\.\d+(?:\.\d+)?)")
-_GCC = regex.compile(r"^\s*GCC version:\s*(?:gcc version )?(?P<gcc>\S.*?)\s*$")
+_GCC = regex.compile(r"^\s*+GCC version:\s*+(?:gcc version )?(?P<gcc>\S(?:.*\S)?)\s*$")
 _BANNER = regex.compile(r"nvidia-bug-report\.sh Version: (?P<version>\d+)")
 _UNAME = regex.compile(r"^uname: Linux (?P<host>\S+) (?P<kernel_version>\d+\.\d+\S*)")
 

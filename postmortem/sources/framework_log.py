@@ -76,6 +76,7 @@ BLOCK_GAP = 6
 
 _PREFIX_PIECES = regex.compile(
     r"""
+    \G(?:                                                   # only where the last piece ended (linear under search)
       \[(?:rank|default)(?P<rank>\d+)\]:\s?
     | rank(?P<rank>\d+):\s
     | \((?P<proc>[A-Za-z][\w.\- ]*?\bpid=\d+)\)\s+
@@ -88,7 +89,7 @@ _PREFIX_PIECES = regex.compile(
     | [ \t]*(?P<iso>\d{4}-\d\d-\d\d[ T_]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?)(?:Z|[+-]\d\d:?\d\d)?:?[ ]?
     | -\s+[\w.]+\s+-\s+[A-Z]+\s+-\s+
     | \[?[IWEF](?:\d{4}\s+\d\d:\d\d:\d\d\.\d+)?\s+(?:\d+\s+)?[\w/.\-]+:\d+\][ ]?
-    """,
+    )""",
     regex.VERBOSE,
 )
 
@@ -432,9 +433,9 @@ def _arch(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
 # ---------------------------------------------------------------- device asserts
 
 _ASSERT = regex.compile(
-    r"(?P<file>[^\s:]+\.cuh?):(?P<line>\d+): (?P<func>.*?):?\s*block: \[(?P<block>[\d, ]+)\],\s*thread: \[(?P<thread>[\d, ]+)\]"
+    r"(?P<file>(?<![^\s:])[^\s:]+\.cuh?):(?P<line>\d+): (?P<func>.*?):?\s*block: \[(?P<block>[\d, ]+)\],\s*thread: \[(?P<thread>[\d, ]+)\]"
     r"\s*Assertion `?(?P<cond>.*?)`? failed"
-    r"|(?P<file>[^\s:]+\.cuh?):(?P<line>\d+):? Assertion `(?P<cond>.*?)` failed"
+    r"|(?P<file>(?<![^\s:])[^\s:]+\.cuh?):(?P<line>\d+):? Assertion `(?P<cond>.*?)` failed"
 )
 """A device-side assert as CUDA prints it (with block and thread), or as a framework's kernel macro prints it from a
 .cu file (Paddle's PADDLE_ENFORCE in kernels); pasted into Markdown the backticks are often lost."""
@@ -456,7 +457,7 @@ def _device_assert(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
 # ---------------------------------------------------------------- kernels too big for the GPU
 
 _RESOURCES = regex.compile(
-    r"out of resource: (?P<resource>[\w ]+?),?\s*Required: (?P<required>\d+),?\s*Hardware limit(?:ation)?: (?P<limit>\d+)")
+    r"out of resource: (?P<resource>[ ]*+\w+(?:[ ]++\w+)*?)[ ]*+,?\s*+Required: (?P<required>\d+),?\s*Hardware limit(?:ation)?: (?P<limit>\d+)")
 """Triton's OutOfResources; old releases ran the parts together ("shared memoryRequired: 65536Hardware limit")."""
 
 
@@ -554,12 +555,13 @@ _OOM = regex.compile(
     r"|RESOURCE_EXHAUSTED:.*?(?:[Oo]ut of memory|allocat)|OOM when allocating"
     r"|\(GPU_\d+_bfc\) ran out of memory trying to allocate|MPS backend out of memory"
     r"|Resource exhausted: Out\b|Out of memory allocating [\d,]+ bytes|Failed to allocate memory for requested buffer"
-    r"|\w*(?:Cuda|Gpu|GPU|Device)\w*Allocator fail(?:ed)? to allocate memory"  # PhysX (Isaac Gym/Sim)
+    r"|(?<=(?:Cuda|Gpu|GPU|Device)\w*)Allocator fail(?:ed)? to allocate memory"  # PhysX (Isaac Gym/Sim)
     r"|bad_alloc: out_of_memory|rmm::out_of_memory"  # RAPIDS memory manager (cuDF, cuML, XGBoost)
     r"|out of memory to allocate \d+ bytes \(total \d+ bytes\)"  # CuPy's memory pool before v8
     r"|Non-OK-status: Gpu\w+.*status: \w+: out of memory"  # TensorFlow kernel launches
 )
-_SIZE = r"(\d+(?:\.\d+)?\s*(?:[KMGTP]i?B|bytes|B))"
+_SIZE = r"(?<!\d)(\d++(?:\.\d++)?+\s*+(?:[KMGTP]i?B|bytes|B))"
+"""A size as allocators print it; read from the first digit only (so a long digit run costs one attempt)."""
 _OOM_FIELDS: tuple[tuple[str, regex.Pattern], ...] = tuple(
     (name, regex.compile(pattern))
     for name, pattern in (
@@ -648,7 +650,7 @@ _API = regex.compile(
 )
 _FILE_LINE = (
     regex.compile(r"file=(?P<file>.+?)\s*;?\s*line=(?P<line>\d+)"),
-    regex.compile(r"(?P<file>(?:[A-Za-z]:)?[^\s:'\"(\[]+\.(?:cu|cuh|cpp|cc|c|h|hpp|py|lua)):(?P<line>\d+)"),
+    regex.compile(r"(?P<file>(?<![^\s:'\"(\[])(?:[A-Za-z]:)?[^\s:'\"(\[]+\.(?:cu|cuh|cpp|cc|c|h|hpp|py|lua)):(?P<line>\d+)"),
 )
 _GPU_INDEX = regex.compile(r"GPU=(?P<i>\d{1,3})\b|current device: (?P<i>\d+)|device ordinal (?P<i>\d+)")
 _HOSTNAME = regex.compile(r"hostname=(?P<h>[\w.\-]+)")
@@ -809,7 +811,7 @@ def _child_failed_block(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Foun
 
 # ---------------------------------------------------------------- fatal signals and native crashes
 
-_FAULTHANDLER = regex.compile(r"Fatal Python error: (?P<what>[^:]+?)\s*$")
+_FAULTHANDLER = regex.compile(r"Fatal Python error: (?P<what>[^:]*[^:\s])\s*$")
 _FH_LINE = regex.compile(
     r'^(?:\s*$|(?:Current thread|Thread) 0x[0-9a-f]+ \(most recent call first\):|Stack \(most recent call first\):'
     r'|\s+File ".*", line \d+ in |\s+<no Python frame>|\s+Garbage-collecting|Extension modules:|<Cannot show all threads)'
@@ -826,7 +828,7 @@ _NATIVE_FRAME = regex.compile(
     regex.IGNORECASE,
 )
 _SHELL = regex.compile(
-    r"(?:\S+: line \d+:\s+\d+\s+)?(?P<what>Segmentation fault|Bus error|Aborted|Illegal instruction|Floating point exception)"
+    r"\G(?:\S+: line \d+:\s+\d+\s+)?(?P<what>Segmentation fault|Bus error|Aborted|Illegal instruction|Floating point exception)"
     r"(?P<core>\s+\(core dumped\))?(?:\s+.*)?"
 )
 _GLIBC = regex.compile(r"^(?:malloc|free|realloc|double free|corrupted|munmap_chunk|malloc_consolidate)\S*.*")
@@ -878,7 +880,7 @@ def _native_backtrace(ctx: _Context, line: Line, pre: _Prefixed) -> _Found | Non
         last = nxt
         if signal is None and (inner := regex.search(r"\*\*\* (SIG[A-Z]+)", p.body)):
             signal = inner.group(1)
-        if len(frames) < 12 and not regex.match(r"\s*(?:stack trace|backtrace\(\)|Stack trace)", p.body, regex.I):
+        if len(frames) < 12 and not regex.match(r"\G\s*+(?:stack trace|backtrace\(\)|Stack trace)", p.body, regex.I):
             frames.append(p.body.strip())
     fields = {"signal": signal, "pid": int(match["pid"]) if match["pid"] else None, "frames": frames,
               "source": "native-backtrace"}

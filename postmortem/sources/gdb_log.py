@@ -42,7 +42,8 @@ _FRAME = regex.compile(
     r"(?<![\w#(])#(?P<index>\d+)\s+(?P<body>0x[0-9a-fA-F]+ in \S.*|<signal handler called>"
     r"|(?!0x)[^\s(][^(]*\(.*\)(?: at \S+:\d+| from \S+)?)\s*$")
 _STOP = regex.compile(r"^(?P<pc>0x[0-9a-fA-F]+) in (?P<call>.+?)(?: at (?P<file>\S+):(?P<line>\d+)| from (?P<module>\S+))?\s*$")
-_CALL = regex.compile(r"^(?:(?P<pc>0x[0-9a-fA-F]+) in )?(?P<call>.+?)(?: at (?P<file>\S+):(?P<line>\d+)| from (?P<module>\S+))?\s*$")
+_CALL = regex.compile(r"^(?:(?P<pc>0x[0-9a-fA-F]+) in )?(?P<call>.+?)(?: at (?P<file>\S+):(?P<line>\d+)| from (?P<module>\S+))?$")
+"""A frame's text after its number, stripped first: a trailing blank-matcher under the lazy `call` would rescan every blank run."""
 _THREAD = regex.compile(r"\bThread (?P<num>\d+) \((?P<what>.*)\)\s*:?\s*$")
 _LWP = regex.compile(r"LWP (?P<lwp>\d+)")
 _QUOTED = regex.compile(r"\"(?P<name>[^\"]*)\"")
@@ -57,9 +58,9 @@ _FOCUS_PART = regex.compile(r"\b(?P<key>kernel|grid|cluster|block|thread|device|
 _PC_SOURCE = regex.compile(r"^(?P<pc>0x[0-9a-fA-F]+)\s+(?P<line>\d+)\s+(?P<source>\S.*)$")
 _SOURCE = regex.compile(r"^(?P<line>\d+)\t(?P<source>.*)$")
 _KERNEL_ROW = regex.compile(
-    r"^\s*(?P<focus>\*)?\s*(?P<kernel_id>\d+)\s+(?P<parent>-|\d+)\s+(?P<device>\d+)\s+(?P<grid>-?\d+)\s+"
+    r"^\s*+(?P<focus>\*)?\s*+(?P<kernel_id>\d+)\s+(?P<parent>-|\d+)\s+(?P<device>\d+)\s+(?P<grid>-?\d+)\s+"
     r"(?P<status>[A-Za-z]+)\s+(?P<sms_mask>0x[0-9a-fA-F]+)\s+(?P<grid_dim>\([\d,]+\))\s+(?P<block_dim>\([\d,]+\))"
-    r"\s+(?P<invocation>\S.*?)\s*$")
+    r"\s+(?P<invocation>\S(?:.*\S)?)\s*$")
 MAX_KERNEL_ROWS = 256
 """Rows read under one `info cuda kernels` header."""
 _PAGER = "--Type <RET>"

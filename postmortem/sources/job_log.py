@@ -34,13 +34,13 @@ ANCHORS: tuple[bytes, ...] = (
 _OOM_REPORTS = (
     ("slurm", regex.compile(r"Detected (?P<count>\d+) oom[-_ ]kill events?(?:\(s\))?"
                             r"(?: in (?P<step>(?:StepId=|step )\S+))?")),
-    ("systemd", regex.compile(r"(?P<unit>[\w@.\-]+\.(?:service|scope)): (?:A process of this unit has been "
+    ("systemd", regex.compile(r"(?<![\w@.\-])(?P<unit>[\w@.\-]+\.(?:service|scope)): (?:A process of this unit has been "
                               r"killed by the OOM killer|Failed with result 'oom-kill')")),
     ("kubernetes", regex.compile(r"\bOOMKilled\b|The node was low on resource: memory")),
     ("lsf", regex.compile(r"TERM_MEMLIMIT: job killed after reaching LSF memory usage limit")),
     ("pbs", regex.compile(r"exceeded (?:MEM|mem|vmem|pmem) usage hard limit(?: \((?P<used>\d+) > (?P<limit>\d+)\))?")),
     ("slurm", regex.compile(r"exceeded (?:job )?memory limit(?: \((?P<used>\d+) > (?P<limit>\d+)\))?, being killed")),
-    ("ray", regex.compile(r"(?P<count>\d+) Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)")),
+    ("ray", regex.compile(r"(?<!\d)(?P<count>\d+) Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)")),
 )
 """Reports that name the out-of-memory kill themselves (no guess needed)."""
 
@@ -52,7 +52,7 @@ _JOB_CONTROL = regex.compile(
 """bash/sh job control: `script: line 28:  8156 Killed  python3 main.py`, or the bare word on its own line."""
 _EXIT_STATUS = regex.compile(
     r"(?i)\b(?:exit(?:ed)?(?: with)?(?: code| status)|return code|exitcode|exit_code|error code)"
-    r"\s*[:=]?\s*(?P<code>-?\d{1,3})\b"
+    r"\s*+[:=]?\s*+(?P<code>-?\d{1,3})\b"
 )
 _MPI_SIGNAL = regex.compile(r"\bSignal: (?P<what>[A-Z][a-z]+(?: [a-z]+)*) \((?P<number>\d+)\)")
 _CANCELLED = regex.compile(r"CANCELLED AT (?P<when>\S+) DUE TO (?P<reason>TIME LIMIT|PREEMPTION)")

@@ -75,10 +75,10 @@ _ABORT_REASON = regex.compile(
     r"(?:watchdog thread terminated with exception|Original reason for failure was): (?P<reason>.+)")
 _ABORT_PLAIN = regex.compile(r"To avoid data inconsistency|Some NCCL operations have failed or timed out")
 _DUMP = regex.compile(r"(?i)dump(?:ing)? (?:the )?debug info|flight recorder|nccl_trace_rank_")
-_DUMP_PATH = regex.compile(r"(/\S*nccl_trace_rank_\S*)")
+_DUMP_PATH = regex.compile(r"(?<!\S)[^\s/]*+(/\S*nccl_trace_rank_\S*)")
 
-_PREFIX = r"(?:(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<device>\d+)\] )?"
-_WARN = regex.compile(_PREFIX + r"(?:(?P<src>[\w./-]+\.\w+:\d+) )?NCCL WARN (?P<message>.*?)\s*$")
+_PREFIX = r"(?:(?<![^\s:\[\]])(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<device>\d+)\] )?"
+_WARN = regex.compile(_PREFIX + r"(?:(?<![\w./-])(?P<src>[\w./-]+\.\w+:\d+) )?NCCL WARN (?P<message>(?:.*\S)?)\s*$")
 _INFO_VERSION = regex.compile(_PREFIX + r"NCCL INFO NCCL version (?P<version>[\d.]+)(?:\+cuda(?P<cuda>[\d.]+))?")
 _INFO_TRACE = regex.compile(_PREFIX + r"NCCL INFO (?P<src>[\w./-]+\.\w+:\d+) -> (?P<code>\d+)")
 _REMOTE = regex.compile(r"(?:peer|to|from) (?P<remote>\S+?)<(?P<port>\d+)>")
@@ -87,7 +87,8 @@ _ERRNO = regex.compile(
     r"|Software caused connection abort|No route to host|Network is unreachable|Broken pipe"
     r"|Address already in use|Cannot assign requested address|Resource temporarily unavailable"
     r"|No such device|No space left on device|Cannot allocate memory|Operation now in progress")
-_FOLD_NOISE = regex.compile(r"\S*<\d+>|0x[0-9a-fA-F]+|[0-9a-fA-F]*\d[0-9a-fA-F]*")
+_FOLD_NOISE = regex.compile(r"(?<!\S)\S*<\d+>|0x[0-9a-fA-F]+|(?<![0-9a-fA-F])[0-9a-fA-F]*\d[0-9a-fA-F]*")
+"""Addresses and numbers a message varies by; each alternative starts where its run starts (linear)."""
 
 _ERROR_IN = regex.compile(
     r"NCCL error in: (?P<src>\S+?:\d+), (?P<message>.+?)(?:, NCCL version (?P<version>[\w.+-]+))?\s*$")

@@ -249,7 +249,7 @@ def _program_hit(m: regex.Match, tool: str | None) -> dict[str, Any]:
 def _summary(m: regex.Match, tool: str | None) -> dict[str, Any]:
     rest = m.group("rest")
     fields: dict[str, Any] = {"tool": {"RACECHECK": "racecheck", "LEAK": "memcheck"}.get(m.group("which"), tool)}
-    for number, noun in regex.findall(r"(\d+) (errors?|warnings?|hazards|bytes|allocations?)", rest):
+    for number, noun in regex.findall(r"(?<!\d)(\d+) (errors?|warnings?|hazards|bytes|allocations?)", rest):
         fields[noun.rstrip("s") + "s"] = int(number)
     return {k: v for k, v in fields.items() if v is not None}
 
