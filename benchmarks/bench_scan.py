@@ -20,10 +20,9 @@ import random
 import shutil
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
-from common import compile_postmortem, measure
+from common import anchors, measure, prepare
 
 ERROR_LINES = [
     # real lines from public reports (see tests/data/*/SOURCES.md)
@@ -65,27 +64,17 @@ def write_log(path: Path, size: int, seed: int = 1) -> None:
             written += len(text)
 
 
-def anchors() -> list[bytes]:
-    """Every literal postmortem's prefilter scans for: grep gets the same work."""
-    from postmortem.sources import text_sources
-
-    return sorted({a for source in text_sources() for a in source.ANCHORS})
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size-mb", type=int, default=1024)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--keep", action="store_true", help="keep the generated log")
     args = parser.parse_args()
-    compile_postmortem()
-    grep = shutil.which("grep")
-    postmortem = shutil.which("postmortem") or str(Path(sys.executable).parent / "postmortem")
-    workdir = Path(tempfile.mkdtemp(prefix="pm-bench-"))
-    log, literals = workdir / "fleet.log", workdir / "literals.txt"
+    bench = prepare("pm-bench-")
+    grep, postmortem, workdir, literals = bench.grep, bench.postmortem, bench.workdir, bench.literals
+    log = workdir / "fleet.log"
     print(f"writing {args.size_mb} MiB log to {log} ...", flush=True)
     write_log(log, args.size_mb * 1024 * 1024)
-    literals.write_bytes(b"\n".join(anchors()) + b"\n")
     size = log.stat().st_size
     measure([grep, "-c", "-F", "-f", str(literals), str(log)], workdir / "out.txt")  # warm the page cache
     pm_times, grep_times, pm_rss = [], [], []

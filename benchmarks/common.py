@@ -1,11 +1,15 @@
-"""What both benchmarks need: one measured child process, and postmortem as an install leaves it."""
+"""What the benchmarks share: one measured child process, postmortem as an install leaves it, grep's literals."""
 
 from __future__ import annotations
 
 import compileall
 import os
+import shutil
 import subprocess
+import sys
+import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -29,3 +33,30 @@ def compile_postmortem() -> None:
     import postmortem
 
     compileall.compile_dir(str(Path(postmortem.__file__).parent), quiet=1)
+
+
+def anchors() -> list[bytes]:
+    """Every literal postmortem's prefilter scans for: grep gets the same work."""
+    from postmortem.sources import text_sources
+
+    return sorted({a for source in text_sources() for a in source.ANCHORS})
+
+
+@dataclass(frozen=True)
+class Bench:
+    """The two programs compared, a scratch folder, and the file of literals grep is given."""
+
+    grep: str
+    postmortem: str
+    workdir: Path
+    literals: Path
+
+
+def prepare(prefix: str) -> Bench:
+    """Compile postmortem, find both programs, make the scratch folder and write grep's literals into it."""
+    compile_postmortem()
+    workdir = Path(tempfile.mkdtemp(prefix=prefix))
+    literals = workdir / "literals.txt"
+    literals.write_bytes(b"\n".join(anchors()) + b"\n")
+    postmortem = shutil.which("postmortem") or str(Path(sys.executable).parent / "postmortem")
+    return Bench(shutil.which("grep") or "grep", postmortem, workdir, literals)

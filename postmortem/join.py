@@ -235,18 +235,30 @@ def _placed(event: Event, anchors: list[Event]) -> Event:
               and (not host or not a.fields.get("host") or a.fields["host"] == host)]
     same = [a for a in others if a.fields["uptime"] == uptime]  # the same kernel record: the same boot
     candidates = same or others
-    boots = sorted({_boot(a) for a in candidates})
-    if not boots or boots[-1] - boots[0] > BOOT_SLACK:
-        return event  # no anchor, or several boots: which one is unknown
+    boots = {_boot(a) for a in candidates}
+    if not boots or None in boots or len({b.tzinfo is None for b in boots}) > 1:
+        return event  # no anchor, a boot no date can hold, or naive and zoned clocks: no one boot is proven
+    boots = sorted(boots)
+    moment = shifted(boots[0], uptime)
+    if boots[-1] - boots[0] > BOOT_SLACK or moment is None:
+        return event  # several boots (which one is unknown), or an uptime no date can hold
     anchor = candidates[0]
     reason = "the same record" if same else "the only boot in the inputs"
     why = f"boot {boots[0].isoformat()} from {_place(anchor)} ({reason})"
     fields = {**event.fields, "joined": {**event.fields.get("joined", {}), "time": why}}
-    return dataclasses.replace(event, time=boots[0] + timedelta(seconds=uptime), clock="uptime+boot", fields=fields)
+    return dataclasses.replace(event, time=moment, clock="uptime+boot", fields=fields)
 
 
-def _boot(anchor: Event) -> datetime:
-    return anchor.time - timedelta(seconds=float(anchor.fields["uptime"]))
+def _boot(anchor: Event) -> datetime | None:
+    return shifted(anchor.time, -float(anchor.fields["uptime"]))
+
+
+def shifted(moment: datetime, seconds: float) -> datetime | None:
+    """`moment` moved by `seconds`, or None past the years a datetime holds (an uptime of 3e11 s, a NaN)."""
+    try:
+        return moment + timedelta(seconds=seconds)
+    except (OverflowError, ValueError):
+        return None
 
 
 # ------------------------------------------------------------------ NCCL: who stopped first

@@ -3,16 +3,25 @@
 A `TextDoc` never holds a whole file as a Python string. It reads the bytes in
 windows, asks the prefilter where anchors are, and decodes only those lines
 (and, when a source asks, the lines that follow one of them).
+
+A line ends at `\\n`, `\\r\\n` or a lone `\\r` (a progress bar redraws its line
+with `\\r`; a log of nothing but redraws is still many lines). Memory stays flat
+whatever the input: a storm of identical lines is folded as it is read (see
+`TextDoc.scan`), and the candidate lines held are bounded (MAX_HELD_LINES,
+MAX_HELD_BYTES).
 """
 
 from __future__ import annotations
 
 import bisect
 import codecs
+import dataclasses
 import hashlib
-from collections.abc import Iterator
+import re
+from collections import deque
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import regex
 
@@ -23,13 +32,36 @@ from .reader import ByteReader
 if TYPE_CHECKING:
     from .prefilter import Prefilter
 
-WINDOW = 16 * 1024 * 1024
+WINDOW = 4 * 1024 * 1024
 """Bytes read per scan step; bounds memory whatever the file size."""
 
 MAX_LINE = 8192
 """Longest line text kept; longer lines keep an excerpt around the match."""
 
+MAX_HELD_LINES = 20_000
+"""Candidate lines (after folding identical repeats) one input keeps for the parsers. Each becomes an event
+matched against every signature (about 0.3 ms each), so a log of millions of different error lines still
+finishes in seconds and in a few hundred MiB (benchmarks/bench_memory.py); see `_Held` for which lines go."""
+
+MAX_HELD_BYTES = 48 * 1024 * 1024
+"""What those lines may cost in memory, as `_cost` counts it: 20,000 lines of MAX_LINE characters
+would otherwise be half a gigabyte before any parsing."""
+
+LINE_OVERHEAD = 600
+"""Bytes a held line costs beyond its text (the Line, its fold entry, the parser's share), for MAX_HELD_BYTES."""
+
 _ANSI = regex.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Za-z0-9]")
+_BREAK = re.compile(rb"\n|\r(?!\n)")
+_STAMP = re.compile(
+    rb"\[\s*\d+\.\d+\]"  # dmesg uptime
+    rb"|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"  # ISO 8601 / RFC 3339
+    rb"|(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d(?: \d{4})?"  # dmesg -T, ctime
+    rb"|[A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d(?:\.\d+)?"  # syslog
+)
+"""Time stamps before a line's first anchor: what differs between the lines of one storm."""
+_SHAPE = bytes.maketrans(b"0123456789abcdefABCDEF", b"#" * 22)
+"""What differs between near-identical lines (pids, registers, counters): masked to judge how common a line is
+(a translation, not a regex: it runs on every candidate line of a storm)."""
 
 
 @dataclass(frozen=True)
@@ -37,7 +69,9 @@ class Line:
     """One decoded line: 1-based number, byte span, text, and which sources it concerns.
 
     `text` is normalised (postmortem.normalise: quoting and relay prefixes taken off);
-    `raw` holds the line as written when that changed it.
+    `raw` holds the line as written when that changed it. `count` is how many
+    identical lines (time stamps aside) this one stands for: the first line of
+    a storm carries the repeats folded into it while the input was read.
     """
 
     number: int
@@ -46,6 +80,7 @@ class Line:
     text: str
     groups: frozenset[str] = frozenset()
     raw: str | None = None
+    count: int = 1
 
     @property
     def original(self) -> str:
@@ -75,14 +110,30 @@ def detect_encoding(head: bytes) -> str:
     return "gb18030" if gb_errors * 4 < utf8_errors else "utf-8"
 
 
+class _Span(NamedTuple):
+    """A candidate line found by the scan, not yet decoded."""
+
+    number: int
+    start: int
+    end: int
+    raw: bytes
+    groups: frozenset[str]
+    key: tuple | None
+    """What identical repeats share (None: this line never folds)."""
+
+
 class TextDoc:
-    """A text input opened for scanning: candidate lines and context lines."""
+    """A text input opened for scanning: candidate lines and context lines.
+
+    `diagnostics` collects what the scan and the parsers had to skip, for the input's report.
+    """
 
     def __init__(self, reader: ByteReader, path: str, encoding: str = "utf-8"):
         self.reader = reader
         self.path = path
         self.encoding = encoding
         self.sha256 = ""
+        self.diagnostics: list[str] = []
         self._known: list[tuple[int, int]] = [(1, 0)]  # (line number, byte offset) of lines whose start is known
 
     def decode(self, raw: bytes) -> str:
@@ -95,80 +146,120 @@ class TextDoc:
         text = strip_transport(written)
         return Line(number, start, end, text, groups, None if text == written else written)
 
-    def scan(self, prefilter: Prefilter) -> list[Line]:
-        """Every line holding an anchor, with the groups (sources) it concerns.
+    def scan(self, prefilter: Prefilter, repeats: Iterable[bytes] = ()) -> list[Line]:
+        """Every line holding an anchor, with the groups (sources) it concerns, storms folded as they are read.
 
-        Also sets `sha256`, the digest of the whole input, from the same reads.
+        A line whose every anchor is in `repeats` (literals whose lines say all
+        they have to say on their own) folds into the first line identical to it
+        but for its time stamps: the first and the last of such a storm are kept,
+        the first counting the ones between (Line.count). Past MAX_HELD_LINES /
+        MAX_HELD_BYTES, lines of the most repeated shape go first (see `_Held`),
+        named in a diagnostic. Also sets `sha256`, the digest of the whole input,
+        from the same reads.
         """
-        lines: list[Line] = []
-        pos, line_number, hashed_to = 0, 1, 0
+        repeats = frozenset(repeats)
+        folding = frozenset(i for i, literal in enumerate(prefilter.literals) if literal in repeats)
+        held = _Held(self)
+        pending: _Span | None = None
+        for span in self._spans(prefilter, folding):
+            if pending is not None and pending.start == span.start:  # one line that a window boundary split
+                pending = pending._replace(end=max(pending.end, span.end), groups=pending.groups | span.groups,
+                                           key=None)
+                continue
+            if pending is not None:
+                held.add(pending)
+            pending = span
+        if pending is not None:
+            held.add(pending)
+        lines = held.lines()
+        self._known = sorted(set(self._known) | {(line.number, line.start) for line in lines})
+        return lines
+
+    def _spans(self, prefilter: Prefilter, folding: frozenset[int]) -> Iterator[_Span]:
+        """The candidate lines of the whole input, window by window; every step moves forward or stops."""
+        pos, number, line_start, hashed_to = 0, 1, 0, 0
         digest = hashlib.sha256()
         size = self.reader.size
+        long_line = False
         while pos < size:
-            chunk = self.reader.read_at(pos, WINDOW)
-            if not chunk:
-                break
+            want = min(WINDOW, size - pos)
+            chunk = self.reader.read_at(pos, want)
             if pos + len(chunk) > hashed_to:
                 digest.update(chunk[hashed_to - pos :])
                 hashed_to = pos + len(chunk)
+            if len(chunk) < want:  # the file shrank since it was opened (rotated, truncated): read what is there
+                self.diagnostics.append(
+                    f"the input shrank while it was read ({size} bytes when opened, {pos + len(chunk)} at the end): "
+                    f"only the first {pos + len(chunk)} bytes were scanned")
+                yield from self._scan_chunk(prefilter, folding, pos, chunk, number, line_start)
+                break
             if pos + len(chunk) < size:
-                cut = chunk.rfind(b"\n")
-                if cut == -1:  # one line longer than the window: scan it in pieces
-                    lines.extend(self._scan_long_line(prefilter, pos, chunk, line_number))
-                    pos += len(chunk) - prefilter.longest + 1
+                cut = max(chunk.rfind(b"\n"), chunk.rfind(b"\r", 0, len(chunk) - 1))
+                if cut == -1:  # one line longer than the window: scan it in overlapping pieces
+                    if not long_line:
+                        self.diagnostics.append(
+                            f"line {number} is longer than {WINDOW >> 20} MiB: only the text around its first anchor "
+                            "was read as a candidate line")
+                        long_line = True
+                    yield from self._scan_chunk(prefilter, folding, pos, chunk, number, line_start)
+                    pos += max(1, len(chunk) - prefilter.longest + 1)
                     continue
                 chunk = chunk[: cut + 1]
-            lines.extend(self._scan_chunk(prefilter, pos, chunk, line_number))
-            line_number += chunk.count(b"\n")
+            long_line = False
+            yield from self._scan_chunk(prefilter, folding, pos, chunk, number, line_start)
+            number += _breaks(chunk, 0, len(chunk))
             pos += len(chunk)
-            self._known.append((line_number, pos))
+            line_start = pos
+            self._known.append((number, pos))
         self.sha256 = digest.hexdigest()
-        merged = _merge_same_lines(lines)
-        self._known = sorted(set(self._known) | {(line.number, line.start) for line in merged})
-        return merged
 
-    def _scan_chunk(self, prefilter: Prefilter, base: int, chunk: bytes, first_number: int) -> Iterator[Line]:
+    def _scan_chunk(self, prefilter: Prefilter, folding: frozenset[int], base: int, chunk: bytes, first_number: int,
+                    first_start: int) -> Iterator[_Span]:
+        """The candidate lines of one window; text before its first break continues the line at `first_start`."""
         number, counted_to = first_number, 0
         start = end = anchor = -1
         groups: set[str] = set()
+        foldable = True
+        carriage = b"\r" in chunk  # most logs have none: then a line's ends are one find each
         for match_end, literal in prefilter.matches(chunk):
             if match_end > end:
                 if groups:
-                    yield self._line(number, base, chunk, (start, end, anchor), groups)
-                anchor = match_end
-                start = chunk.rfind(b"\n", counted_to, match_end) + 1 or counted_to
-                number += chunk.count(b"\n", counted_to, start)
+                    yield self._span(number, base, chunk, (start, end, anchor), groups, foldable, first_start)
+                anchor = match_end - len(prefilter.literals[literal])
+                start = chunk.rfind(b"\n", counted_to, anchor)
+                if carriage:
+                    start = max(start, chunk.rfind(b"\r", counted_to, anchor))
+                start = start + 1 or counted_to
+                number += _breaks(chunk, counted_to, start) if carriage else chunk.count(b"\n", counted_to, start)
                 counted_to = start
-                end = chunk.find(b"\n", match_end)
+                end = _line_end(chunk, match_end) if carriage else chunk.find(b"\n", match_end)
                 end = len(chunk) if end == -1 else end
-                groups = set()
+                groups, foldable = set(), True
             groups |= prefilter.owners[literal]
+            foldable = foldable and literal in folding
         if groups:
-            yield self._line(number, base, chunk, (start, end, anchor), groups)
+            yield self._span(number, base, chunk, (start, end, anchor), groups, foldable, first_start)
 
-    def _line(self, number: int, base: int, chunk: bytes, span: tuple[int, int, int], groups: set[str]) -> Line:
-        """The line at span (start, end, first anchor's end); an over-long one keeps the text around the anchor."""
+    @staticmethod
+    def _span(number: int, base: int, chunk: bytes, span: tuple[int, int, int], groups: set[str], foldable: bool,
+              first_start: int) -> _Span:
+        """The line at span (start, end, first anchor's start); an over-long one keeps the text around the anchor."""
         start, end, anchor = span
-        if end - start <= MAX_LINE:
-            raw = chunk[start:end]
-        else:
-            lo = max(start, anchor - MAX_LINE // 2)
-            raw = chunk[lo : min(end, lo + MAX_LINE)]
-        return self.make_line(number, base + start, base + end, raw, frozenset(groups))
-
-    def _scan_long_line(self, prefilter: Prefilter, base: int, chunk: bytes, number: int) -> Iterator[Line]:
-        for match_end, literal in prefilter.matches(chunk):
-            lo = max(0, match_end - MAX_LINE // 2)
-            yield self.make_line(number, base + lo, base + match_end, chunk[lo : match_end + MAX_LINE // 2],
-                                 prefilter.owners[literal])
+        lo = start if end - start <= MAX_LINE else max(start, anchor - MAX_LINE // 2)
+        raw = chunk[lo : min(end, lo + MAX_LINE)]
+        owners = frozenset(groups)
+        key = (owners, _STAMP.sub(b"", raw[: anchor - lo]), raw[anchor - lo :]) if foldable else None
+        return _Span(number, base + start if start else first_start, base + end, raw, owners, key)
 
     def event(self, kind: str, first: Line, fields: dict | None = None, *,
               last: Line | None = None, text: str | None = None, **extra) -> Event:
-        """An Event located at lines `first`..`last`; its text defaults to those lines."""
+        """An Event located at lines `first`..`last`; its text defaults to those lines, its count to the lines
+        folded into `first`."""
         if text is None:
             text = first.original if last is None else "\n".join(
                 l.original for l in [first, *self.following(first, last.number - first.number)])
         where = Location(self.path, first.number, (last or first).number)
+        extra.setdefault("count", first.count)
         return Event(kind=kind, where=where, text=text, fields=fields or {}, **extra)
 
     def context(self, first: int, last: int, lines: int = 2) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -191,9 +282,9 @@ class TextDoc:
             return None
         at_number, offset = self._known[known]
         if number == at_number:
-            end = self.reader.read_at(offset, MAX_LINE).find(b"\n")
-            end = offset + end if end >= 0 else min(self.reader.size, offset + MAX_LINE)
-            return self.make_line(number, offset, end, self.reader.read_at(offset, end - offset))
+            raw = self.reader.read_at(offset, MAX_LINE)
+            end = _line_end(raw, 0)
+            return self.make_line(number, offset, offset + end, raw[:end])
         anchor = Line(at_number - 1, offset - 1, offset - 1, "")
         found = self.following(anchor, number - at_number + 1)
         return found[-1] if len(found) == number - at_number + 1 else None
@@ -207,10 +298,12 @@ class TextDoc:
         """
         start = line.end + 1
         raw, at_end = self._read_growing(start, limit, max_bytes, forward=True)
-        pieces = raw.split(b"\n")
+        if not at_end and raw.endswith(b"\r"):
+            raw = raw[:-1]  # its \n may be the next byte: the cut line is dropped below anyway
+        pieces = _BREAK.split(raw)
         if at_end:
             if pieces and not pieces[-1]:
-                pieces.pop()  # nothing after the file's last newline
+                pieces.pop()  # nothing after the file's last line break
         else:
             pieces.pop()  # cut at the read size: not a whole line
         out: list[Line] = []
@@ -223,7 +316,7 @@ class TextDoc:
     def preceding(self, line: Line, limit: int = 3, max_bytes: int = 64 * 1024) -> list[Line]:
         """Up to `limit` lines before `line`, nearest last (context for evidence)."""
         raw, at_start = self._read_growing(line.start, limit, max_bytes, forward=False)
-        pieces = raw.split(b"\n")[:-1]  # the piece after the last newline is `line` itself
+        pieces = _BREAK.split(raw)[:-1]  # the piece after the last break is `line` itself
         if not at_start and pieces:
             pieces = pieces[1:]  # the first piece may be cut
         pieces = pieces[-limit:] if limit else []
@@ -234,7 +327,7 @@ class TextDoc:
         return out[::-1]
 
     def _read_growing(self, edge: int, lines: int, max_bytes: int, forward: bool) -> tuple[bytes, bool]:
-        """Bytes after (or before) `edge` holding at least `lines` newlines, read in growing steps.
+        """Bytes after (or before) `edge` holding at least `lines` line breaks, read in growing steps.
 
         Returns the bytes and whether they reach the end (or start) of the input.
         """
@@ -243,17 +336,137 @@ class TextDoc:
             lo = edge if forward else max(0, edge - size)
             raw = self.reader.read_at(lo, size if forward else edge - lo)
             at_limit = lo + len(raw) >= self.reader.size if forward else lo == 0
-            if at_limit or size >= max_bytes or raw.count(b"\n") > lines:
+            if at_limit or size >= max_bytes or _breaks(raw, 0, len(raw)) > lines:
                 return raw, at_limit
             size = min(max_bytes, size * 4)
 
 
-def _merge_same_lines(lines: list[Line]) -> list[Line]:
-    """Join candidates that a window boundary split into two for one line."""
-    merged: list[Line] = []
-    for line in lines:
-        if merged and merged[-1].start == line.start:
-            last = merged.pop()
-            line = Line(last.number, last.start, max(last.end, line.end), last.text, last.groups | line.groups, last.raw)
-        merged.append(line)
-    return merged
+def _breaks(data: bytes, lo: int, hi: int) -> int:
+    """Line breaks in data[lo:hi]: \\n, \\r\\n and lone \\r each count once."""
+    return data.count(b"\n", lo, hi) + data.count(b"\r", lo, hi) - data.count(b"\r\n", lo, hi)
+
+
+def _line_end(data: bytes, at: int) -> int:
+    """Where the line holding offset `at` ends: its \\n (after a \\r for \\r\\n), a lone \\r, or the data's end."""
+    newline = data.find(b"\n", at)
+    stop = len(data) if newline == -1 else newline
+    carriage = data.find(b"\r", at, stop)
+    return stop if carriage == -1 or carriage == newline - 1 else carriage
+
+
+def _cost(span: _Span) -> int:
+    """What holding `span` costs, for MAX_HELD_BYTES: its bytes, its fold key, and later its decoded text."""
+    return LINE_OVERHEAD + (3 if span.key is not None else 2) * len(span.raw)
+
+
+@dataclass(eq=False, slots=True)
+class _Run:
+    """A held candidate line (decoded only once the scan ends) and the identical repeats folded into it."""
+
+    span: _Span
+    shape: tuple
+    cost: int
+    count: int = 1
+    """The first line and the repeats between it and `last`."""
+    last: _Span | None = None
+    """The latest repeat, kept as evidence of when the storm ended."""
+    dropped: bool = False
+
+
+class _Held:
+    """The candidate lines one scan keeps, within MAX_HELD_LINES and MAX_HELD_BYTES.
+
+    Identical lines fold into one run (first, last, count). Past the budget a line
+    is dropped from the most common shape of line (digits and hex masked: a storm
+    whose pids or registers differ), never its first or latest one; only when no
+    shape is common is the oldest line dropped. A rare line, a different event
+    after a storm, stays.
+    """
+
+    def __init__(self, doc: TextDoc):
+        self.doc = doc
+        self.runs: dict[tuple, _Run] = {}
+        self.shapes: dict[tuple, deque[_Run]] = {}
+        self.order: deque[_Run] = deque()  # arrival order, dropped runs removed lazily
+        self.largest: tuple = ()
+        self.held = self.cost = 0
+        self.dropped = 0
+        self.dropped_lines = (0, 0)  # first and last line number of what was dropped
+
+    def add(self, span: _Span) -> None:
+        if span.key is not None and (run := self.runs.get(span.key)) is not None:
+            if run.last is not None:
+                run.count += 1
+            run.last = span
+            return
+        shape = (span.groups, span.raw.translate(_SHAPE))
+        group = self.shapes.get(shape)
+        if group is not None and len(group) > 2 and self.held >= MAX_HELD_LINES \
+                and len(group) >= len(self.shapes.get(self.largest, ())):
+            run = group[-1]  # full, and this is the most common shape: its latest line gives way to this one
+            self._forget(run)
+            run.span, run.cost, run.count, run.last = span, _cost(span), 1, None
+        else:
+            run = _Run(span, shape, _cost(span))
+            if group is None:
+                group = self.shapes[shape] = deque()
+            group.append(run)
+            if len(group) > len(self.shapes.get(self.largest, ())):
+                self.largest = shape
+            self.order.append(run)
+            self.held += 1
+        if span.key is not None:
+            self.runs[span.key] = run
+        self.cost += run.cost
+        while self.held > MAX_HELD_LINES or self.cost > MAX_HELD_BYTES:
+            victim = self._victim()
+            victim.dropped = True
+            self.held -= 1
+            self._forget(victim)
+        if len(self.order) > 2 * MAX_HELD_LINES:
+            self.order = deque(r for r in self.order if not r.dropped)
+
+    def _victim(self) -> _Run:
+        """The second line of the most common shape when it has more than two, else the oldest line held."""
+        group = self.shapes.get(self.largest, ())
+        if len(group) > 2:
+            first = group.popleft()
+            victim = group.popleft()
+            group.appendleft(first)
+            return victim
+        while self.order[0].dropped:
+            self.order.popleft()
+        victim = self.order.popleft()
+        group = self.shapes[victim.shape]
+        group.remove(victim)
+        if not group:
+            del self.shapes[victim.shape]
+        return victim
+
+    def _forget(self, run: _Run) -> None:
+        """Count `run`'s lines as not parsed and release what it cost."""
+        self.cost -= run.cost
+        if run.span.key is not None and self.runs.get(run.span.key) is run:
+            del self.runs[run.span.key]
+        self.dropped += run.count + (run.last is not None)
+        first, last = self.dropped_lines
+        self.dropped_lines = (min(first or run.span.number, run.span.number),
+                              max(last, (run.last or run.span).number))
+
+    def lines(self) -> list[Line]:
+        """The held lines decoded in input order, each first of a storm with its count; a diagnostic for the rest."""
+        out: list[Line] = []
+        for run in self.order:
+            if run.dropped:
+                continue
+            for span, count in ((run.span, run.count), (run.last, 1)):
+                if span is not None:
+                    line = self.doc.make_line(span.number, span.start, span.end, span.raw, span.groups)
+                    out.append(dataclasses.replace(line, count=count) if count > 1 else line)
+        if self.dropped:
+            first, last = self.dropped_lines
+            self.doc.diagnostics.append(
+                f"{self.dropped} candidate lines between line {first} and line {last} were not parsed: this input has "
+                f"more different candidate lines than the {MAX_HELD_LINES} (or {MAX_HELD_BYTES >> 20} MiB) one input "
+                "may hold, so lines were dropped from the most repeated kinds of line (their first and latest kept)")
+        return sorted(out, key=lambda line: (line.number, line.start))

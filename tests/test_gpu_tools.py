@@ -203,3 +203,24 @@ def test_table_ecc_count_fires_the_ecc_signature(database):
     second = parse_bytes(text)[1]
     assert second.fields["ecc_volatile_uncorrectable"] == 2
     assert signatures_for(database, [second]) == {"nvsmi-ecc-uncorrectable"}
+
+
+# ---- issue 13: nvidia-smi printing the same table for days --------------------------------------
+
+def test_nvidia_smi_loop_of_err_rows_folds_as_it_is_read(tmp_path):
+    """`nvidia-smi -l` repeating a table with a lost GPU (ERR! cells) 20,000 times: the rows fold while the
+    log is read, the lost GPU is still reported, and a repeated one-line error keeps its full count."""
+    from postmortem import pipeline
+
+    table = (DATA / "nvsmi-table-err-gsp.txt").read_text()
+    path = tmp_path / "smi-loop.log"
+    with open(path, "w") as out:
+        for i in range(20_000):
+            out.write(f"Tue Dec  1 11:{i // 60 % 60:02d}:{i % 60:02d} 2026\n{table}")
+            out.write("Failed to initialize NVML: Driver/library version mismatch\n")
+    report = pipeline.analyze([str(path)])
+    lost = [e for e in report.events if e.kind == "gpu-state" and e.fields.get("err_cells")]
+    assert lost and all(e.fields["pci"] == "0000:91:00.0" for e in lost)
+    [nvml] = [e for e in report.events if e.kind == "nvml-error"]
+    assert nvml.count == 20_000
+    assert len(report.events) < 20

@@ -193,3 +193,28 @@ def test_core_cuda_visible_devices_names_its_gpu(tmp_path, visible):
     assert signal.fields["cuda_visible_devices"] == visible
     assert signal.fields["pci"] == "0000:08:00.0"
     assert signal.fields["joined"]["pci"].startswith(f"CUDA device 0 -> CUDA_VISIBLE_DEVICES={visible}")
+
+
+# ------------------------------------------------------------------ issue 13: clocks at the calendar's edge
+
+def test_an_absurd_uptime_joined_to_a_boot_stays_off_the_clock(tmp_path):
+    """A dmesg line of 3e11 s uptime and a syslog anchor of that boot: boot + 3e11 s is past year 9999,
+    so the line keeps no time instead of failing the analysis."""
+    (tmp_path / "syslog").write_text(
+        "Sep 18 20:07:01 node1 kernel: [   10.000000] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\n")
+    (tmp_path / "dmesg").write_text("[300000000000.000000] NVRM: Xid (PCI:0000:3b:00): 13, pid=1, Graphics Exception\n")
+    report = analyze([str(tmp_path / "syslog"), str(tmp_path / "dmesg")])
+    [late] = [e for e in kinds(report, "xid") if e.fields["xid"] == 13]
+    assert late.time is None and late.clock is None
+
+
+def test_zoned_and_naive_anchors_prove_no_boot(tmp_path):
+    """One input stamps in UTC, another without a zone: their boots cannot be compared, so nothing is placed."""
+    (tmp_path / "journal").write_text(
+        "2024-09-18T20:07:01+00:00 node1 kernel: [   10.000000] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, x.\n")
+    (tmp_path / "syslog").write_text(
+        "2024-09-18 20:07:05 node1 kernel: [   14.000000] NVRM: Xid (PCI:0000:3b:00): 31, pid=1, Ch 8.\n")
+    (tmp_path / "dmesg").write_text("[   20.000000] NVRM: Xid (PCI:0000:3b:00): 13, pid=1, Graphics Exception\n")
+    report = analyze([str(tmp_path / name) for name in ("journal", "syslog", "dmesg")])
+    [dmesg] = [e for e in kinds(report, "xid") if e.fields["xid"] == 13]
+    assert dmesg.time is None

@@ -313,3 +313,49 @@ def test_a_storm_of_repeats_keeps_its_first_and_last_time():
     finding = next(f for f in report.findings if f.signature == "xid-109")
     assert finding.count == 3
     assert finding.first_seen.endswith("09-18T20:07:01") and finding.last_seen.endswith("09-21T15:01:42")
+
+
+# --- issue 13: storms, absurd times ---------------------------------------------------------
+
+XID13_LINE = ("[{t:12.6f}] NVRM: Xid (PCI:0000:3b:00): 13, pid=4242, name=python, Graphics SM Warp Exception on "
+              "(GPC 1, TPC 0, SM 0): Out Of Range Address\n")
+XID79_LINE = "[{t:12.6f}] NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, name=python, GPU has fallen off the bus.\n"
+
+
+def test_a_storm_longer_than_any_budget_never_hides_the_event_after_it(tmp_path):
+    """250,000 Xid 13 lines then one Xid 79: the storm is one counted event with its time span, and the
+    verdict is the GPU that fell off the bus (only the first 200,000 candidate lines were parsed before)."""
+    path = tmp_path / "dmesg.txt"
+    with open(path, "w") as out:
+        out.writelines(XID13_LINE.format(t=100 + i / 1000) for i in range(250_000))
+        out.write(XID79_LINE.format(t=400.0))
+    report = pipeline.analyze([str(path)])
+    assert report.findings[0].signature == "xid-79"
+    [storm] = [e for e in report.events if e.kind == "xid" and e.fields["xid"] == 13]
+    assert storm.count == 250_000 and storm.fields["uptime"] == 100.0
+    assert not report.inputs[0].diagnostics
+
+
+def test_an_absurd_uptime_costs_only_its_own_clock():
+    """`[99999999999999.999]` (more than timedelta holds) and 3e11 s next to a wall stamp once failed the whole
+    source; now those lines lose their uptime, with a diagnostic, and every event is still read."""
+    doc_text = ("2024-05-01T10:00:00+00:00 host kernel: [300000000000.5] NVRM: Xid (PCI:0000:3b:00): 31, pid=1, Ch 8\n"
+                "[99999999999999.999] NVRM: Xid (PCI:0000:3b:00): 13, pid=1, Graphics Exception: ESR\n"
+                "[   12.500000] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\n")
+    report = pipeline.analyze_text(doc_text)
+    assert sorted(e.fields["xid"] for e in report.events if e.kind == "xid") == [13, 31, 79]
+    assert all("uptime" not in e.fields for e in report.events if e.fields.get("xid") in (13, 31))
+    assert any("uptime of more than 100 years" in d and "line 1" in d for d in report.inputs[0].diagnostics)
+
+
+@pytest.mark.parametrize("line", [
+    "9999-12-31T23:59:59-14:00 host kernel: [ 5.000000] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, x\n",
+    "0001-01-01T00:00:00+14:00 host kernel: [ 5.000000] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, x\n",
+    "2024-05-01T10:00:00+99:99 host kernel: [ 5.000000] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, x\n",
+    "[Fri Dec 31 23:59:59 9999] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, x\n",
+])
+def test_times_at_the_edge_of_the_calendar_never_fail_the_source(line):
+    """Year 9999 and year 1 with extreme offsets, and a zone of +99:99: the Xid is read, and an uptime-only line
+    of the same boot is not pushed past the calendar."""
+    events = parse_text(line + "[  400.000000] NVRM: Xid (PCI:0000:3b:00): 13, pid=1, Graphics Exception: ESR\n")
+    assert sorted(e.fields["xid"] for e in events) == [13, 79]

@@ -41,6 +41,16 @@ ANCHORS: tuple[bytes, ...] = (
     b"Remapped Rows", b"ECC Errors", b"Retired Pages", b"Clocks Event Reasons", b"Clocks Throttle Reasons",
 )
 
+REPEATS: tuple[bytes, ...] = (
+    b"ERR!", b"MiB /", b"Driver Version",
+    b"Failed to initialize NVML", b"NVIDIA-SMI has failed", b"NVIDIA-SMI couldn't find", b"could not load NVML library",
+    b"nvml error: ", b"Unable to determine the device handle", b"No devices were found", b"in health system",
+    b"detected NVSwitch",
+)
+"""Anchors whose identical lines fold while the input is read (text.TextDoc.scan): one-line errors, and the
+rows and banner of `nvidia-smi -l` printing one table for days. A changed row is a different line and is
+still read; `nvidia-smi -q` reports start at their NVSMI LOG line, which never folds."""
+
 TABLE_LINES = 2000
 """Most lines read for one nvidia-smi table (16 GPUs take 70)."""
 
@@ -48,8 +58,8 @@ REPORT_LINES = 20000
 """Most lines read for one nvidia-smi -q report (8 GPUs with process lists stay far below)."""
 
 _GPU_HEADER = regex.compile(r"^\s*GPU (?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$")
-_KEY_VALUE = regex.compile(r"^(?P<indent>\s*)(?P<key>[^:\s][^:]*?)\s*:\s?(?P<value>.*?)\s*$")
-_SECTION = regex.compile(r"^(?P<indent>\s*)(?P<key>\S.*?)\s*$")
+_KEY_VALUE = regex.compile(r"^(?P<indent>\s*+)(?P<key>[^:\s](?:[^:]*[^:\s])?)\s*:\s?(?P<value>(?:.*\S)?)\s*$")
+_SECTION = regex.compile(r"^(?P<indent>\s*+)(?P<key>\S(?:.*\S)?)\s*$")
 _NUMBER = regex.compile(r"^-?\d+")
 _TABLE_VERSIONS = regex.compile(
     r"NVIDIA-SMI (?P<smi>[\d.]+)\s+Driver Version: (?P<driver>[\d.]+)\s+CUDA Version: (?P<cuda>[\d.]+)")
@@ -172,7 +182,7 @@ def _fold(seen: dict[tuple, Event], event: Event | None) -> None:
     key = (event.kind, tuple(sorted((k, str(v)) for k, v in event.fields.items())))
     if key in seen:
         first = seen[key]
-        seen[key] = dataclasses.replace(first, count=first.count + 1)
+        seen[key] = dataclasses.replace(first, count=first.count + event.count)
     else:
         seen[key] = event
 

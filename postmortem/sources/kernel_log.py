@@ -30,6 +30,7 @@ from typing import Any
 import regex
 
 from .. import knowledge
+from ..join import shifted
 from ..model import Event
 from ..text import Line, TextDoc
 
@@ -73,6 +74,19 @@ ANCHORS: tuple[bytes, ...] = (
     b"general protection fault, ",
     b"general protection fault: ",
 )
+
+REPEATS: tuple[bytes, ...] = (
+    b"NVRM: Xid", b"SXid (PCI:", b"fallen off the bus", b"RmInitAdapter failed", b"rm_init_adapter failed",
+    b"NVRM: GPU at PCI:", b"NVRM: ", b"NVRM ", b"segfault at ", b"general protection fault ip:",
+    b"trap invalid opcode ip:", b"blocked for more than", b"soft lockup", b"hard LOCKUP", b"detected stall",
+    b"detected expedited stall", b"EDAC ",
+)
+"""Anchors of one-line reports: identical repeats (an Xid storm) fold while the log is read (text.TextDoc.scan).
+Panics, oopses, AER and MCE reports read the lines after them and never fold."""
+
+MAX_UPTIME = 100 * 365 * 86400.0
+"""Longest uptime (seconds) believed: no kernel has run for a century, and a larger one (`[99999999999999.999]`)
+cannot be added to any date."""
 
 PREFIX_REACH = 200
 """How far into a line a wall-clock prefix is looked for (quoting and alert text come first;
@@ -127,6 +141,8 @@ class Stamp:
     uptime: float | None = None
     host: str | None = None
     month: int | None = None  # for syslog stamps, to notice a year boundary
+    absurd_uptime: str | None = None
+    """An uptime the line gives but no kernel can have (over MAX_UPTIME), ignored: for the diagnostic."""
 
 
 def _month(name: str) -> int | None:
@@ -167,8 +183,10 @@ def _json_stamp(text: str) -> Stamp | None:
         pass
     try:
         uptime = int(record["_SOURCE_MONOTONIC_TIMESTAMP"]) / 1e6
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):
         pass
+    if uptime is not None and not 0 <= uptime <= MAX_UPTIME:
+        uptime = None
     host = record.get("_HOSTNAME")
     return Stamp(message, moment, "wall" if moment else None, uptime, host if isinstance(host, str) else None)
 
@@ -180,7 +198,8 @@ def stamp(text: str, before: list[Line] | None = None) -> Stamp:
         if parsed:
             return parsed
     if m := _KMSG.match(text):
-        return Stamp(text[m.end():], uptime=int(m["usec"]) / 1e6)
+        uptime = int(m["usec"]) / 1e6 if len(m["usec"]) < 20 else None
+        return Stamp(text[m.end():], uptime=uptime if uptime is not None and uptime <= MAX_UPTIME else None)
     moment, clock, host, month, end = None, None, None, None, 0
     if m := _DMESG_T.search(text):
         month = _month(m["mon"])
@@ -201,11 +220,13 @@ def stamp(text: str, before: list[Line] | None = None) -> Stamp:
                 break
     up = _UPTIME.search(text, end)
     uptime = float(up["up"]) if up else None
+    absurd = up["up"] if uptime is not None and uptime > MAX_UPTIME else None
     rest = text[up.end():] if up else text[end:]
     body = rest[_BODY_START.match(rest).end():] if not up else rest.lstrip()
     if moment is None:
         clock = None
-    return Stamp(body, moment, clock, uptime, host, month if clock == "wall-no-year" else None)
+    return Stamp(body, moment, clock, None if absurd else uptime, host, month if clock == "wall-no-year" else None,
+                 absurd)
 
 
 def _iso(m: regex.Match) -> datetime | None:
@@ -220,6 +241,8 @@ def _iso(m: regex.Match) -> datetime | None:
         if tz == "Z":
             return moment.replace(tzinfo=timezone.utc)
         offset = timedelta(hours=int(tz[1:3]), minutes=int(tz[3:5]))
+        if offset >= timedelta(hours=24):
+            return None  # no zone is a day or more from UTC (+99:99): not a time
         return moment.replace(tzinfo=timezone(offset if tz[0] == "+" else -offset))
     return moment
 
@@ -253,15 +276,14 @@ def _place_uptimes(stamps: list[Stamp]) -> list[Stamp]:
         if s.uptime is not None:
             previous = s.uptime
         if boot is None and s.uptime is not None and s.time is not None:
-            boot = s.time - timedelta(seconds=s.uptime)
+            boot = shifted(s.time, -s.uptime)
         segment.append(i)
     boots.extend([boot] * len(segment))
-    return [
-        replace(s, time=b + timedelta(seconds=s.uptime), clock="uptime+boot")
-        if s.time is None and s.uptime is not None and b is not None
-        else s
-        for s, b in zip(stamps, boots)
-    ]
+    placed = []
+    for s, b in zip(stamps, boots):
+        moment = shifted(b, s.uptime) if s.time is None and s.uptime is not None and b is not None else None
+        placed.append(replace(s, time=moment, clock="uptime+boot") if moment is not None else s)
+    return placed
 
 
 # --- message bodies -------------------------------------------------------------
@@ -323,7 +345,7 @@ NVRM_LINES = 8
 """Most lines one wrapped NVRM message spans (the unsupported-GPU notice takes 8)."""
 _PANIC = regex.compile(r"Kernel [Pp]anic - not syncing:?\s*(?P<reason>.*)")
 _OOPS = regex.compile(
-    r"(?P<what>BUG: unable to handle (?:kernel )?[^\n]*?)(?: at (?P<address>[0-9a-fx]+))?\s*$"
+    r"(?P<what>BUG: unable to handle (?:kernel )?(?:\S|\s++(?=\S))*?)(?: at (?P<address>[0-9a-fx]+))?\s*$"
     r"|(?P<what>BUG: kernel NULL pointer dereference), address: (?P<address>[0-9a-fx]+)"
     r"|(?P<what>kernel BUG at [^!\s]+)!?"
     r"|(?P<what>general protection fault)[,:] [0-9a-fx]+(?: \[#\d+\])?"
@@ -348,7 +370,7 @@ def _board_serial(doc: TextDoc, line: Line) -> str | None:
 _DRIVER = regex.compile(r"NVRM: loading NVIDIA UNIX .*?Kernel Module(?: for \S+)?\s+(?P<driver_version>\d+\.\d+(?:\.\d+)?)")
 _LINUX = regex.compile(r"Linux version (?P<kernel_version>\d+\.\d+\S*) \(")
 _SEGFAULT = regex.compile(
-    r"(?:(?:^|\s)(?:traps: )?(?P<process>[^\s\[\]](?:[^\[\]]{0,62}[^\s\[\]])?)\[(?P<pid>\d+)\]:? |^|(?<=\s))"
+    r"(?:(?:^|\s)(?:traps: )?(?P<process>[^\s\[\]][^\[\]]{0,63}+(?<!\s))\[(?P<pid>\d+)\]:? |^|(?<=\s))"
     r"(?:(?P<fault>segfault) at (?P<address>[0-9a-fA-F]+) ip (?P<ip>[0-9a-fA-F]+) sp (?P<sp>[0-9a-fA-F]+) error (?P<error>[0-9a-fA-F]+)"
     r"|(?P<fault>general protection fault|trap invalid opcode) ip:(?P<ip>[0-9a-fA-F]+) sp:(?P<sp>[0-9a-fA-F]+) error:(?P<error>[0-9a-fA-F]+))"
     r"(?: in (?P<module>[^\[\s]+)(?:\[(?:(?P<offset>[0-9a-fA-F]+),)?(?P<base>[0-9a-fA-F]+)\+(?P<size>[0-9a-fA-F]+)\])?)?"
@@ -392,6 +414,12 @@ _EDAC = regex.compile(
 def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
     """Kernel events from the candidate lines of one input, identical repeats folded."""
     stamps = _settle_clocks([stamp(line.text, _before(doc, line)) for line in lines])
+    absurd = [(line, s.absurd_uptime) for line, s in zip(lines, stamps) if s.absurd_uptime]
+    if absurd:
+        doc.diagnostics.append(
+            f"{len(absurd)} kernel lines give an uptime of more than {MAX_UPTIME / (365 * 86400):.0f} years (first: line "
+            f"{absurd[0][0].number}, [{absurd[0][1][:40]}]); no kernel runs that long, so those lines were read "
+            "without an uptime")
     by_number = {line.number: s for line, s in zip(lines, stamps)}
     consumed: set[int] = set()
     events: list[Event] = []
@@ -768,16 +796,23 @@ _VOLATILE = {"xid": frozenset({"uptime", "pid", "channel", "message"}),
 """Fields that may differ between reports folded into one (beyond the time)."""
 
 
+MAX_FOLDED_PIDS = 64
+"""Pids listed on one folded Xid report (fields["pids"]); a storm across more processes says how many more."""
+
+
 def _fold(events: list[Event]) -> Iterator[Event]:
     """Identical reports become one event with a count.
 
     Identical means same kind and fields, apart from the uptime; for Xids also
     apart from pid, channel and the hex values in the message (one fault hits
-    every channel of a job, ESR registers differ per SM); the pids are kept in
-    fields["pids"], and the time of the last repeat in fields["last_time"].
+    every channel of a job, ESR registers differ per SM); up to MAX_FOLDED_PIDS
+    pids are kept in fields["pids"] (the number of others in "pids_more"), and
+    the time of the last repeat in fields["last_time"].
     """
     first: dict[tuple, int] = {}
     out: list[Event] = []
+    pids: dict[int, set[int]] = {}
+    more: dict[int, int] = {}
     for event in events:
         volatile = _VOLATILE.get(event.kind, frozenset({"uptime"}))
         message = _HEX.sub("#", str(event.fields.get("message", "")))
@@ -791,12 +826,19 @@ def _fold(events: list[Event]) -> Iterator[Event]:
             continue
         index = first[key]
         kept = out[index]
-        fields = dict(kept.fields)
-        if event.kind == "xid":
-            pids = {p for p in (kept.fields.get("pid"), event.fields.get("pid"), *kept.fields.get("pids", ())) if p}
-            if len(pids) > 1:
-                fields["pids"] = sorted(pids)
+        if event.kind == "xid" and (pid := event.fields.get("pid")):
+            seen = pids.setdefault(index, {p for p in (kept.fields.get("pid"),) if p})
+            if pid not in seen and len(seen) >= MAX_FOLDED_PIDS:
+                more[index] = more.get(index, 0) + 1
+            else:
+                seen.add(pid)
+        last_time = None
         if event.time is not None and kept.time is not None and event.time.tzinfo == kept.time.tzinfo:
-            fields["last_time"] = max(event.time, fields.get("last_time", kept.time))
+            last_time = max(event.time, kept.fields.get("last_time", kept.time))
+        fields = kept.fields if last_time is None else {**kept.fields, "last_time": last_time}
         out[index] = replace(kept, count=kept.count + event.count, fields=fields)
+    for index, seen in pids.items():
+        if len(seen) > 1:
+            extra = {"pids_more": more[index]} if index in more else {}
+            out[index] = replace(out[index], fields={**out[index].fields, "pids": sorted(seen), **extra})
     yield from out
