@@ -12,16 +12,27 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TypeVar
 
 import click
 
 from . import __version__
 from .model import SEVERITIES, Options, Report, severity_rank, to_plain
-from .pipeline import Progress, analyze as run_analysis
+from .outputs import Output, OutputError, check_output, write_text_output
+from .pipeline import Progress
+from .pipeline import analyze as run_analysis
 from .render import FORMATS, LANGUAGES, default_language
-from .signatures import Database, SignatureError, default_directory, load, load_default, plugin_directories
+from .render.view import safe
+from .signatures import (
+    Database,
+    SignatureError,
+    default_directory,
+    load,
+    load_default,
+    plugin_directories,
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -56,15 +67,17 @@ def analyze(inputs: tuple[str, ...], fmt: str, output: str, fail_on: str | None,
     Every input is sniffed by content; compressed files (.gz .xz .bz2 .zst)
     and archives (.tar*, .zip) are read without extracting them.
     """
+    target = None if output == "-" else checked_output(output, inputs, [*signature_dirs, *filter(None, [sysroot]),
+                                                                          *debug_dirs])
     database = _database(signature_dirs)
     options = Options(sysroot=sysroot, debug_dirs=debug_dirs, show_env=show_env)
     report = _with_spinner(lambda progress: run_analysis(list(inputs), database, options, progress))
     color = output == "-" and not no_color and not os.environ.get("NO_COLOR") and _is_terminal(sys.stdout)
     text = FORMATS[fmt](report, lang=lang or default_language(), color=color)
-    if output == "-":
+    if target is None:
         click.echo(text, nl=False, color=color)
     else:
-        _write_new(Path(output), text, [p for p in inputs if p != "-"])
+        output_step(lambda: write_text_output(target, text))
     if fail_on and any(severity_rank(f.severity) >= severity_rank(fail_on) for f in report.findings):
         sys.exit(1)
 
@@ -166,12 +179,27 @@ def signatures_lint(signature_dirs: tuple[Path, ...], root: Path | None) -> None
         sys.exit(1)
 
 
-def _write_new(path: Path, text: str, inputs: list[str]) -> None:
-    """Write the report, refusing to overwrite one of the inputs."""
-    target = path.resolve()
-    if any(Path(p).resolve() == target for p in inputs):
-        raise click.UsageError(f"--output {path} is one of the inputs; inputs are never modified")
-    path.write_text(text, encoding="utf-8")
+T = TypeVar("T")
+
+
+class OutputProblem(click.ClickException):
+    """An output that cannot be written (missing folder, a directory, an input, a full disk): exit 2, one sentence."""
+
+    exit_code = 2
+
+
+def output_step(step: Callable[[], T]) -> T:
+    """Run one step of placing an output (its check before the work, its final write): an OutputError (missing
+    folder, an input, a full disk) becomes the command's one-sentence error, exit 2, never a traceback."""
+    try:
+        return step()
+    except OutputError as exc:
+        raise OutputProblem(str(exc)) from None
+
+
+def checked_output(path: str | os.PathLike, inputs: Iterable[str], trees: Iterable[str | os.PathLike] = ()) -> Output:
+    """The -o path checked before any work starts (postmortem.outputs)."""
+    return output_step(lambda: check_output(path, inputs, [os.fspath(tree) for tree in trees]))
 
 
 def _is_terminal(stream) -> bool:
@@ -214,7 +242,7 @@ def _with_spinner(work: Callable[[Progress | None], Report]) -> Report:
     frames, shown, width = "|/-\\", 0, 0
     while worker.is_alive():
         done, path = current
-        line = f"\r{frames[shown % 4]} postmortem: {done} input(s) done, reading {path[-50:]} ({time.monotonic() - started:.0f} s) "
+        line = f"\r{frames[shown % 4]} postmortem: {done} input(s) done, reading {safe(path)[-50:]} ({time.monotonic() - started:.0f} s) "
         width = max(width, len(line))
         sys.stderr.write(line)
         sys.stderr.flush()

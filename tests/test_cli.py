@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -244,9 +245,107 @@ def test_progress_line_on_a_terminal_names_the_input_being_read(monkeypatch, cap
         time.sleep(0.3)
         progress(1, "/data/core.123")
         time.sleep(0.3)
+        progress(2, "bundle.tar!/\x1b]0;pwned\x07\x1b[2J\u202etxt.exe")  # a member name is the input's
+        time.sleep(0.3)
         return "report"
 
     assert cli._with_spinner(slow) == "report"
     shown = capsys.readouterr().err
     assert "reading /data/kern.log" in shown and "1 input(s) done, reading /data/core.123" in shown
+    assert "2 input(s) done" in shown and "\\u202etxt.exe" in shown
+    assert "\x1b" not in shown and "\u202e" not in shown and "\x07" not in shown
     assert shown.endswith("\r")  # the line is erased before the report is written
+
+
+# ---------------------------------------------------------------- where -o writes
+
+def _case(folder: Path) -> Path:
+    """A case directory holding one kernel log, as a user would pass it."""
+    case = folder / "case"
+    case.mkdir()
+    (case / "dmesg.txt").write_bytes((DATA / "offbus-dmesg.txt").read_bytes())
+    return case
+
+
+@pytest.mark.parametrize("how", ["hard link", "symbolic link", "inside the input directory", "other spelling"])
+def test_output_never_replaces_an_input(tmp_path, how):
+    case = _case(tmp_path)
+    log = case / "dmesg.txt"
+    before = log.read_bytes()
+    inputs, out = {"hard link": ([str(log)], tmp_path / "report.txt"),
+                   "symbolic link": ([str(log)], tmp_path / "report.txt"),
+                   "inside the input directory": ([str(case)], log),
+                   "other spelling": ([str(case)], case / ".." / "case" / "dmesg.txt")}[how]
+    if how == "hard link":
+        os.link(log, out)
+    elif how == "symbolic link":
+        out.symlink_to(log)
+    result = CliRunner().invoke(main, ["analyze", *inputs, "-o", str(out)])
+    assert result.exit_code == 2, result.output
+    assert "inputs are never modified" in result.output
+    assert log.read_bytes() == before
+    assert sorted(p.name for p in case.iterdir()) == ["dmesg.txt"]  # no temporary file left either
+
+
+def test_a_report_written_inside_its_input_directory_is_no_input(tmp_path):
+    case = _case(tmp_path)
+    first = run("analyze", str(case), "--format", "json", "-o", str(case / "report.json"))
+    assert first.exit_code == 0
+    report = json.loads((case / "report.json").read_text())
+    assert [Path(i["path"]).name for i in report["inputs"]] == ["dmesg.txt"]
+    again = CliRunner().invoke(main, ["analyze", str(case), "--format", "json", "-o", str(case / "report.json")])
+    assert again.exit_code == 2 and "is one of the inputs" in again.output  # the first report is an input now
+    assert json.loads((case / "report.json").read_text()) == report
+
+
+@pytest.mark.parametrize(("output", "words"), [
+    ("/dev/full", "No space left on device"),
+    ("missing-dir/x.txt", "does not exist"),
+    ("case", "is a directory"),
+    ("/proc/version", "cannot write /proc/version"),
+])
+def test_an_output_that_cannot_be_written_is_one_clear_error(tmp_path, monkeypatch, output, words):
+    case = _case(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["analyze", str(case), "-o", output])
+    assert result.exit_code == 2, result.output
+    assert words in result.output and "Traceback" not in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["case"]
+
+
+def test_a_bad_output_is_refused_before_the_analysis_starts(tmp_path, monkeypatch):
+    case = _case(tmp_path)
+    monkeypatch.setattr("postmortem.cli.run_analysis", lambda *args: pytest.fail("analysis ran"))
+    result = CliRunner().invoke(main, ["analyze", str(case), "-o", str(tmp_path / "missing" / "r.txt")])
+    assert result.exit_code == 2 and "the folder" in result.output
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into any folder")
+def test_an_unwritable_folder_is_refused(tmp_path):
+    case = _case(tmp_path)
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    result = CliRunner().invoke(main, ["analyze", str(case), "-o", str(locked / "r.txt")])
+    assert result.exit_code == 2 and "not writable" in result.output
+
+
+def test_fleet_report_and_collect_refuse_their_inputs(tmp_path):
+    db = tmp_path / "fleet.sqlite"
+    db.write_bytes(b"not yet a store")
+    refused = CliRunner().invoke(main, ["report", "--db", str(db), "-o", str(db)])
+    assert refused.exit_code == 2 and "inputs are never modified" in refused.output
+    case = _case(tmp_path)
+    os.link(case / "dmesg.txt", tmp_path / "bundle.tar.gz")
+    bundle = subprocess.run([sys.executable, "-m", "postmortem", "collect", "--telemetry", "0", "-o",
+                             str(tmp_path / "bundle.tar.gz"), str(case)], capture_output=True, timeout=60, check=False)
+    assert bundle.returncode == 2 and b"inputs are never modified" in bundle.stderr
+    assert (case / "dmesg.txt").read_bytes() == (DATA / "offbus-dmesg.txt").read_bytes()
+
+
+def test_scan_export_into_the_scanned_tree_is_refused_before_the_scan(tmp_path, monkeypatch):
+    case = _case(tmp_path)
+    monkeypatch.setattr("postmortem.fleet.scan.scan", lambda *args, **kwargs: pytest.fail("scan ran"))
+    result = CliRunner().invoke(main, ["scan", str(tmp_path), "--db", str(tmp_path / "s.sqlite"), "--export", "csv",
+                                       "-o", str(case / "tables")])
+    assert result.exit_code == 2 and "which this command reads" in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["case"]

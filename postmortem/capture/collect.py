@@ -4,8 +4,10 @@ Each step asks one tool or file for one thing, under a time limit, and answers
 with a `Piece`: the bytes it got, or why it got none (not installed, no
 permission, timed out, nothing in the window). No step can stop the others; a
 machine without GPU or `nvidia-smi` simply has its GPU pieces marked missing.
-Text pieces are redacted on the way into the tarball; binary ones (cores) are
-stored as they are and marked so in the manifest.
+Every piece is redacted on the way into the tarball, its name and the
+manifest too, except ELF cores (CPU cores and CUDA GPU dumps), which are
+process memory: they are stored as they are and marked so in the manifest.
+Whatever a piece's name or source, only its first bytes decide that.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import json
 import os
 import platform
 import re
-import shutil
 import sys
 import tarfile
 import tempfile
@@ -28,6 +29,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .. import __version__
+from ..outputs import Output, write_output
+from ..programs import find_program
 from ..reader import ByteReader, FileReader
 from .redact import Redactor, environment_listing
 from .tools import DEFAULT_TIMEOUT_S, Outcome, run_tool
@@ -37,6 +40,10 @@ BUNDLE_FORMAT = "postmortem-bundle/1"
 MAX_TEXT = 512 << 20
 """Most bytes of one text file put in a bundle (a longer log is cut, and the manifest says so)."""
 CHUNK = 1 << 20
+MAX_LINE = 64 << 10
+"""Longest unfinished line held back while reading: a longer one (binary data without newlines) is redacted in
+pieces cut after a space or NUL byte, so memory stays bounded by CHUNK + MAX_LINE. Every secret pattern looks at
+most 4 KiB ahead (data/secret-shapes.tsv), so redaction costs at most the text's length times that bound."""
 MAX_OLDER_BOOTS = 5
 """Earlier boots whose NVIDIA kernel lines are kept (the journal may hold hundreds)."""
 TORCH_TIMEOUT_S = 90.0
@@ -47,7 +54,7 @@ TELEMETRY_FIELDS = ("timestamp,index,name,pci.bus_id,pstate,temperature.gpu,util
                     "memory.used,memory.total,power.draw,power.limit,clocks.sm,clocks_throttle_reasons.active")
 OLDER_BOOT_LINES = re.compile(r"NVRM|nvidia|NVSwitch|nvswitch|Xid|Linux version")
 """What is kept from earlier boots: the NVIDIA driver's lines and each boot's first line."""
-BINARY_NOTE = "not redacted: binary (a core holds process memory, which may include secrets)"
+BINARY_NOTE = "not redacted: an ELF core (process memory, which may include secrets)"
 
 
 @dataclass
@@ -63,6 +70,7 @@ class Piece:
     exit_status: int | None = None
     seconds: float | None = None
     binary: bool = False
+    """A core or GPU dump: held to --core-limit-mb (whether it is stored unredacted is read from its bytes)."""
     why: str = ""
     """Why nothing (or not everything) was collected, in words."""
     pre_redacted: Counter = field(default_factory=Counter)
@@ -206,7 +214,7 @@ def gpu_pieces(plan: Plan) -> tuple[list[Piece], str]:
     pieces = [_file_piece("gpu/driver-version.txt", "/proc/driver/nvidia/version",
                           "no NVIDIA kernel module loaded (no /proc/driver/nvidia/version)"),
               Piece.of("system/lspci-nvidia.txt", run_tool(["lspci", "-vvv", "-d", "10de:"], plan.timeout_s))]
-    if shutil.which("nvidia-smi", path=plan.environ.get("PATH")) is None:
+    if find_program("nvidia-smi", plan.environ) is None:
         why = "nvidia-smi not installed: no GPU state, telemetry or topology from this machine"
         for name, command in (("gpu/nvidia-smi-q.xml", "nvidia-smi -q -x"), ("gpu/telemetry.csv", "nvidia-smi --query-gpu"),
                               ("gpu/topology.txt", "nvidia-smi topo -m")):
@@ -263,15 +271,22 @@ print(json.dumps(info))
 """
 
 
+ISOLATED = ("-I",)
+"""Probes first run the interpreter isolated: no script directory or working directory on sys.path, no PYTHON*
+variables, no user site. (run_tool already starts them in an empty directory.)"""
+
+
 def software_pieces(plan: Plan) -> list[Piece]:
     """OS, kernel and Python, the GPU-relevant packages and what torch says about its CUDA build."""
-    python = shutil.which("python3", path=plan.environ.get("PATH")) or sys.executable
+    python = find_program("python3", plan.environ) or sys.executable
     stack = [f"os: {_os_release()}", f"kernel: {platform.release()} ({platform.version()})",
              f"machine: {platform.machine()}", f"python (probed): {python}",
              f"postmortem python: {sys.version.split()[0]} ({sys.executable})"]
+    torch, flags, how = _torch_probe(python, plan)
+    stack.append(f"python probes: {how}")
     pieces = [Piece.text("software/stack.txt", "platform, /etc/os-release", "".join(line + "\n" for line in stack))]
-    packages = run_tool([python, "-m", "pip", "list", "--format=json", "--disable-pip-version-check"], plan.timeout_s,
-                        env=plan.environ)
+    packages = run_tool([python, *flags, "-m", "pip", "list", "--format=json", "--disable-pip-version-check"],
+                        plan.timeout_s, env=plan.environ)
     if packages.ok:
         try:
             found = [f"{p['name']}=={p['version']}\n" for p in json.loads(packages.text())
@@ -282,17 +297,33 @@ def software_pieces(plan: Plan) -> list[Piece]:
             pieces.append(Piece.missing("software/packages.txt", packages.command, "unreadable", "pip printed no JSON"))
     else:
         pieces.append(Piece.of("software/packages.txt", packages))
-    torch = run_tool([python, "-c", TORCH_PROBE], TORCH_TIMEOUT_S, env=plan.environ)
+    source = f"{python} {' '.join(flags)} -c 'import torch; ...'".replace("  ", " ")
     if torch.ok:
-        pieces.append(Piece.text("software/torch.txt", f"{python} -c 'import torch; ...'", _torch_lines(torch.text()),
-                                 exit_status=0, seconds=torch.seconds))
+        pieces.append(Piece.text("software/torch.txt", source, _torch_lines(torch.text()), exit_status=0,
+                                 seconds=torch.seconds, why="" if flags else how))
     else:
         why = "torch does not import here" if "No module named 'torch'" in torch.errors else _why(torch, torch.status)
-        pieces.append(Piece.missing("software/torch.txt", f"{python} -c 'import torch; ...'", torch.status, why))
+        pieces.append(Piece.missing("software/torch.txt", source, torch.status, why))
     listing, hidden = environment_listing(plan.environ)
     pieces.append(Piece.text("software/environment.txt", "environment of `postmortem collect`", listing,
                              pre_redacted=Counter({"env-value": hidden} if hidden else {})))
     return pieces
+
+
+def _torch_probe(python: str, plan: Plan) -> tuple[Outcome, tuple[str, ...], str]:
+    """The torch probe isolated; when torch imports only with the job's PYTHONPATH or user site, again with them.
+
+    Both runs start in an empty directory, so the working directory's files are
+    never imported either way. Returns the outcome, the flags the other probes
+    should use, and in words how the interpreter was run."""
+    isolated = run_tool([python, *ISOLATED, "-c", TORCH_PROBE], TORCH_TIMEOUT_S, env=plan.environ)
+    if isolated.ok or "No module named 'torch'" not in isolated.errors:
+        return isolated, ISOLATED, "isolated (python3 -I, in an empty directory)"
+    with_environment = run_tool([python, "-c", TORCH_PROBE], TORCH_TIMEOUT_S, env=plan.environ)
+    if not with_environment.ok:
+        return isolated, ISOLATED, "isolated (python3 -I, in an empty directory)"
+    return with_environment, (), ("with the job's PYTHONPATH and user site, in an empty directory: torch does not "
+                                  "import with python3 -I")
 
 
 def _torch_lines(output: str) -> str:
@@ -371,10 +402,14 @@ def _is_core(path: Path) -> bool:
     """An ELF file of type ET_CORE (a binary named `core` or a core-like name is not collected by mistake)."""
     try:
         with open(path, "rb") as handle:
-            head = handle.read(18)
+            return is_elf_core(handle.read(18))
     except OSError:
         return False
-    return head[:4] == b"\x7fELF" and int.from_bytes(head[16:18], "little" if head[5] == 1 else "big") == 4
+
+
+def is_elf_core(head: bytes) -> bool:
+    """The first 18 bytes are an ELF header of type ET_CORE (a CPU core, or a CUDA GPU dump, EM_CUDA)."""
+    return len(head) >= 18 and head[:4] == b"\x7fELF" and int.from_bytes(head[16:18], "little" if head[5] == 1 else "big") == 4
 
 
 _COREDUMP_ROW = re.compile(r"^\w{3} \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \S+\s+(?P<pid>\d+)\s+\d+\s+\d+\s+\S+\s+(?P<core>\S+)",
@@ -450,9 +485,7 @@ def user_pieces(plan: Plan) -> list[Piece]:
         if blob.reader is None:
             pieces.append(Piece.missing(name, blob.path, "unreadable", "; ".join(blob.diagnostics)))
         else:
-            binary = blob.kind == "elf" or b"\0" in blob.reader.read_at(0, 8192)
-            pieces.append(Piece(name, blob.path, "ok", _spooled(blob.reader), binary=binary,
-                                why="; ".join(blob.diagnostics)))
+            pieces.append(Piece(name, blob.path, "ok", _spooled(blob.reader), why="; ".join(blob.diagnostics)))
     return pieces
 
 
@@ -480,8 +513,9 @@ def save_piece(piece: Piece, folder: Path) -> Path | None:
 Progress = Callable[[str], None]
 
 
-def collect(output: Path, plan: Plan, anonymize: bool = False, progress: Progress = lambda message: None) -> dict:
-    """Gather everything the plan asks for and write the bundle at `output`; returns the manifest."""
+def collect(output: Output, plan: Plan, anonymize: bool = False, progress: Progress = lambda message: None) -> dict:
+    """Gather everything the plan asks for and write the bundle at `output` (checked by the command before);
+    returns the manifest. The bundle is written last, so no piece of it is collected as an input."""
     setup = core_setup()
     progress("GPU state and telemetry")
     pieces, gpu_state = gpu_pieces(plan)
@@ -504,62 +538,54 @@ def collect(output: Path, plan: Plan, anonymize: bool = False, progress: Progres
         "gpu": gpu_state,
         "cores": {"core_pattern": setup.pattern, "where": setup.describe()},
         "redaction": {
-            "secrets": "token and key shapes, password/secret/token assignments, bearer tokens, URL credentials, "
-                       "private-key blocks, values of secret-named environment variables",
+            "secrets": "token families of data/secret-shapes.tsv, password/secret/token assignments and flags, "
+                       "Authorization and Cookie headers, URL credentials, private-key blocks, values of "
+                       "secret-named environment variables; in every file but ELF cores, in names and here",
             "environment": "values shown only for CUDA_*, NCCL_*, TORCH_*, PYTORCH_* and similar GPU-job variables",
             "anonymized": anonymize,
         },
     }
     written: list[dict] = []
-    _write_atomically(output, lambda handle: written.append(_write_tar(handle, pieces, manifest, redactor)))
+    write_output(output, lambda handle: written.append(_write_tar(handle, pieces, manifest, redactor)), mode=0o600,
+                 also=[piece.source for piece in pieces if piece.reader is not None])
     return written[0]
 
 
-def _write_atomically(output: Path, write: Callable[[BinaryIO], None]) -> None:
-    """Write to a hidden temporary file beside `output`, then rename: no half bundle is ever at `output`."""
-    folder = output.parent if str(output.parent) else Path(".")
-    handle = tempfile.NamedTemporaryFile(dir=folder, prefix=f".{output.name}.", suffix=".part", delete=False)
-    try:
-        with handle:
-            write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(handle.name, 0o600)
-        os.replace(handle.name, output)
-    except BaseException:
-        os.unlink(handle.name)
-        raise
-
-
 def _write_tar(handle: BinaryIO, pieces: list[Piece], manifest: dict, redactor: Redactor) -> dict:
-    """Redact every text piece into a temporary file, then write the manifest first and the pieces after it.
+    """Redact every piece that is not an ELF core into a temporary file, then write the manifest first and the
+    pieces after it.
 
-    The manifest is our own words (anonymized when asked, never run through the
-    secret patterns, which would take its redaction counts for secrets)."""
+    Member names and the manifest's strings (sources, tool messages, the core
+    pattern) are scrubbed one by one: the manifest's own words and redaction
+    counts never go through the secret patterns, which would take them for secrets."""
     files, missing, staged = [], [], []
     names: Counter[str] = Counter()
     for piece in pieces:
-        entry = {"path": piece.name, "source": piece.source, "status": piece.status, "exit_status": piece.exit_status,
-                 "seconds": piece.seconds}
+        entry = _scrubbed_entry(redactor, {"path": piece.name, "source": piece.source, "status": piece.status,
+                                           "exit_status": piece.exit_status, "seconds": piece.seconds})
         if piece.reader is None:
-            missing.append({**entry, "why": piece.why})
+            missing.append({**entry, "why": redactor.field(piece.why)})
             continue
-        name = _unique(_anonymized(redactor, piece.name), names)
-        if piece.binary:
+        name = _unique(entry["path"], names)
+        if is_elf_core(piece.reader.read_at(0, 18)):
             data, size, redacted = piece.reader, piece.reader.size, BINARY_NOTE
         else:
             data, size, counts, cut = _redacted(piece.reader, redactor)
             counts.update(piece.pre_redacted)
             redacted = dict(sorted(counts.items()))
             piece.why = "; ".join(filter(None, [piece.why, f"cut at {MAX_TEXT} bytes" if cut else ""]))
-        files.append({**entry, "path": name, "size": size, "redacted": redacted, **({"note": piece.why} if piece.why else {})})
+        note = {"note": redactor.field(piece.why)} if piece.why else {}
+        files.append({**entry, "path": name, "size": size, "redacted": redacted, **note})
         staged.append((name, data, size))
-    total: Counter[str] = Counter()
+    scrubbed = {key: _scrubbed_entry(redactor, manifest[key]) if isinstance(manifest[key], dict)
+                else redactor.field(manifest[key]) for key in ("gpu", "cores")}
+    total: Counter[str] = Counter(redactor.field_counts)
     for entry in files:
         total.update(entry["redacted"] if isinstance(entry["redacted"], dict) else {})
-    manifest = {**manifest, "redaction": {**manifest["redaction"], "total": dict(sorted(total.items()))},
-                "files": files, "not_collected": missing}
-    text = _anonymized(redactor, json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    redaction = {**manifest["redaction"], "total": dict(sorted(total.items())),
+                 "in_names_and_manifest": dict(sorted(redactor.field_counts.items()))}
+    manifest = {**manifest, **scrubbed, "redaction": redaction, "files": files, "not_collected": missing}
+    text = (json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode("utf-8", "backslashreplace")
     from ..reader import BytesReader
 
     with tarfile.open(fileobj=handle, mode="w:gz", format=tarfile.PAX_FORMAT) as archive:
@@ -570,8 +596,13 @@ def _write_tar(handle: BinaryIO, pieces: list[Piece], manifest: dict, redactor: 
     return manifest
 
 
+def _scrubbed_entry(redactor: Redactor, entry: dict) -> dict:
+    """Every string of one manifest entry with its secrets (and, when asked, identities) replaced."""
+    return {key: redactor.field(value) if isinstance(value, str) else value for key, value in entry.items()}
+
+
 def _redacted(reader: ByteReader, redactor: Redactor) -> tuple[ByteReader, int, Counter, bool]:
-    """The text scrubbed line by line into an unnamed temporary file; the counts of this file only."""
+    """The text scrubbed block by block into an unnamed temporary file; the counts of this file only."""
     before = Counter(redactor.counts)
     out = tempfile.TemporaryFile()
     redactor.reset()
@@ -579,18 +610,30 @@ def _redacted(reader: ByteReader, redactor: Redactor) -> tuple[ByteReader, int, 
     limit = min(reader.size, MAX_TEXT)
     for offset in range(0, limit, CHUNK):
         pending += reader.read_at(offset, min(CHUNK, limit - offset))
-        *lines, pending = pending.split(b"\n")
-        out.write(b"".join(redactor.line(line.decode("utf-8", "surrogateescape") + "\n")
-                           .encode("utf-8", "surrogateescape") for line in lines))
-    if pending:
-        out.write(redactor.line(pending.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape"))
+        ready, pending = _whole_lines(pending)
+        out.write(_scrubbed(redactor, ready))
+    out.write(_scrubbed(redactor, pending))
     out.flush()
     size = out.tell()
     return FileReader(out), size, redactor.counts - before, reader.size > MAX_TEXT
 
 
-def _anonymized(redactor: Redactor, name: str) -> str:
-    return redactor.anonymizer.text(name) if redactor.anonymizer else name
+def _whole_lines(data: bytes) -> tuple[bytes, bytes]:
+    """The data up to its last newline, and the unfinished line after it.
+
+    An unfinished line of MAX_LINE bytes or more (a binary blob without
+    newlines) is cut after its last space, tab or NUL byte, which no secret
+    spans, or where it stands when it has none within MAX_LINE bytes of its end."""
+    start = data.rfind(b"\n") + 1
+    if len(data) - start < MAX_LINE:
+        return data[:start], data[start:]
+    separator = max(data.rfind(byte, start) for byte in (b" ", b"\t", b"\0")) + 1
+    cut = separator if separator > len(data) - MAX_LINE else len(data)
+    return data[:cut], data[cut:]
+
+
+def _scrubbed(redactor: Redactor, block: bytes) -> bytes:
+    return redactor.text(block.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
 
 
 def _unique(name: str, seen: Counter[str]) -> str:

@@ -44,6 +44,7 @@ def collect_command(paths: tuple[str, ...], output: Path | None, since: str, ano
     import os
     from datetime import datetime
 
+    from ..cli import checked_output, output_step
     from .collect import Plan, collect, parse_since
 
     now = datetime.now()
@@ -52,12 +53,12 @@ def collect_command(paths: tuple[str, ...], output: Path | None, since: str, ano
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--since") from exc
     output = output or Path(f"postmortem-bundle-{now:%Y%m%d-%H%M%S}.tar.gz")
-    target = os.path.abspath(output)
-    if any(os.path.abspath(p) == target for p in paths):
-        raise click.UsageError(f"--output {output} is one of the inputs; inputs are never modified")
+    bundle = checked_output(output, paths)
     plan = Plan(since=start, paths=paths, telemetry_s=_seconds(telemetry, "--telemetry"),
-                core_limit=core_limit_mb << 20, timeout_s=_seconds(timeout, "--timeout"), skip=frozenset({target}))
-    manifest = collect(output, plan, anonymize, progress=lambda step: click.echo(f"postmortem: {step} ...", err=True))
+                core_limit=core_limit_mb << 20, timeout_s=_seconds(timeout, "--timeout"),
+                skip=frozenset({str(bundle.target), os.path.abspath(output)}))
+    manifest = output_step(lambda: collect(bundle, plan, anonymize,
+                                       progress=lambda step: click.echo(f"postmortem: {step} ...", err=True)))
     for entry in manifest.get("not_collected", []):
         click.echo(f"postmortem: not collected: {entry['path']} ({entry['why']})", err=True)
     if any(isinstance(entry["redacted"], str) for entry in manifest.get("files", [])):
@@ -84,11 +85,15 @@ def run_command(command: tuple[str, ...], telemetry: str, sanitizer: bool, gpu_c
 
     Exits with the job's own status (128+N when it died by signal N).
     """
+    from ..cli import output_step
+    from ..outputs import check_folder_output
     from .run import RunError, RunOptions, run
 
+    if out is not None:
+        output_step(lambda: check_folder_output(out))  # before the job starts, not after it ran for hours
     options = RunOptions(list(command), out, _seconds(telemetry, "--telemetry"), sanitizer, gpu_core, sync)
     try:
-        status = run(options)
+        status = output_step(lambda: run(options))
     except RunError as exc:
         click.echo(f"postmortem: {exc}", err=True)
         status = COMMAND_NOT_FOUND

@@ -1,7 +1,8 @@
 """Redaction before anything leaves the machine: secrets always, identities with --anonymize.
 
-Secrets are found by shape (the token formats of common services, `password=`
-style assignments, bearer headers, credentials in URLs, private-key blocks)
+Secrets are found by shape (data/secret-shapes.tsv: the token formats of
+common services, `password=` style assignments and `--password VALUE` flags,
+Authorization and Cookie headers, credentials in URLs; private-key blocks here)
 and by value: the value of every environment variable whose name says it is a
 secret is scrubbed wherever it appears. Each replacement names its kind
 (`<redacted:github-token>`) and is counted; the manifest keeps the counts,
@@ -16,27 +17,36 @@ import os
 import socket
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import cache
 
 import regex
 
-SECRET_SHAPES: tuple[tuple[str, regex.Pattern], ...] = tuple((kind, regex.compile(pattern)) for kind, pattern in (
-    ("aws-access-key", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
-    ("github-token", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})\b"),
-    ("huggingface-token", r"\bhf_[A-Za-z0-9]{30,}\b"),
-    ("api-key", r"\bsk-(?:proj-|ant-|live-)?[A-Za-z0-9_-]{20,}"),
-    ("slack-token", r"\bxox[abprs]-[A-Za-z0-9-]{10,}"),
-    ("google-api-key", r"\bAIza[0-9A-Za-z_-]{35}\b"),
-    ("jwt", r"\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"),
-))
-"""Tokens recognisable on their own, wherever they stand."""
 
-_ASSIGNMENT = regex.compile(
-    r"""(?i)(?P<name>\b(?:[a-z0-9]+_)*(?:password|passwd|secret|token|api_?key|access_?key|secret_?key|private_?key|credentials?)\b"""
-    r"""["']?\s*[=:]\s*)(?P<value>"[^"\n]*"|'[^'\n]*'|[^\s,;'"]+)""")
-_BEARER = regex.compile(r"(?i)(?P<name>\b(?:bearer|token|basic)\s+)(?P<value>[A-Za-z0-9._~+/=-]{16,})")
-_URL_CREDENTIAL = regex.compile(r"(?P<name>[a-z][a-z0-9+.-]*://[^\s:/@]+:)(?P<value>[^\s@/]+)(?=@)")
-_KEY_BEGIN = regex.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY( BLOCK)?-----")
-_KEY_END = regex.compile(r"-----END [A-Z ]*PRIVATE KEY( BLOCK)?-----")
+@dataclass(frozen=True)
+class SecretShape:
+    """One row of data/secret-shapes.tsv: a family of secrets, the literals that announce it, its pattern."""
+
+    kind: str
+    keywords: tuple[str, ...]
+    """Lowercase literals; the pattern only runs on a block of text that holds one of them (most hold none)."""
+    pattern: regex.Pattern
+    """A `keep` group, when present, is kept (the `=` after a secret's name); the rest of a match is the secret."""
+
+
+@cache
+def secret_shapes() -> tuple[SecretShape, ...]:
+    """The table of secret families, compiled once."""
+    from ..knowledge import data_rows
+
+    return tuple(SecretShape(row["kind"], tuple(row["keywords"].split(",")), regex.compile(row["pattern"]))
+                 for row in data_rows("secret-shapes.tsv"))
+
+
+_KEY_BEGIN = regex.compile(r"-----BEGIN [A-Z ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+_KEY_END = regex.compile(r"-----END [A-Z ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+PLACEHOLDERS = frozenset({"", "None", "none", "null", "***", "xxx", "<redacted>"})
+"""Values of a secret-named key that are no secret (and already-redacted markers, which start with `<redacted:`)."""
 
 ENV_ALLOWED_PREFIXES = ("CUDA_", "NCCL_", "TORCH_", "PYTORCH_", "NVIDIA_", "CUDNN_", "CUBLAS_", "CUBLASLT_",
                         "XLA_", "JAX_", "TF_", "OMP_", "MKL_", "KMP_", "NVTE_", "VLLM_", "TRITON_", "PYTHON",
@@ -47,7 +57,9 @@ ENV_ALLOWED_NAMES = frozenset({
     "GROUP_RANK", "ROLE_RANK", "NODE_RANK", "HF_HOME", "TRANSFORMERS_CACHE", "HOME", "USER", "HOSTNAME",
 })
 """Environment variables shown by value; every other one is listed by name only."""
-_SECRET_NAME = regex.compile(r"(?i)TOKEN|SECRET|PASSW|PASSPHRASE|CREDENTIAL|API_?KEY|ACCESS_?KEY|PRIVATE|AUTH|COOKIE|SESSION")
+_SECRET_NAME = regex.compile(r"(?i)TOKEN|SECRET|PASSW|PASSPHRASE|CREDENTIAL|API_?KEY|ACCESS_?KEY|PRIVATE|AUTH|COOKIE|SESSION"
+                             r"|(?:^|_)(?:PASS|KEY)(?:$|_)|_PWD(?:$|_)")
+"""Environment variable names that say "secret" (DB_PASS and DB_PWD too, but not PWD, the working directory)."""
 MIN_SECRET_VALUE = 6
 """Shorter secret-named values ("1", "true") are not scrubbed from text: they would hit everything."""
 
@@ -69,6 +81,7 @@ class Redactor:
 
     def __init__(self, environ: Mapping[str, str], anonymize: bool = False):
         self.counts: Counter[str] = Counter()
+        self.field_counts: Counter[str] = Counter()
         values = {v for k, v in environ.items() if _SECRET_NAME.search(k) and len(v) >= MIN_SECRET_VALUE}
         self._values = (regex.compile("|".join(regex.escape(v) for v in sorted(values, key=len, reverse=True)))
                         if values else None)
@@ -76,41 +89,62 @@ class Redactor:
         self._in_key = False
 
     def text(self, text: str) -> str:
-        """One file's text scrubbed; call `reset` between files."""
-        return "".join(self.line(line) for line in text.splitlines(keepends=True))
+        """One file's text scrubbed; call `reset` between files. Text may come in blocks of whole lines (or
+        cut after a space, see collect.MAX_LINE): no pattern spans two lines."""
+        out, pos = [], 0
+        while pos < len(text):
+            if self._in_key:
+                end = _KEY_END.search(text, pos)
+                if end is None:
+                    break  # the block ends inside the key: all of it is dropped
+                newline = text.find("\n", end.end())
+                pos = len(text) if newline < 0 else newline + 1
+                out.append("\n" if newline >= 0 else "")
+                self._in_key = False
+                continue
+            begin = _KEY_BEGIN.search(text, pos)
+            if begin is None:
+                out.append(self._scrub(text[pos:], self.counts))
+                break
+            line_start = text.rfind("\n", pos, begin.start()) + 1
+            out.append(self._scrub(text[pos:line_start], self.counts) + "<redacted:private-key>")
+            self.counts["private-key"] += 1
+            self._in_key, pos = True, begin.end()
+        return "".join(out)
 
     def reset(self) -> None:
         """Forget an open private-key block at the end of a file."""
         self._in_key = False
 
-    def line(self, line: str) -> str:
-        """One line scrubbed (lines of a private-key block become one marker on its first line)."""
-        if self._in_key or _KEY_BEGIN.search(line):
-            ended = _KEY_END.search(line)
-            first = not self._in_key
-            self._in_key = ended is None
-            if first:
-                self.counts["private-key"] += 1
-                return "<redacted:private-key>" + ("\n" if line.endswith("\n") else "")
-            return ""
+    def field(self, text: str) -> str:
+        """A member name or a manifest string scrubbed, counted apart from the files' contents (`field_counts`)."""
+        if _KEY_BEGIN.search(text):
+            self.field_counts["private-key"] += 1
+            return "<redacted:private-key>"
+        return self._scrub(text, self.field_counts)
+
+    def _scrub(self, line: str, counts: Counter[str]) -> str:
         if self._values is not None:
-            line = self._values.sub(lambda m: self._count("env-secret-value"), line)
-        for kind, pattern in SECRET_SHAPES:
-            line = pattern.sub(lambda m, kind=kind: self._count(kind), line)
-        for kind, pattern in (("password-or-key", _ASSIGNMENT), ("bearer-token", _BEARER),
-                              ("url-credential", _URL_CREDENTIAL)):
-            line = pattern.sub(lambda m, kind=kind: m["name"] + self._keep_or_count(kind, m["value"]), line)
+            line = self._values.sub(lambda m: _count(counts, "env-secret-value"), line)
+        lowered = line.lower()
+        for shape in secret_shapes():
+            if any(word in lowered for word in shape.keywords):
+                line = shape.pattern.sub(lambda m, kind=shape.kind: _replace(m, kind, counts), line)
         return self.anonymizer.text(line) if self.anonymizer else line
 
-    def _count(self, kind: str) -> str:
-        self.counts[kind] += 1
-        return f"<redacted:{kind}>"
 
-    def _keep_or_count(self, kind: str, value: str) -> str:
-        """An assignment whose value is already a marker, or empty, needs nothing more."""
-        if value.startswith("<redacted:") or value.strip("\"'") in ("", "None", "null", "***"):
-            return value
-        return self._count(kind)
+def _count(counts: Counter[str], kind: str) -> str:
+    counts[kind] += 1
+    return f"<redacted:{kind}>"
+
+
+def _replace(match: regex.Match, kind: str, counts: Counter[str]) -> str:
+    """The kept part and a marker; a placeholder value (empty, None, an earlier marker) is left as it is."""
+    keep = match.groupdict().get("keep") or ""
+    value = match[0][len(keep):]
+    if value.startswith("<redacted:") or value.strip("\"'") in PLACEHOLDERS:
+        return match[0]
+    return keep + _count(counts, kind)
 
 
 _IPV4 = regex.compile(r"(?<![\w.])(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)(?![\w.])")

@@ -1,6 +1,6 @@
 """`postmortem run -- CMD`: run a job with the evidence switched on, and explain its death.
 
-The command runs in its own process group with faulthandler, core dumps and
+The command runs (as the user typed it, found on their PATH) in its own process group with faulthandler, core dumps and
 the NCCL flight recorder armed; its output reaches the terminal byte for byte
 while a copy goes to the case directory. Signals sent to postmortem are passed
 on to the job's group. When the job fails, the kernel log of its window and its
@@ -26,6 +26,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import BinaryIO
 
+from ..outputs import OutputError
+from ..programs import find_program
 from .collect import (
     TELEMETRY_FIELDS,
     CoreSetup,
@@ -79,7 +81,7 @@ def armed_environment(environ: Mapping[str, str], case: Path, options: RunOption
 
 def sanitizer_command(command: list[str]) -> list[str]:
     """The command under compute-sanitizer (memcheck), or RunError when it is not installed."""
-    found = shutil.which("compute-sanitizer") or next((p for p in SANITIZER_PLACES if os.access(p, os.X_OK)), None)
+    found = find_program("compute-sanitizer") or next((p for p in SANITIZER_PLACES if os.access(p, os.X_OK)), None)
     if found is None:
         raise RunError("--sanitizer: compute-sanitizer is not on PATH nor under /usr/local/cuda/bin "
                        "(it comes with the CUDA toolkit)")
@@ -89,7 +91,10 @@ def sanitizer_command(command: list[str]) -> list[str]:
 def new_case_dir(out: Path | None, now: datetime) -> Path:
     """The case directory: `out`, or postmortem-run-<time> in the working directory (never an existing one)."""
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OutputError(f"cannot make the case directory {out}: {exc.strerror or exc}") from None
         return out
     base = Path(f"postmortem-run-{now:%Y%m%d-%H%M%S}")
     for n in range(1, 1000):
@@ -235,11 +240,12 @@ def _ignoring(sig: int) -> Iterator[None]:
 
 def _start_telemetry(case: Path, interval_s: float) -> subprocess.Popen | None:
     """nvidia-smi sampling into telemetry.csv for as long as the job runs, when nvidia-smi is installed."""
-    if interval_s <= 0 or shutil.which("nvidia-smi") is None:
+    nvidia_smi = find_program("nvidia-smi")
+    if interval_s <= 0 or nvidia_smi is None:
         return None
     loop = ["-lms", str(max(1, int(interval_s * 1000)))] if interval_s < 1 else ["-l", str(int(interval_s))]
     with open(case / "telemetry.csv", "wb") as out:
-        return subprocess.Popen(["nvidia-smi", f"--query-gpu={TELEMETRY_FIELDS}", "--format=csv", *loop],
+        return subprocess.Popen([nvidia_smi, f"--query-gpu={TELEMETRY_FIELDS}", "--format=csv", *loop],
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.DEVNULL, start_new_session=True)
 
 
@@ -279,7 +285,7 @@ def _gather(case: Path, started: datetime, t0: float, pid: int, family: set[int]
     return notes
 
 
-_PROCESS_FAULT = re.compile(r"\b\S+\[(\d+)\]:? (?:segfault at|general protection|trap )|traps: \S+\[(\d+)\]")
+_PROCESS_FAULT = re.compile(r"(?<!\S)\S+\[(\d+)\]:? (?:segfault at|general protection|trap )|traps: \S+\[(\d+)\]")
 """A kernel line about one user process's crash: `name[pid]: segfault at ...`."""
 
 

@@ -4,18 +4,25 @@ Every child runs in its own session so that a timeout kills what it started
 too (`journalctl` pipes to a pager, `nvidia-smi` may hang in the driver).
 Output goes to an unnamed temporary file, never to memory, so a tool that
 prints gigabytes (a core through `coredumpctl dump`) costs disk, not RAM.
+
+Nothing of the working directory runs: tools are looked up on the absolute
+directories of PATH only (postmortem.programs), and every child starts in a
+fresh empty directory, so a `json.py` or `torch.py` beside the user cannot be
+imported by a probe.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import BinaryIO
+
+from ..programs import find_program, trusted_path
 
 DEFAULT_TIMEOUT_S = 30.0
 
@@ -45,27 +52,30 @@ class Outcome:
 
 
 def run_tool(argv: list[str], timeout: float = DEFAULT_TIMEOUT_S, sampler: bool = False,
-             env: dict[str, str] | None = None) -> Outcome:
+             env: Mapping[str, str] | None = None) -> Outcome:
     """Run `argv` for at most `timeout` seconds; with `sampler`, running out of time is the plan, not a failure."""
     command = " ".join(argv)
-    executable = shutil.which(argv[0], path=(env or os.environ).get("PATH"))
+    environ = dict(env or os.environ)
+    executable = find_program(argv[0], environ)
     if executable is None:
         return Outcome(command, "not installed", None, 0.0, None, f"{argv[0]} not found on PATH")
+    environ["PATH"] = trusted_path(environ.get("PATH"))
     output = tempfile.TemporaryFile()
     started = time.monotonic()
-    try:
-        child = subprocess.Popen([executable, *argv[1:]], stdin=subprocess.DEVNULL, stdout=output,
-                                 stderr=subprocess.PIPE, start_new_session=True, env=env)
-    except OSError as exc:
-        output.close()
-        return Outcome(command, f"cannot run: {exc.strerror or exc}", None, 0.0, None)
-    try:
-        _, errors = child.communicate(timeout=timeout)
-        status = "ok" if child.returncode == 0 else f"exit {child.returncode}"
-    except subprocess.TimeoutExpired:
-        _stop(child)
-        _, errors = child.communicate()
-        status = f"{'stopped' if sampler else 'timeout'} after {timeout:g} s"
+    with tempfile.TemporaryDirectory(prefix="postmortem-probe-") as neutral:
+        try:
+            child = subprocess.Popen([executable, *argv[1:]], stdin=subprocess.DEVNULL, stdout=output,
+                                     stderr=subprocess.PIPE, start_new_session=True, env=environ, cwd=neutral)
+        except OSError as exc:
+            output.close()
+            return Outcome(command, f"cannot run: {exc.strerror or exc}", None, 0.0, None)
+        try:
+            _, errors = child.communicate(timeout=timeout)
+            status = "ok" if child.returncode == 0 else f"exit {child.returncode}"
+        except subprocess.TimeoutExpired:
+            _stop(child)
+            _, errors = child.communicate()
+            status = f"{'stopped' if sampler else 'timeout'} after {timeout:g} s"
     output.seek(0)
     return Outcome(command, status, child.returncode, round(time.monotonic() - started, 3), output,
                    errors.decode("utf-8", "replace").strip()[-2000:])

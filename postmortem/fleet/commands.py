@@ -42,6 +42,8 @@ def scan_command(path: str, db: str, jobs: int | None, engine: str, scheduler: s
     scan goes on. Progress (cases done, rate, ETA) is shown on stderr when it
     is a terminal; a summary is printed at the end.
     """
+    from ..cli import output_step
+    from ..outputs import check_folder_output
     from .scan import ScanError, scan
     from .store import StoreError, export
 
@@ -49,6 +51,8 @@ def scan_command(path: str, db: str, jobs: int | None, engine: str, scheduler: s
         raise click.UsageError("--scheduler needs --engine dask")
     if export_format and not output:
         raise click.UsageError("--export needs -o DIR")
+    if export_format:  # checked before the scan; inside PATH its tables would become cases of the next one
+        output_step(lambda: check_folder_output(output, [path]))
     try:
         summary = scan(path, db, jobs=jobs, engine=engine, scheduler=scheduler, case_mode=case_mode, force=force,
                        progress=sys.stderr)
@@ -91,16 +95,17 @@ def buckets_command(db: str, fmt: str) -> None:
 @click.option("--title", default="Fleet report", show_default=True)
 def report_command(db: str, output: str, title: str) -> None:
     """The fleet report as one self-contained HTML page: trends, bad nodes, card or slot, versions, buckets."""
-    from pathlib import Path
-
+    from ..cli import checked_output, output_step
+    from ..outputs import write_text_output
     from .report import render
 
+    target = checked_output(output, [db])
     conn = _open(db)
     try:
         html = render(conn, title)
     finally:
         conn.close()
-    Path(output).write_text(html, encoding="utf-8")
+    output_step(lambda: write_text_output(target, html))
     click.echo(f"wrote {output}")
 
 

@@ -1,0 +1,201 @@
+"""Where reports and bundles are written: never over an input, never half-written, a clear error otherwise.
+
+Every command with -o checks its output before its work starts (`check_output`):
+the folder exists and may be written, the path is no directory, and it is none
+of the inputs. Inputs are compared by device and inode, so a hard link, a
+symbolic link or another spelling of an input is caught, and every file inside
+an input directory counts as one. Trees that are searched rather than read
+(--sysroot, --debug-dir) may hold no output at all.
+
+The file is written at the end (`write_output`): into a hidden temporary file
+beside it, renamed over it once complete. Nothing half-written is ever left, and
+a new report inside an input directory cannot be read as an input of its own
+run, since it does not exist while the inputs are read. A device (/dev/null,
+/dev/stdout, /dev/full) is written in place; a failed write is an OutputError too.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import stat
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+Identity = tuple[int, int]
+"""(st_dev, st_ino): one file, whatever the path that names it."""
+TEMPORARY_TRIES = 16
+"""Names tried for the temporary file beside the output (each is random; a clash is already unlikely)."""
+
+
+class OutputError(Exception):
+    """The output cannot be written where asked; the sentence says why (the command exits 2)."""
+
+
+@dataclass(frozen=True)
+class Output:
+    """A checked output: where it goes, and the inputs it must never replace."""
+
+    path: str
+    """As the user wrote it, for messages."""
+    target: Path
+    """The real path written (symbolic links resolved: the file they point to is the one replaced)."""
+    device: bool
+    """An existing file that is not a regular one (a character device, a FIFO): written in place."""
+    inputs: dict[Identity, str]
+    """Every input file's identity and the path it was named by."""
+
+
+def input_identities(paths: Iterable[str]) -> dict[Identity, str]:
+    """Each input file and each file under an input directory (walked as the readers walk it, links not followed
+    into directories; a file reached through a link counts as the file it points to). One stat per file: the
+    analysis opens every one of them anyway."""
+    found: dict[Identity, str] = {}
+    for path in paths:
+        if path == "-":
+            continue
+        _add(found, path)
+        if os.path.isdir(path):
+            for folder, _dirs, names in os.walk(path, followlinks=False):
+                for name in names:
+                    _add(found, os.path.join(folder, name))
+    return found
+
+
+def _add(found: dict[Identity, str], path: str) -> None:
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return
+    found.setdefault((st.st_dev, st.st_ino), path)
+
+
+def check_output(path: str | os.PathLike, inputs: Iterable[str] = (), trees: Iterable[str] = ()) -> Output:
+    """The output at `path` checked before any work: OutputError names what is wrong."""
+    shown = os.fspath(path)
+    if not shown:
+        raise OutputError("the output path is empty")
+    target = Path(os.path.realpath(shown))
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise OutputError(f"cannot write {shown}: {exc.strerror or exc}") from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise OutputError(f"cannot write {shown}: it is a directory (give a file name)")
+    device = st is not None and not stat.S_ISREG(st.st_mode)
+    if device:
+        if not os.access(target, os.W_OK):
+            raise OutputError(f"cannot write {shown}: permission denied")
+    else:
+        _check_folder(shown, target.parent)
+    _refuse_trees(shown, target, trees)
+    output = Output(shown, target, device, input_identities(inputs))
+    _refuse_inputs(output, st)
+    return output
+
+
+def check_folder_output(path: str | os.PathLike, trees: Iterable[str] = ()) -> Path:
+    """A folder that a command fills (--export -o DIR): it, or the nearest folder above it that exists, may be
+    written, and it is not inside a tree the command reads (where its files would become inputs)."""
+    shown = os.fspath(path)
+    target = Path(os.path.realpath(shown or "."))
+    if target.exists() and not target.is_dir():
+        raise OutputError(f"cannot write into {shown}: it is a file, not a folder")
+    existing = next(folder for folder in (target, *target.parents) if folder.exists())
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise OutputError(f"cannot write into {shown}: the folder {existing} is not writable")
+    _refuse_trees(shown, target, trees)
+    return target
+
+
+def _refuse_trees(shown: str, target: Path, trees: Iterable[str]) -> None:
+    for tree in trees:
+        root = os.path.realpath(tree)
+        if os.path.commonpath([root, str(target)]) == root:
+            raise OutputError(f"{shown} is inside {tree}, which this command reads; write the output elsewhere")
+
+
+def _check_folder(shown: str, folder: Path) -> None:
+    if not folder.exists():
+        raise OutputError(f"cannot write {shown}: the folder {folder} does not exist")
+    if not folder.is_dir():
+        raise OutputError(f"cannot write {shown}: {folder} is not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise OutputError(f"cannot write {shown}: the folder {folder} is not writable")
+
+
+def _refuse_inputs(output: Output, st: os.stat_result | None) -> None:
+    if st is None:
+        return
+    named = output.inputs.get((st.st_dev, st.st_ino))
+    if named is not None:
+        same = "" if os.path.realpath(named) == str(output.target) else f" (the same file as the input {named})"
+        raise OutputError(f"--output {output.path} is one of the inputs{same}; inputs are never modified")
+
+
+def write_output(output: Output, write: Callable[[BinaryIO], None], mode: int = 0o666,
+                 also: Iterable[str] = ()) -> None:
+    """Write through `write`, then put the file in place; `also`: more files read since the check (never replaced).
+
+    `mode` is reduced by the umask like any new file's (a bundle asks for 0o600)."""
+    extra = dict(output.inputs)
+    for path in also:
+        _add(extra, path)
+    checked = Output(output.path, output.target, output.device, extra)
+    try:
+        _refuse_inputs(checked, os.stat(output.target))
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise OutputError(f"cannot write {output.path}: {exc.strerror or exc}") from None
+    if output.device:
+        try:
+            with open(output.target, "wb") as handle:
+                write(handle)
+        except OSError as exc:
+            raise OutputError(f"cannot write {output.path}: {exc.strerror or exc}") from None
+        return
+    temporary, fd = _temporary_beside(output, mode)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, output.target)
+    except OSError as exc:
+        _remove(temporary)
+        raise OutputError(f"cannot write {output.path}: {exc.strerror or exc}") from None
+    except BaseException:
+        _remove(temporary)
+        raise
+
+
+def write_text_output(output: Output, text: str) -> None:
+    """A report's text as UTF-8 (an unpaired surrogate from a hostile input is written escaped, not fatal)."""
+    data = text.encode("utf-8", "backslashreplace")
+    write_output(output, lambda handle: handle.write(data))
+
+
+def _temporary_beside(output: Output, mode: int) -> tuple[str, int]:
+    """A new hidden file in the output's folder, created exclusively (never an existing file or a link), open."""
+    folder, name = output.target.parent, output.target.name
+    for _ in range(TEMPORARY_TRIES):
+        candidate = str(folder / f".{name}.{secrets.token_hex(4)}.part")
+        try:
+            return candidate, os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise OutputError(f"cannot write {output.path}: {exc.strerror or exc}") from None
+    raise OutputError(f"cannot write {output.path}: no free temporary name in {folder}")
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
