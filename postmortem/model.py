@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Mapping
 
 SEVERITIES = ("info", "warning", "error", "critical")
@@ -61,13 +61,31 @@ class Event:
     """A few input lines around the evidence, so a reader sees it in place."""
 
 
+EARLIEST = datetime(1900, 1, 1)
+LATEST = datetime(9000, 1, 1)
+"""Times outside these bounds (UTC) are junk in a crash log (year 1, year 9999 with a -23:59 offset, an uptime of
+3e11 s added to a boot time); they are dropped before any arithmetic on them can overflow. 1900 is the year a
+syslog stamp without one is read in; the margin to datetime's limits leaves room for every window and join."""
+
+
+def plausible_time(moment: datetime | None) -> datetime | None:
+    """`moment` when it lies between EARLIEST and LATEST (aware times judged in UTC), else None; never raises."""
+    if moment is None:
+        return None
+    try:
+        utc = moment.astimezone(timezone.utc).replace(tzinfo=None) if moment.tzinfo is not None else moment
+    except (OverflowError, ValueError):
+        return None
+    return moment if EARLIEST <= utc < LATEST else None
+
+
 @dataclass(frozen=True)
 class InputInfo:
     """One input as read: its display path, detected formats, digest and diagnostics.
 
     `digest` names its method: "sha256:<hex>" of the whole input, or for cores
     (gigabytes, mostly untouched by the analysis) "sha256-sampled:<hex>" of the
-    size, the first and the last MiB.
+    size, samples and the notes (`reader.core_digest`).
     """
 
     path: str

@@ -19,9 +19,9 @@ from .facts import collect_facts, with_arch_knowledge
 from .fingerprint import suspects
 from .inputs import Blob, open_inputs
 from .join import join
-from .model import Event, Finding, InputInfo, Options, Report
+from .model import Event, Finding, InputInfo, Options, Report, plausible_time
 from .rank import rank
-from .reader import BytesReader
+from .reader import BytesReader, core_digest
 from .signatures import Database, load_default, match
 from .sources import text_sources
 from .text import Line, TextDoc, detect_encoding
@@ -30,17 +30,21 @@ if TYPE_CHECKING:
     from .prefilter import Prefilter
 
 
-MAX_CANDIDATES = 200_000
-"""Candidate lines one source parses in one input: a log made only of errors
-still finishes in bounded time (the rest is named in a diagnostic)."""
-
-
 @cache
 def text_prefilter() -> Prefilter:
     """The one prefilter over every text source's anchors (compiled once, when a text input first needs it)."""
     from .prefilter import Prefilter
 
     return Prefilter({source.NAME: source.ANCHORS for source in text_sources()})
+
+
+def text_repeats() -> frozenset[bytes]:
+    """Anchors whose identical lines fold as they are read (a source's REPEATS): only those that no source
+    without them shares, since another source may need every line of them. Not cached: it follows
+    `text_sources` as it is now, and costs microseconds."""
+    anchors = [(frozenset(source.ANCHORS), frozenset(getattr(source, "REPEATS", ()))) for source in text_sources()]
+    folding = frozenset().union(*(repeats for _, repeats in anchors))
+    return frozenset(a for a in folding if all(a in repeats for owned, repeats in anchors if a in owned))
 
 
 Progress = Callable[[int, str], None]
@@ -77,7 +81,7 @@ def analyze_blobs(blobs: Iterable[Blob], database: Database | None = None, optio
         events.extend(found)
     telemetry = tuple(e.fields["series"] for e in events if e.kind == "gpu-series")  # frames, not evidence
     events = [e for e in events if e.kind != "gpu-series"]
-    events = with_arch_knowledge(_number(join(_dedupe(events))))
+    events = with_arch_knowledge(_number(_dated(join(_dated(_dedupe(events))))))
     if any(e.kind in ("library-arch", "arch-unsupported", "cuda-error") for e in events):
         from .binaries.library_arch import libraries_in_logs, with_library_verdicts
 
@@ -108,7 +112,7 @@ def read_blob(blob: Blob) -> tuple[InputInfo, list[Event]]:
     events: list[Event] = []
     formats: list[str] = []
     try:
-        lines = doc.scan(text_prefilter())
+        lines = doc.scan(text_prefilter(), text_repeats())
         for source in text_sources():
             found = _run_source(source, doc, [line for line in lines if source.NAME in line.groups], diagnostics)
             if found:
@@ -121,6 +125,7 @@ def read_blob(blob: Blob) -> tuple[InputInfo, list[Event]]:
         events = [_in_context(doc, event) for event in events]
     except OSError as exc:
         diagnostics.append(f"read error: {exc}")
+    diagnostics.extend(doc.diagnostics)
     if not formats:
         diagnostics.append(_nothing_found(head))
     info = InputInfo(blob.path, "+".join(formats) or _plain_kind(head), size, "sha256:" + doc.sha256, tuple(diagnostics))
@@ -132,7 +137,7 @@ def read_elf(blob: Blob, options: Options) -> tuple[InputInfo, list[Event], obje
     from .sources import core_file  # imported on first use: text-only analyses never pay for it
     result = core_file.read(blob.reader, blob.path, options)
     diagnostics = (*blob.diagnostics, *result.diagnostics)
-    info = InputInfo(blob.path, result.format, blob.reader.size, _sampled_digest(blob), diagnostics)
+    info = InputInfo(blob.path, result.format, blob.reader.size, core_digest(blob.reader), diagnostics)
     return info, list(result.events), result.core
 
 
@@ -148,10 +153,8 @@ def _in_context(doc: TextDoc, event: Event) -> Event:
 
 
 def _run_source(source: ModuleType, doc: TextDoc, lines: list[Line], diagnostics: list[str]) -> list[Event]:
-    """One source over its candidate lines; its failure is a diagnostic, not the end of the analysis."""
-    if len(lines) > MAX_CANDIDATES:
-        diagnostics.append(f"{len(lines)} lines for {source.NAME}; only the first {MAX_CANDIDATES} were parsed")
-        lines = lines[:MAX_CANDIDATES]
+    """One source over its candidate lines (bounded by text.MAX_HELD_LINES); its failure is a diagnostic,
+    not the end of the analysis."""
     if not lines:
         return []
     try:
@@ -160,15 +163,6 @@ def _run_source(source: ModuleType, doc: TextDoc, lines: list[Line], diagnostics
         diagnostics.append(
             f"{source.NAME} parser failed on this input ({type(exc).__name__}: {exc}); the other formats were still read")
         return []
-
-
-def _sampled_digest(blob: Blob, sample: int = 1024 * 1024) -> str:
-    """A digest that does not read a whole multi-gigabyte core: size, first and last MiB."""
-    size = blob.reader.size
-    sha = hashlib.sha256(str(size).encode())
-    sha.update(blob.reader.read_at(0, sample))
-    sha.update(blob.reader.read_at(max(0, size - sample), sample))
-    return "sha256-sampled:" + sha.hexdigest()
 
 
 def _plain_kind(head: bytes) -> str:
@@ -200,6 +194,13 @@ def _dedupe(events: list[Event]) -> list[Event]:
             seen.add(place)
             kept.append(event)
     return kept
+
+
+def _dated(events: list[Event]) -> list[Event]:
+    """Events whose time is junk (model.plausible_time) keep their text and lose the time, so no later
+    arithmetic (joins, windows, timelines) can overflow on it."""
+    return [event if plausible_time(event.time) is event.time
+            else dataclasses.replace(event, time=None, clock="implausible") for event in events]
 
 
 def _number(events: list[Event]) -> list[Event]:

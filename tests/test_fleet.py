@@ -284,3 +284,122 @@ def test_stack_signature_skips_runtime_and_interpreter_frames():
              "/lib/x86_64-linux-gnu/libcuda.so.1(cuLaunchKernel+0x1a2) [0x7f1764564d30]",
              "train.py:12 in main"]
     assert signature(glibc) == "libcuda.so.1!cuLaunchKernel"
+
+
+def _connect_at_once(path: str, barrier, results) -> None:
+    barrier.wait()
+    try:
+        connect(path).close()
+        results.put("ok")
+    except Exception as exc:  # noqa: BLE001 - the test reports what went wrong
+        results.put(f"{type(exc).__name__}: {exc}")
+
+
+def test_scans_creating_one_fresh_store_at_once_both_succeed(tmp_path):
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    for attempt in range(3):
+        path, barrier, results = str(tmp_path / f"fresh-{attempt}.db"), context.Barrier(12), context.Queue()
+        workers = [context.Process(target=_connect_at_once, args=(path, barrier, results)) for _ in range(12)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(60)
+        outcomes = [results.get(timeout=5) for _ in workers]
+        assert outcomes == ["ok"] * 12, outcomes
+        conn = sqlite3.connect(path)
+        assert conn.execute("SELECT COUNT(*) FROM schema_migrations").fetchone()[0] == len(
+            conn.execute("SELECT version FROM schema_migrations GROUP BY version").fetchall())
+        conn.close()
+
+
+def test_a_case_past_its_time_budget_is_stopped_and_the_finished_ones_are_committed_meanwhile(tmp_path, monkeypatch):
+    import threading
+
+    from postmortem.fleet import scan as scan_module
+
+    archive, _ = _small_archive(tmp_path, 6)
+    line = (ROOT / "samples/gpu-off-bus/dmesg.txt").read_text()
+    (archive / "zz-huge").mkdir()
+    with open(archive / "zz-huge" / "dmesg.txt", "w") as out:  # a 150 MB Xid storm: far more than 2 s of work
+        out.write(line * (150_000_000 // len(line)))
+    monkeypatch.setattr(scan_module, "CASE_SECONDS", 2.0)
+    db = tmp_path / "budget.sqlite"
+    done: list = []
+    worker = threading.Thread(target=lambda: done.append(scan(archive, db, jobs=2)))
+    started = time.monotonic()
+    worker.start()
+    committed_while_running = 0
+    while worker.is_alive():
+        time.sleep(0.05)
+        try:
+            committed_while_running = max(committed_while_running, _count(db) if db.exists() else 0)
+        except sqlite3.OperationalError:
+            pass
+    summary = done[0]
+    assert committed_while_running >= 6, "finished cases waited for the slow one"
+    assert time.monotonic() - started < 30
+    assert [path for path, _ in summary.errors] == [str(archive / "zz-huge")]
+    assert "ran past 2 s" in summary.errors[0][1]
+
+
+# ------------------------------------------------------------------ issue 13: digests that tell cases apart
+
+
+def _sparse(path: Path, size: int, writes: dict[int, bytes]) -> Path:
+    """A `size`-byte file of zeros (sparse: quick to make) with `writes` at their offsets."""
+    with open(path, "wb") as handle:
+        handle.truncate(size)
+        for at, data in writes.items():
+            handle.seek(at)
+            handle.write(data)
+    return path
+
+
+def _between_samples(size: int, gap: int) -> int:
+    """An offset `core_digest` does not read: past the end of its `gap`-th sample, before the next."""
+    from postmortem.reader import DIGEST_SAMPLE, DIGEST_SAMPLES
+
+    return size * gap // (DIGEST_SAMPLES + 1) + DIGEST_SAMPLE + 100
+
+
+def _core(path: Path, size: int, note: bytes, elsewhere: bytes = b"") -> Path:
+    """An ELF core header with one PT_NOTE segment between two samples of a sparse `size`-byte file."""
+    import struct
+
+    header = struct.pack("<16sHHIQQQIHHHHHH", b"\x7fELF\x02\x01\x01" + bytes(9), 4, 62, 1, 0, 64, 0, 0, 64, 56, 1,
+                         64, 0, 0)
+    phdr = struct.pack("<IIQQQQQQ", 4, 0, _between_samples(size, 30), 0, 0, len(note), 0, 4)
+    return _sparse(path, size, {0: header + phdr, _between_samples(size, 30): note,
+                                _between_samples(size, 10): elsewhere})
+
+
+def test_big_logs_that_differ_only_in_the_middle_are_different_cases(tmp_path):
+    from postmortem.fleet.cases import SAMPLED_ABOVE, Case, case_digest, file_digest
+
+    size = SAMPLED_ABOVE + (16 << 20)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    one = _sparse(tmp_path / "a" / "train.log", size, {size // 2: b"rank 3 Xid 79\n"})
+    two = _sparse(tmp_path / "b" / "train.log", size, {size // 2: b"rank 5 Xid 48\n"})
+    assert file_digest(one) != file_digest(two)
+    assert not file_digest(one).startswith("sha256-sampled:")
+    cases = [Case(str(p.parent), (str(p),), "") for p in (one, two)]
+    assert case_digest(cases[0]) != case_digest(cases[1])
+
+
+def test_big_cores_are_sampled_with_their_notes_read_whole(tmp_path):
+    from postmortem.fleet.cases import SAMPLED_ABOVE, file_digest
+    from postmortem.pipeline import analyze
+
+    size = SAMPLED_ABOVE + (16 << 20)
+    one = _core(tmp_path / "one.core", size, b"CORE\0" + b"registers of thread 1" * 10)
+    two = _core(tmp_path / "two.core", size, b"CORE\0" + b"registers of thread 2" * 10)
+    same = _core(tmp_path / "same.core", size, b"CORE\0" + b"registers of thread 1" * 10, elsewhere=b"x")
+    digests = [file_digest(p) for p in (one, two, same)]
+    assert all(d.startswith("sha256-sampled:") for d in digests)
+    assert digests[0] != digests[1]  # the notes differ
+    assert digests[0] == digests[2]  # a byte outside the notes and the samples is not read: still a sample
+    report = analyze([str(one), str(two)])
+    assert report.inputs[0].digest == digests[0] and report.inputs[1].digest == digests[1]

@@ -271,6 +271,54 @@ def test_markdown_keeps_input_from_breaking_out(tmp_path):
     assert text_outside.count("<details>") == text_outside.count("</details>")
 
 
+
+# Live tokens and terminal controls inside a real Xid 16 line (whose {message} fills the explanation, outside fences).
+LIVE_LOG = (
+    "Dec  2 11:38:47 worker4 kernel: [  219.470994] NVRM: Xid (PCI:0000:07:00): 16, pid='<unknown>', "
+    "name=<unknown>, see https://evil.example/p?x=1 or www.evil.example cc @octocat @org/team fixes #4242 "
+    "and owner/repo#7 mail a@evil.example \x1b]8;;http://evil.example/\x1b\\link\x1b]8;;\x1b\\ "
+    "\x1b]0;title\x07 \x1b[2J \u202egnp.exe\n"
+)
+LIVE_TOKENS = ("https://evil.example/p?x=1", "www.evil.example", "@octocat", "@org/team", "#4242", "owner/repo#7",
+               "a@evil.example")
+
+
+def _outside_fences(page: str) -> str:
+    outside, fence_marks = [], None
+    for line in page.splitlines():
+        if fence_marks is None and line.startswith("```"):
+            fence_marks = line[: len(line) - len(line.lstrip("`"))]
+        elif fence_marks is not None and line == fence_marks:
+            fence_marks = None
+        elif fence_marks is None:
+            outside.append(line)
+    return "\n".join(outside)
+
+
+def test_markdown_makes_no_links_or_mentions_from_input(tmp_path):
+    log = tmp_path / "kern.log"
+    log.write_text(LIVE_LOG, encoding="utf-8")
+    page = FORMATS["markdown"](analyze([str(log)]), lang="en")
+    outside = _outside_fences(page)
+    for token in LIVE_TOKENS:
+        assert token in outside, token  # the explanation quotes the message outside the fences ...
+        bare = regex.sub(r"`+[^`]*`+", "", outside)
+        assert token not in bare, token  # ... and every live token sits inside a code span there
+    assert "](" not in regex.sub(r"`+[^`]*`+", "", outside)
+
+
+def test_no_format_passes_terminal_controls_or_bidi_overrides(tmp_path):
+    log = tmp_path / "kern.log"
+    log.write_text(LIVE_LOG, encoding="utf-8")
+    report = analyze([str(log)])
+    for fmt in ("text", "markdown"):
+        page = FORMATS[fmt](report, lang="en")
+        assert "Xid" in page
+        assert "\x1b" not in page and "\u202e" not in page and "\x07" not in page, fmt
+        assert "\\x1b" in page and "\\u202e" in page, fmt  # shown, made visible
+    assert "\x1b" not in view.safe("\x1b[2J") and view.safe("\u2067x") == "\\u2067x"
+
+
 # ---------------------------------------------------------------- terminal and CLI
 
 def test_text_colour_only_when_asked():

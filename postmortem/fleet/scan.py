@@ -26,6 +26,9 @@ BATCH_SECONDS = 1.0
 """Longest time a finished result waits before it is committed (what a kill can lose)."""
 DASK_TASK_CASES = 32
 """Cases per Dask task: enough work per task that the scheduler's overhead stays small."""
+CASE_SECONDS = 600.0
+"""Longest one case may take in a worker process before it is stopped and stored as an error: the last line of
+defence against an input no bound inside the pipeline foresaw (the rest of the scan, and its commits, go on)."""
 
 
 class ScanError(Exception):
@@ -94,12 +97,18 @@ def scan(root: str | Path, db: str | Path, jobs: int | None = None, engine: str 
     return summary
 
 
-def _drain(results: Iterator[CaseResult], conn, summary: Summary, bar: Bar) -> None:
-    """Commit results in batches as they arrive; a pending batch is committed even when interrupted."""
+def _drain(results: Iterator[CaseResult | None], conn, summary: Summary, bar: Bar) -> None:
+    """Commit results in batches as they arrive (None: a tick with no result); a pending batch is committed even
+    when interrupted."""
     pending: list[CaseResult] = []
     last = time.monotonic()
     try:
         for result in results:
+            if result is None:  # a tick: nothing finished lately, but what did finish is committed on time
+                if pending and time.monotonic() - last >= BATCH_SECONDS:
+                    store.write(conn, pending)
+                    pending, last = [], time.monotonic()
+                continue
             pending.append(result)
             if result.status == "known":
                 summary.known += 1
@@ -139,11 +148,45 @@ _KNOWN: frozenset[str] = frozenset()
 
 
 def _worker_start(known: frozenset[str]) -> None:
-    """Once per worker process: Ctrl-C is the parent's to handle; the signature database is loaded once."""
+    """Once per worker process: Ctrl-C is the parent's to handle, the worker dies with its parent (no orphan
+    spins on after a kill -9), and the signature database is loaded once."""
     global _KNOWN
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent()
     _KNOWN = known
     _warm()
+
+
+def _die_with_parent() -> None:
+    """Linux prctl(PR_SET_PDEATHSIG, SIGKILL); elsewhere nothing (the per-case time budget still ends a worker)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+class _Overtime(BaseException):
+    """Raised into a case that outran CASE_SECONDS (BaseException: the pipeline's own handlers must not eat it)."""
+
+
+def _bounded(case: Case, known: frozenset[str]) -> CaseResult:
+    """`analyse_case` under a wall-clock budget (SIGALRM: worker processes and the single-process path only)."""
+    def overtime(signum: int, frame: object) -> None:
+        raise _Overtime
+
+    previous = signal.signal(signal.SIGALRM, overtime)
+    signal.setitimer(signal.ITIMER_REAL, CASE_SECONDS)
+    try:
+        return analyse_case(case, known)
+    except _Overtime:
+        return _failed(case, f"analysis ran past {CASE_SECONDS:.0f} s and was stopped (see CASE_SECONDS)")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _warm() -> None:
@@ -155,16 +198,17 @@ def _warm() -> None:
     text_prefilter()
 
 
-def _work(case: Case) -> CaseResult:
-    return analyse_case(case, _KNOWN)
+def _work(cases: list[Case]) -> list[CaseResult]:
+    return [_bounded(case, _KNOWN) for case in cases]
 
 
-def _local(todo: list[Case], known: frozenset[str], jobs: int) -> Iterator[CaseResult]:
-    """Results in completion order from `jobs` reused worker processes (in this process when jobs is 1)."""
+def _local(todo: list[Case], known: frozenset[str], jobs: int) -> Iterator[CaseResult | None]:
+    """Results in completion order from `jobs` reused worker processes (in this process when jobs is 1), and a
+    None tick whenever BATCH_SECONDS pass without one, so finished results never wait on a slow case."""
     if jobs == 1 or len(todo) <= 1:
         _warm()
         for case in todo:
-            yield analyse_case(case, known)
+            yield _bounded(case, known) if _main_thread() else analyse_case(case, known)
         return
     import multiprocessing
 
@@ -173,7 +217,15 @@ def _local(todo: list[Case], known: frozenset[str], jobs: int) -> Iterator[CaseR
     chunk = max(1, min(16, len(todo) // (jobs * 16)))
     pool = context.Pool(jobs, initializer=_worker_start, initargs=(known,))
     try:
-        yield from pool.imap_unordered(_work, todo, chunksize=chunk)
+        chunks = [todo[i : i + chunk] for i in range(0, len(todo), chunk)]
+        finished = pool.imap_unordered(_work, chunks)  # chunksize 1: only then has the iterator next(timeout)
+        while True:
+            try:
+                yield from finished.next(BATCH_SECONDS)
+            except multiprocessing.TimeoutError:
+                yield None
+            except StopIteration:
+                break
         pool.close()
     finally:
         pool.terminate()

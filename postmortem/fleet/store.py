@@ -16,6 +16,7 @@ last commit, and the next scan goes on from there. Tables:
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from datetime import datetime, timezone
@@ -82,8 +83,8 @@ def connect(path: str | Path, readonly: bool = False) -> sqlite3.Connection:
         if readonly:
             conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
         else:
-            conn = sqlite3.connect(path, isolation_level=None, timeout=30)
-            conn.execute("PRAGMA journal_mode=WAL")
+            conn = sqlite3.connect(path, isolation_level=None, timeout=LOCK_SECONDS)
+            _write_ahead_log(conn)
             conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
         version = schema_version(conn)
@@ -95,8 +96,30 @@ def connect(path: str | Path, readonly: bool = False) -> sqlite3.Connection:
         if version < len(MIGRATIONS):
             raise StoreError(f"{path}: schema version {version}; run `postmortem scan` once to migrate it")
         return conn
-    migrate(conn)
+    try:
+        migrate(conn)
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise StoreError(f"{path}: cannot create or migrate the store ({exc})") from exc
     return conn
+
+
+LOCK_SECONDS = 30.0
+"""How long a writer waits for another (a second scan creating or migrating the same store) before giving up."""
+
+
+def _write_ahead_log(conn: sqlite3.Connection) -> None:
+    """Switch to WAL, retrying: the switch needs an exclusive lock and SQLite answers "database is locked" at
+    once, without its busy handler, while another process is creating the same fresh store."""
+    deadline = time.monotonic() + LOCK_SECONDS
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def schema_version(conn: sqlite3.Connection) -> int:
@@ -115,9 +138,10 @@ def migrate(conn: sqlite3.Connection) -> None:
             continue
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for statement in filter(str.strip, script.split(";")):
-                conn.execute(statement)
-            conn.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", (version, name, _now()))
+            if version > schema_version(conn):  # asked again under the write lock: two scans creating one store
+                for statement in filter(str.strip, script.split(";")):
+                    conn.execute(statement)
+                conn.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", (version, name, _now()))
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")

@@ -29,10 +29,31 @@ _BLOCK_START = regex.compile(r"^(\d*)([#+=.)-])")
 _BACKTICKS = regex.compile(r"`+")
 
 
+_LIVE = regex.compile(
+    r"(?:\b(?:https?|ftp|file)://|\bwww\.)[^\s<>]++"  # autolinked URLs
+    r"|(?<![\w.+-])[\w.+-]++@[\w-]++(?:\.[\w-]++)++"  # autolinked e-mail addresses
+    r"|(?<![\w.+/@-])@[A-Za-z0-9][\w-]*+(?:/[\w.-]++)?"  # @user and @org/team mentions (notify people)
+    r"|(?<![\w.&/-])(?:[\w.-]++/[\w.-]++)?[#!]\d++\b|\bGH-\d++\b"  # #123, owner/repo#123, GitLab !123, GH-123
+)
+"""Tokens a tracker turns into links or notifications; from an input they are shown inside code, where it does not.
+Every quantifier is possessive and every run starts where a run of its characters starts: linear on any line."""
+
+
 def text(value: object) -> str:
-    """Inline Markdown text that renders as exactly `value`: one line, HTML and Markdown escaped."""
+    """Inline Markdown text that renders as exactly `value`: one line, HTML and Markdown escaped,
+    URLs, mentions and issue references inert inside code spans."""
     flat = " ".join(view.safe(str(value)).split())
-    return _BLOCK_START.sub(r"\1\\\2", _PUNCTUATION.sub(r"\\\1", html.escape(flat, quote=False)))
+    pieces, at = [], 0
+    for match in _LIVE.finditer(flat):
+        pieces += [_escaped(flat[at : match.start()]), code(match.group())]
+        at = match.end()
+    pieces.append(_escaped(flat[at:]))
+    pieces[0] = _BLOCK_START.sub(r"\1\\\2", pieces[0])
+    return "".join(pieces)
+
+
+def _escaped(flat: str) -> str:
+    return _PUNCTUATION.sub(r"\\\1", html.escape(flat, quote=False))
 
 
 def plain_html(value: object) -> str:

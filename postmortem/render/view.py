@@ -21,12 +21,19 @@ from ..model import Event, Finding, Report
 GPU_KINDS = ("nvidia-driver", "cuda-library", "framework", "user-extension")
 """Module kinds that belong to the GPU stack; highlighted in core sections."""
 
-_CONTROL = regex.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL = regex.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""C0 and C1 controls (ESC starts CSI, OSC 8 links and title changes) and the bidirectional marks and overrides
+(U+202E turns `gnp.exe` into what looks like `exe.png`): nothing from an input may reorder or drive the display."""
 
 
 def safe(text: str) -> str:
-    """Control characters made visible (\\x1b shows as '\\x1b'): no input may drive a terminal or a viewer."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    """Controls made visible (ESC shows as '\\x1b', U+202E as '\\u202e'): no input may drive a terminal or a viewer."""
+    return _CONTROL.sub(_visible, text)
+
+
+def _visible(match: regex.Match) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def fact_value(value: Any) -> str:
