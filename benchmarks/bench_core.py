@@ -44,7 +44,7 @@ def make_core(directory: Path, megabytes: int) -> tuple[Path, Path]:
     (directory / "big.c").write_text(PROGRAM)
     subprocess.run(["gcc", "-O1", "-g", "-pthread", "-o", "big", "big.c"], cwd=directory, check=True)
     limit = lambda: resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))  # noqa: E731
-    subprocess.run(["./big", str(megabytes)], cwd=directory, preexec_fn=limit, capture_output=True)
+    subprocess.run(["./big", str(megabytes)], cwd=directory, preexec_fn=limit, capture_output=True, check=False)
     core = directory / "core"
     if not core.exists():
         sys.exit("no core written: set /proc/sys/kernel/core_pattern to 'core'")
@@ -60,7 +60,8 @@ def main() -> None:
     compile_postmortem()
     with tempfile.TemporaryDirectory(prefix="bench-core-") as temp:
         exe, core = make_core(Path(temp), args.megabytes)
-        print(f"core: {core.stat().st_size / 2**30:.2f} GiB apparent, {core.stat().st_blocks * 512 / 2**30:.2f} GiB on disk")
+        print(f"core: {core.stat().st_size / 2**30:.2f} GiB apparent, "
+              f"{core.stat().st_blocks * 512 / 2**30:.2f} GiB on disk")
         ours = [postmortem, "analyze", str(core), "--format", "json", "-o", str(Path(temp) / "report.json")]
         gdb = ["gdb", "-q", "-batch", "-nx", "-ex", "set debuginfod enabled off", "-ex", "thread apply all bt",
                str(exe), str(core)]

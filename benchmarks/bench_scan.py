@@ -80,7 +80,7 @@ def main() -> int:
     pm_times, grep_times, pm_rss = [], [], []
     for run in range(args.runs):
         pm_s, rss, pm_rc = measure([postmortem, "analyze", "--format", "json", str(log)], workdir / "out.txt")
-        grep_s, _, grep_rc = measure([grep, "-c", "-F", "-f", str(literals), str(log)], workdir / "out.txt")
+        grep_s, _, _grep_rc = measure([grep, "-c", "-F", "-f", str(literals), str(log)], workdir / "out.txt")
         if pm_rc != 0:
             print(f"postmortem exited {pm_rc}", file=sys.stderr)
             return 1

@@ -18,10 +18,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import compile_postmortem, measure  # noqa: E402
-from make_archive import make_archive  # noqa: E402
+from common import compile_postmortem, measure
+from make_archive import make_archive
 
-ENGINES = {"1 process": ["-j", "1"], "2 processes": ["-j", "2"], "dask LocalCluster (2 workers)": ["--engine", "dask", "-j", "2"]}
+ENGINES = {"1 process": ["-j", "1"], "2 processes": ["-j", "2"],
+           "dask LocalCluster (2 workers)": ["--engine", "dask", "-j", "2"]}
 
 
 def main() -> None:

@@ -23,7 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 TEMPLATES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("ecc-then-illegal-address", ("samples/ecc-then-illegal-address/kern.log", "samples/ecc-then-illegal-address/worker.log")),
+    ("ecc-then-illegal-address",
+     ("samples/ecc-then-illegal-address/kern.log", "samples/ecc-then-illegal-address/worker.log")),
     ("gpu-off-bus", ("samples/gpu-off-bus/dmesg.txt", "samples/gpu-off-bus/nvidia-smi.txt")),
     ("rtx5090-sm120", ("samples/rtx5090-sm120/train.log",)),
     ("xid79-flr", ("tests/data/kernel_log/xid79-154-pf-flr-02.dmesg.txt",)),
@@ -56,7 +57,8 @@ def make_archive(out: Path, cases: int, seed: int = 7, tarballs: float = 0.05) -
     """Write `cases` cases under `out`; returns case name -> template name."""
     rng = random.Random(seed)
     out.mkdir(parents=True, exist_ok=True)
-    texts = {path: (ROOT / path).read_text(encoding="utf-8", errors="replace") for _, files in TEMPLATES for path in files}
+    texts = {path: (ROOT / path).read_text(encoding="utf-8", errors="replace") for _, files in TEMPLATES
+             for path in files}
     expected = {}
     start = 1_735_689_600  # 2025-01-01, so case times spread over Jan-Feb 2025
     for i in range(cases):
@@ -91,8 +93,10 @@ def _vary(text: str, host: str, rng: random.Random) -> str:
 def _noisy(text: str, host: str, rng: random.Random) -> str:
     """Noise lines before and after the real text (never inside it: a traceback stays whole)."""
     def lines(count: int) -> list[str]:
-        return [rng.choice(NOISE).format(stamp=f"Jan {rng.randrange(1, 28):2d} 0{rng.randrange(10)}:1{rng.randrange(10)}:0{rng.randrange(10)}",
-                                         host=host, n=rng.randrange(100, 99999), a=rng.randrange(8), b=rng.randrange(10, 99),
+        return [rng.choice(NOISE).format(stamp=f"Jan {rng.randrange(1, 28):2d} "
+                                               f"0{rng.randrange(10)}:1{rng.randrange(10)}:0{rng.randrange(10)}",
+                                         host=host, n=rng.randrange(100, 99999), a=rng.randrange(8),
+                                         b=rng.randrange(10, 99),
                                          loss=rng.random() * 4) for _ in range(count)]
 
     before, after = lines(rng.randrange(0, 40)), lines(rng.randrange(0, 20))

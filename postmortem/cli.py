@@ -21,8 +21,7 @@ import click
 from . import __version__
 from .model import SEVERITIES, Options, Report, severity_rank, to_plain
 from .outputs import Output, OutputError, check_output, write_text_output
-from .pipeline import Progress
-from .pipeline import analyze as run_analysis
+from .pipeline import Progress, analyze as run_analysis
 from .render import FORMATS, LANGUAGES, default_language
 from .render.view import safe
 from .signatures import (
@@ -224,10 +223,11 @@ def _with_spinner(work: Callable[[Progress | None], Report]) -> Report:
         return work(None)
     result: list[Report] = []
     failure: list[BaseException] = []
-    current = [0, ""]
+    current = (0, "")
 
     def note(done: int, path: str) -> None:
-        current[:] = [done, path]
+        nonlocal current
+        current = (done, path)
 
     def run() -> None:
         try:
@@ -242,7 +242,8 @@ def _with_spinner(work: Callable[[Progress | None], Report]) -> Report:
     frames, shown, width = "|/-\\", 0, 0
     while worker.is_alive():
         done, path = current
-        line = f"\r{frames[shown % 4]} postmortem: {done} input(s) done, reading {safe(path)[-50:]} ({time.monotonic() - started:.0f} s) "
+        line = (f"\r{frames[shown % 4]} postmortem: {done} input(s) done, reading {safe(path)[-50:]} "
+                f"({time.monotonic() - started:.0f} s) ")
         width = max(width, len(line))
         sys.stderr.write(line)
         sys.stderr.flush()

@@ -52,7 +52,8 @@ def collect_facts(events: Iterable[Event]) -> Mapping[str, Any]:
     return facts
 
 
-GPU_KEYS = (("index", "gpu_index"), ("pci", "pci"), ("uuid", "gpu_uuid"), ("serial", "gpu_serial"), ("name", "gpu_name"),
+GPU_KEYS = (("index", "gpu_index"), ("pci", "pci"), ("uuid", "gpu_uuid"), ("serial", "gpu_serial"),
+            ("name", "gpu_name"),
             ("sm", "sm"))
 """A GPU entry's keys and the event fields they come from."""
 

@@ -18,15 +18,15 @@ import struct
 import sys
 import zlib
 from collections.abc import Callable, Generator, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
 
 from .reader import (
     ByteReader,
     BytesReader,
     FileReader,
+    Readable,
     SliceReader,
     Spooled,
     spool,
@@ -217,7 +217,7 @@ CODEC_ERRORS: tuple[type[Exception], ...] = (OSError, EOFError, ValueError, zlib
 UnicodeDecodeError on names; OSError covers tarfile's and zipfile's own errors only in part, so those are
 added where the module is imported)."""
 
-Opener = tuple[Callable[[io.RawIOBase], io.IOBase], tuple[type[Exception], ...]]
+Opener = tuple[Callable[[io.RawIOBase], AbstractContextManager[Readable]], tuple[type[Exception], ...]]
 """A function opening a decompressing stream over raw bytes, and the errors its codec raises."""
 
 
@@ -230,11 +230,11 @@ def _decompressor(head: bytes) -> Opener | None:
     if head.startswith(b"\xfd7zXZ\x00"):
         import lzma
 
-        return (lambda raw: lzma.LZMAFile(raw)), (lzma.LZMAError,)
+        return (lambda raw: lzma.LZMAFile(raw)), (lzma.LZMAError,)  # noqa: PLW0108 - the opener's type
     if head.startswith(b"BZh") and head[3:4].isdigit():
         import bz2
 
-        return (lambda raw: bz2.BZ2File(raw)), ()
+        return (lambda raw: bz2.BZ2File(raw)), ()  # noqa: PLW0108 - the opener's type
     if head.startswith(b"\x28\xb5\x2f\xfd"):
         import zstandard
 
@@ -282,7 +282,7 @@ def _open_file(path: Path, display: str, unpack: Unpacking) -> Iterator[Blob]:
         if not path.is_file():
             yield Blob(display, None, diagnostics=["not a regular file; skipped"])
             return
-        handle = open(path, "rb")  # read-only: inputs are never modified
+        handle = open(path, "rb")  # noqa: SIM115 - owned by the Blob; read-only: inputs are never modified
     except OSError as exc:
         yield Blob(display, None, diagnostics=[f"cannot open: {exc.strerror or exc}"])
         return
@@ -378,7 +378,7 @@ def _tar_run(display: str, reader: ByteReader, start: int, depth: int, unpack: U
     """Members from the header at `start` up to the end or a damaged block; returns where to go on, or None."""
     import tarfile
 
-    errors = (*CODEC_ERRORS, tarfile.TarError)
+    errors: tuple[type[Exception], ...] = (*CODEC_ERRORS, tarfile.TarError)
     stream = _ReaderStream(reader, MAX_TAR_READ)
     stream.seek(start)
     try:
@@ -389,7 +389,8 @@ def _tar_run(display: str, reader: ByteReader, start: int, depth: int, unpack: U
         at = archive.offset
         try:
             member = archive.next()
-            archive.members.clear()  # tarfile keeps every header it parsed; one at a time is all this walk needs
+            # tarfile keeps every header it parsed; one at a time is all this walk needs
+            archive.members.clear()  # type: ignore[attr-defined]  # a real attribute, missing from typeshed
         except errors as exc:
             return (yield from _tar_resync(display, reader, at, f"{exc}", walk.members))
         if member is None:
@@ -417,7 +418,9 @@ def _tar_run(display: str, reader: ByteReader, start: int, depth: int, unpack: U
             walk.skip(f"sparse members claiming more than the {unpack.left()}",
                         f"{name}, {_size(member.size)}")
             continue
-        spooled = spool(archive.extractfile(member), limit, errors)
+        extracted = archive.extractfile(member)
+        assert extracted is not None  # None only for a member that is not a regular file, skipped above
+        spooled = spool(extracted, limit, errors)
         yield from _expand(name, spooled.reader, depth + 1, notes + _take(spooled, limit, "member", unpack), unpack)
 
 
@@ -441,6 +444,7 @@ def _next_tar_header(reader: ByteReader, start: int) -> int | None:
     """Offset of the first block at or after `start` that is a ustar header with a right checksum."""
     import tarfile
 
+    errors: tuple[type[Exception], ...] = (tarfile.HeaderError, *CODEC_ERRORS)
     start += -start % TAR_BLOCK
     for chunk_at in range(start, reader.size, RESYNC_CHUNK):
         chunk = reader.read_at(chunk_at, RESYNC_CHUNK)
@@ -448,7 +452,7 @@ def _next_tar_header(reader: ByteReader, start: int) -> int | None:
             if chunk[i + 257:i + 262] == b"ustar":
                 try:
                     tarfile.TarInfo.frombuf(chunk[i:i + TAR_BLOCK], "utf-8", "surrogateescape")
-                except (tarfile.HeaderError, *CODEC_ERRORS):
+                except errors:
                     continue
                 return chunk_at + i
     return None
@@ -465,7 +469,7 @@ def zip_directory_size(reader: ByteReader) -> int:
     if at < 0 or len(tail) - at < _EOCD.size:
         return 0
     *_, entries, size, _offset, _comment = _EOCD.unpack_from(tail, at)
-    if entries != 0xFFFF and size != 0xFFFFFFFF or at < _ZIP64_LOCATOR.size:
+    if (entries != 0xFFFF and size != 0xFFFFFFFF) or at < _ZIP64_LOCATOR.size:
         return size
     magic, _disk, record_at, _disks = _ZIP64_LOCATOR.unpack_from(tail, at - _ZIP64_LOCATOR.size)
     record = reader.read_at(record_at, _ZIP64_EOCD.size)
@@ -491,7 +495,7 @@ def overlapping_entries(infos: list) -> set[int]:
 
 
 @contextmanager
-def open_member(archive, info) -> Iterator[BinaryIO]:
+def open_member(archive, info) -> Iterator[Readable]:
     """A zip member as a stream that inflates a block at a time.
 
     zipfile inflates a bzip2 or LZMA member one whole compressed read at a time (a megabyte of it can hold
@@ -530,8 +534,8 @@ def _zip_members(display: str, reader: ByteReader, depth: int, unpack: Unpacking
     import lzma  # zipfile imports it (and bz2, which raises OSError) itself
     import zipfile
 
-    errors = (*CODEC_ERRORS, zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError,
-              lzma.LZMAError)
+    errors: tuple[type[Exception], ...] = (*CODEC_ERRORS, zipfile.BadZipFile, zipfile.LargeZipFile,
+                                           NotImplementedError, RuntimeError, lzma.LZMAError)
     directory = min(zip_directory_size(reader), reader.size)
     if directory > MAX_ZIP_DIRECTORY:
         why = f"its list of members is {_size(directory)}, more than the {_size(MAX_ZIP_DIRECTORY)} read"

@@ -164,7 +164,8 @@ def _enrich(event: Event, maps: _Maps) -> Event:
     host = f.get("host") if len(maps.hosts) > 1 else None
     if f.get("rank") is not None and len(f.get("ranks") or ()) <= 1:  # a report folded from many ranks has no one pid
         add("pid", maps.ranks.get((f["rank"],)))
-    for pid in _pids(event) or [added.get("pid")]:
+    pids: list[int | None] = [*_pids(event)] or [added.get("pid")]
+    for pid in pids:
         for name in ("process", "rank", "cuda_device", "pci"):
             add(name, maps.pids.get((host, pid, name)))
     if not f.get("pci") and "pci" not in added:
@@ -235,10 +236,11 @@ def _placed(event: Event, anchors: list[Event]) -> Event:
               and (not host or not a.fields.get("host") or a.fields["host"] == host)]
     same = [a for a in others if a.fields["uptime"] == uptime]  # the same kernel record: the same boot
     candidates = same or others
-    boots = {_boot(a) for a in candidates}
-    if not boots or None in boots or len({b.tzinfo is None for b in boots}) > 1:
+    found = {_boot(a) for a in candidates}
+    dated = {b for b in found if b is not None}
+    if not found or len(dated) < len(found) or len({b.tzinfo is None for b in dated}) > 1:
         return event  # no anchor, a boot no date can hold, or naive and zoned clocks: no one boot is proven
-    boots = sorted(boots)
+    boots = sorted(dated)
     moment = shifted(boots[0], uptime)
     if boots[-1] - boots[0] > BOOT_SLACK or moment is None:
         return event  # several boots (which one is unknown), or an uptime no date can hold
@@ -250,6 +252,7 @@ def _placed(event: Event, anchors: list[Event]) -> Event:
 
 
 def _boot(anchor: Event) -> datetime | None:
+    assert anchor.time is not None  # _place_uptimes anchors only events with a time
     return shifted(anchor.time, -float(anchor.fields["uptime"]))
 
 
@@ -289,7 +292,8 @@ def nccl_suspects(events: Sequence[Event]) -> list[Event]:
     else:
         suspect = None
         reason = (f"no single suspect: ranks {_names(behind)} stopped at the same point (last completed "
-                  f"{progress[behind[0]]}); look for a rank that logged no timeout here (it hung or died first) or for a network fault")
+                  f"{progress[behind[0]]}); look for a rank that logged no "
+                  "timeout here (it hung or died first) or for a network fault")
     per_rank = [_summary(rank, report) for rank, report in sorted(reports.items())]
     first = reports[suspect] if suspect in reports else min(reports.values(), key=lambda r: r.where.line or 0)
     fields: dict[str, Any] = {
@@ -341,7 +345,8 @@ def _failed_ranks(events: Sequence[Event], waiting: set[int]) -> dict[int, Event
     failed: dict[int, Event] = {}
     for event in events:
         rank = event.fields.get("rank")
-        if event.kind in FAILED_KINDS and isinstance(rank, int) and rank not in waiting and not event.fields.get("ranks"):
+        if (event.kind in FAILED_KINDS and isinstance(rank, int) and rank not in waiting
+                and not event.fields.get("ranks")):
             failed.setdefault(rank, event)
     return failed
 

@@ -310,10 +310,11 @@ def _tokens(name: str) -> tuple[str, ...]:
 @cache
 def _model_index() -> tuple[tuple[tuple[str, ...], Arch], ...]:
     """Model names as word tuples with their architecture, longest first (so 'rtx 6000 ada' beats 'rtx 6000')."""
-    pairs = [(_tokens(model), a) for a in architectures() for model in a.models]
+    pairs: list[tuple[tuple[str, ...], Arch | None]] = [(_tokens(model), a) for a in architectures()
+                                                        for model in a.models]
     pairs += [(_tokens(row["model"]), arch(row["compute_capability"])) for row in data_rows("gpu-models.tsv")]
-    pairs = [(tokens, a) for tokens, a in pairs if tokens and a is not None]
-    return tuple(sorted(pairs, key=lambda pair: -len(pair[0])))
+    known = [(tokens, a) for tokens, a in pairs if tokens and a is not None]
+    return tuple(sorted(known, key=lambda pair: -len(pair[0])))
 
 
 def gpu_arch(name: str | None) -> Arch | None:
@@ -348,7 +349,7 @@ def describe_arch(gpu_name: str | None = None, sm: str | None = None, shipped: l
         for key in ("min_cuda", "min_torch", "cuda_removed", "last_torch_wheels"):
             if getattr(found, key):
                 facts[key] = getattr(found, key)
-    targets = sorted((t for t in shipped or () if sm_number(t) is not None), key=sm_number)
+    targets = sorted((t for t in shipped or () if sm_number(t) is not None), key=lambda t: sm_number(t) or 0)
     cubins = [t for t in targets if not t.startswith("compute_")]
     if cubins:
         facts["shipped_range"] = cubins[0] if len(cubins) == 1 else f"{cubins[0]} ... {cubins[-1]}"

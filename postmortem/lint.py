@@ -99,7 +99,8 @@ def nested_quantifiers(pattern: str) -> list[str]:
     while i < len(pattern):
         start, group = i, None
         if pattern[i] == "\\":
-            i = _ESCAPE.match(pattern, i).end()
+            escape = _ESCAPE.match(pattern, i)
+            i = escape.end() if escape else len(pattern)  # a lone trailing backslash: nothing follows to scan
         elif pattern[i] == "[" and (cls := _CLASS.match(pattern, i)):
             i = cls.end()
         elif pattern[i] == "(" and (flags := _NOT_A_GROUP.match(pattern, i)):
@@ -107,6 +108,7 @@ def nested_quantifiers(pattern: str) -> list[str]:
             continue
         elif pattern[i] == "(":
             opened = _GROUP_OPEN.match(pattern, i)
+            assert opened is not None  # its tail is optional: it matches at any "("
             stack.append(_Group(i, atomic=bool(opened["atomic"])))
             i = opened.end()
             continue

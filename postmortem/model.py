@@ -8,9 +8,10 @@ frozen dataclasses so a stage cannot reach back and change an earlier one.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 SEVERITIES = ("info", "warning", "error", "critical")
 """Severity names, weakest first; `severity_rank` orders them."""
@@ -73,7 +74,7 @@ def plausible_time(moment: datetime | None) -> datetime | None:
     if moment is None:
         return None
     try:
-        utc = moment.astimezone(timezone.utc).replace(tzinfo=None) if moment.tzinfo is not None else moment
+        utc = moment.astimezone(UTC).replace(tzinfo=None) if moment.tzinfo is not None else moment
     except (OverflowError, ValueError):
         return None
     return moment if EARLIEST <= utc < LATEST else None

@@ -137,7 +137,7 @@ def _refuse_inputs(output: Output, st: os.stat_result | None) -> None:
         raise OutputError(f"--output {output.path} is one of the inputs{same}; inputs are never modified")
 
 
-def write_output(output: Output, write: Callable[[BinaryIO], None], mode: int = 0o666,
+def write_output(output: Output, write: Callable[[BinaryIO], object], mode: int = 0o666,
                  also: Iterable[str] = ()) -> None:
     """Write through `write`, then put the file in place; `also`: more files read since the check (never replaced).
 

@@ -128,16 +128,19 @@ def read_blob(blob: Blob) -> tuple[InputInfo, list[Event]]:
     diagnostics.extend(doc.diagnostics)
     if not formats:
         diagnostics.append(_nothing_found(head))
-    info = InputInfo(blob.path, "+".join(formats) or _plain_kind(head), size, "sha256:" + doc.sha256, tuple(diagnostics))
+    info = InputInfo(blob.path, "+".join(formats) or _plain_kind(head), size, "sha256:" + doc.sha256,
+                     tuple(diagnostics))
     return info, events
 
 
 def read_elf(blob: Blob, options: Options) -> tuple[InputInfo, list[Event], object | None]:
     """An ELF input: a core file is read by `sources.core_file`; other ELF files are named and skipped."""
     from .sources import core_file  # imported on first use: text-only analyses never pay for it
-    result = core_file.read(blob.reader, blob.path, options)
+    reader = blob.reader
+    assert reader is not None  # analyze_blobs sends only readable ELF inputs here
+    result = core_file.read(reader, blob.path, options)
     diagnostics = (*blob.diagnostics, *result.diagnostics)
-    info = InputInfo(blob.path, result.format, blob.reader.size, core_digest(blob.reader), diagnostics)
+    info = InputInfo(blob.path, result.format, reader.size, core_digest(reader), diagnostics)
     return info, list(result.events), result.core
 
 
@@ -161,7 +164,8 @@ def _run_source(source: ModuleType, doc: TextDoc, lines: list[Line], diagnostics
         return list(source.parse(doc, lines))
     except Exception as exc:  # noqa: BLE001 - a parser bug must not cost the other sources
         diagnostics.append(
-            f"{source.NAME} parser failed on this input ({type(exc).__name__}: {exc}); the other formats were still read")
+            f"{source.NAME} parser failed on this input "
+            f"({type(exc).__name__}: {exc}); the other formats were still read")
         return []
 
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 try:  # optional accelerator; the fallback below gives identical results
     import hyperscan
 except ImportError:  # pragma: no cover - exercised where hyperscan is absent
-    hyperscan = None
+    hyperscan = None  # type: ignore[assignment]  # the module or None: checked before each use
 
 
 class Prefilter:
@@ -63,7 +63,8 @@ class Prefilter:
         return found
 
 
-def _collect(literal_id: int, _start: int, end: int, _flags: int, found: list) -> None:
+def _collect(literal_id: int, _start: int, end: int, _flags: int, found: object) -> None:
+    assert isinstance(found, list)  # the context `matches` passes to scan
     found.append((end, literal_id))
 
 

@@ -175,7 +175,7 @@ def _after_off_bus(root: Finding, rs: _Scope, follower: Finding, fs: _Scope) -> 
         return None
     if not any(e.kind == "cuda-error" or (e.kind == "xid" and e.fields.get("xid") != 79) for e in fs.events):
         return None
-    if rs.hosts and fs.hosts and not rs.hosts & fs.hosts or rs.gpus and fs.gpus and not rs.gpus & fs.gpus:
+    if (rs.hosts and fs.hosts and not rs.hosts & fs.hosts) or (rs.gpus and fs.gpus and not rs.gpus & fs.gpus):
         return None
     if rs.earliest is not None and fs.earliest is not None and _comparable(rs.earliest, fs.earliest) \
             and moment(fs.earliest) < moment(rs.earliest):
@@ -281,13 +281,13 @@ def _credit(finding: Finding, explains: Sequence[str], by_id: Mapping[str, Event
 
 def _scope(evidence: Sequence[Event]) -> _Scope:
     """Times, hosts, GPUs, pids and inputs of the evidence; a pci the join stage proved counts too."""
-    timed = sorted((e for e in evidence if e.time is not None), key=lambda e: moment(e.time))
-    first = timed[0] if timed else (evidence[0] if evidence else None)
+    timed = sorted(((e.time, e) for e in evidence if e.time is not None), key=lambda pair: moment(pair[0]))
+    first = timed[0][1] if timed else (evidence[0] if evidence else None)
     hosts = frozenset(str(e.fields["host"]) for e in evidence if e.fields.get("host"))
     gpus = frozenset(key for e in evidence if (key := gpu_key(e.fields.get("pci"))))
     pids = frozenset(e.fields["pid"] for e in evidence if isinstance(e.fields.get("pid"), int))
     paths = frozenset(e.where.path for e in evidence)
-    return _Scope(first, timed[0].time if timed else None, hosts, gpus, pids, paths, tuple(evidence))
+    return _Scope(first, timed[0][0] if timed else None, hosts, gpus, pids, paths, tuple(evidence))
 
 
 def _related(root: _Scope, follower: _Scope) -> bool:

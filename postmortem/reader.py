@@ -28,6 +28,12 @@ MAX_DIGESTED_NOTES = 64 * 1024 * 1024
 """Most PT_NOTE bytes a core's digest reads (real cores carry a few MiB; a crafted one may claim any size)."""
 
 
+class Readable(Protocol):
+    """What `spool` needs of a stream: a file, a decompressing stream, an archive member."""
+
+    def read(self, size: int = ..., /) -> bytes: ...
+
+
 class ByteReader(Protocol):
     """What a source needs of an input: its size and bytes at an offset."""
 
@@ -84,7 +90,7 @@ class Spooled:
     error: str | None = None
 
 
-def spool(stream: BinaryIO, limit: int, errors: tuple[type[Exception], ...] = ()) -> Spooled:
+def spool(stream: Readable, limit: int, errors: tuple[type[Exception], ...] = ()) -> Spooled:
     """Copy a stream into a reader, at most `limit` bytes, so a decompression bomb cannot fill memory or disk.
 
     An exception of `errors` raised while reading (corrupt or cut-off compressed data) ends the copy and is
@@ -112,7 +118,7 @@ def spool_chunks(chunks: Iterable[bytes], limit: int, errors: tuple[type[Excepti
         if copied + len(block) > SPOOL_IN_MEMORY and isinstance(buffer, io.BytesIO):
             import tempfile  # only for data past SPOOL_IN_MEMORY
 
-            spilled = tempfile.TemporaryFile()  # unnamed: removed by the OS when closed
+            spilled = tempfile.TemporaryFile()  # noqa: SIM115 - owned by the reader; unnamed: removed by the OS when closed
             spilled.write(buffer.getbuffer())
             buffer = spilled
         buffer.write(block)

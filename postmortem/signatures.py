@@ -30,7 +30,7 @@ import string
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -94,7 +94,8 @@ class Signature:
     actions: tuple[str, ...]
     references: tuple[str, ...]
     examples: Mapping[str, tuple[str | Mapping[str, str], ...]]
-    """"positive"/"negative" -> real log text, or {file: path} (relative to the repo) for binary inputs such as cores."""
+    """"positive"/"negative" -> real log text, or {file: path} (relative to the repo) for binary inputs such as
+    cores."""
     condition: Condition
     origin: str
     role: str = "root"
@@ -266,11 +267,19 @@ def compile_condition(spec: Any, patterns: list[regex.Pattern] | None = None) ->
     for key, value in spec.items():
         if key == "kind":
             kinds = frozenset(_as_list(value))
-            parts.append(lambda e, kinds=kinds: e.kind in kinds)
+
+            def kind_in(e: Event, kinds: frozenset = kinds) -> bool:
+                return e.kind in kinds
+
+            parts.append(kind_in)
         elif key == "text":
             pattern = regex.compile(value)
             patterns.append(pattern)
-            parts.append(lambda e, p=pattern: p.search(e.text, 0, MATCH_WINDOW) is not None)
+
+            def text_has(e: Event, p: regex.Pattern = pattern) -> bool:
+                return p.search(e.text, 0, MATCH_WINDOW) is not None
+
+            parts.append(text_has)
         elif key == "fields":
             if not isinstance(value, dict):
                 raise SignatureError("fields must be a mapping")
@@ -278,10 +287,18 @@ def compile_condition(spec: Any, patterns: list[regex.Pattern] | None = None) ->
         elif key in ("any", "all"):
             subs = [compile_condition(sub, patterns) for sub in _as_list(value)]
             test = any if key == "any" else all
-            parts.append(lambda e, subs=subs, test=test: test(sub(e) for sub in subs))
+
+            def combined(e: Event, subs: list[Condition] = subs, test: Callable[[Iterable[bool]], bool] = test) -> bool:
+                return test(sub(e) for sub in subs)
+
+            parts.append(combined)
         elif key == "not":
             sub = compile_condition(value, patterns)
-            parts.append(lambda e, sub=sub: not sub(e))
+
+            def negated(e: Event, sub: Condition = sub) -> bool:
+                return not sub(e)
+
+            parts.append(negated)
         elif key == "count":
             parts.append(_count_test(value))
         else:
@@ -301,7 +318,7 @@ def _field_test(name: str, expected: Any, patterns: list[regex.Pattern]) -> Cond
         if op in ("gte", "lte"):
             bound = float(operand)
             sign = 1 if op == "gte" else -1
-            return lambda e: _number(e.fields.get(name)) is not None and sign * (_number(e.fields[name]) - bound) >= 0
+            return lambda e: (number := _number(e.fields.get(name))) is not None and sign * (number - bound) >= 0
         if op == "exists":
             return lambda e: (name in e.fields and e.fields[name] is not None) == bool(operand)
         if op == "version":
@@ -338,7 +355,9 @@ def _version_test(name: str, spec: str) -> Condition:
         found = _CONSTRAINT.match(part)
         if not found:
             raise SignatureError(f"field {name}: bad version bound {part!r}")
-        bounds.append((_COMPARE[found[1]], _version_key(found[2])))
+        key = _version_key(found[2])
+        assert key is not None  # _CONSTRAINT matched a dotted number
+        bounds.append((_COMPARE[found[1]], key))
 
     def test(event: Event) -> bool:
         value = _version_key(event.fields.get(name)) if event.fields.get(name) is not None else None
@@ -389,7 +408,8 @@ def render_explanation(template: str, fields: Mapping[str, Any], missing: Callab
     `[[...]]` parts whose placeholders are not all known are left out (innermost first).
     """
     try:
-        while (resolved := _OPTIONAL.sub(lambda m: m.group(1) if _known(m.group(1), fields) else "", template)) != template:
+        while (resolved := _OPTIONAL.sub(lambda m: m.group(1) if _known(m.group(1), fields) else "",
+                                         template)) != template:
             template = resolved
         return string.Formatter().vformat(template, (), _Blank(fields, missing))
     except (ValueError, IndexError, KeyError, AttributeError):
@@ -440,4 +460,4 @@ def finding_for(signature: Signature, hits: Sequence[Event]) -> Finding:
 
 def moment(value: datetime) -> float:
     """Seconds for ordering times; naive times (logs without a zone) are read as UTC."""
-    return value.replace(tzinfo=timezone.utc).timestamp() if value.tzinfo is None else value.timestamp()
+    return value.replace(tzinfo=UTC).timestamp() if value.tzinfo is None else value.timestamp()

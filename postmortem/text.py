@@ -342,8 +342,10 @@ class TextDoc:
 
 
 def _breaks(data: bytes, lo: int, hi: int) -> int:
-    """Line breaks in data[lo:hi]: \\n, \\r\\n and lone \\r each count once."""
-    return data.count(b"\n", lo, hi) + data.count(b"\r", lo, hi) - data.count(b"\r\n", lo, hi)
+    """Line breaks in data[lo:hi]: \\n, \\r\\n and lone \\r each count once (the \\r\\n pass only when a \\r
+    is there)."""
+    newlines, carriages = data.count(b"\n", lo, hi), data.count(b"\r", lo, hi)
+    return newlines + carriages - data.count(b"\r\n", lo, hi) if carriages else newlines
 
 
 def _line_end(data: bytes, at: int) -> int:
@@ -428,8 +430,8 @@ class _Held:
 
     def _victim(self) -> _Run:
         """The second line of the most common shape when it has more than two, else the oldest line held."""
-        group = self.shapes.get(self.largest, ())
-        if len(group) > 2:
+        group = self.shapes.get(self.largest)
+        if group is not None and len(group) > 2:
             first = group.popleft()
             victim = group.popleft()
             group.appendleft(first)

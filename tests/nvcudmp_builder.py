@@ -55,7 +55,7 @@ def relocate(cubin: bytes, base: int) -> tuple[bytes, dict[str, int]]:
     """The cubin with every STT_FUNC symbol's value set to base + its section's file offset; name -> address."""
     data = bytearray(cubin)
     shoff, = struct.unpack_from("<Q", data, 0x28)
-    shnum, shstrndx = struct.unpack_from("<HH", data, 0x3C)
+    shnum, _shstrndx = struct.unpack_from("<HH", data, 0x3C)
     sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + 64 * i) for i in range(shnum)]
     symtab = next(s for s in sections if s[1] == 2)
     strtab = sections[symtab[6]]
@@ -82,7 +82,8 @@ def build(spec: Spec) -> bytes:
     image, addresses = relocate(spec.cubin, CODE_BASE)
     entry = addresses[KERNEL]
     pc = entry + spec.pc_offset
-    device = struct.pack("<QQQ16I", string(spec.device_name), string("gh100"), string(f"sm_{spec.sm_major}{spec.sm_minor}"),
+    device = struct.pack("<QQQ16I", string(spec.device_name), string("gh100"),
+                         string(f"sm_{spec.sm_major}{spec.sm_minor}"),
                          0, 0x1B, 0x2330, spec.num_sms, 64, 32, 255, 7, spec.sm_major, spec.sm_minor, 16, 0,
                          63, 7, 16, 0)
     context = struct.pack("<QQQQII", 0x5555_0000, 0x7FFF_0000_0000, 0x7FFE_0000_0000, 0, 0, 4242)

@@ -78,7 +78,8 @@ def test_old_gpu_named_by_another_input(tmp_path):
     # (tests/data/gpu_tools/nvsmi-q-a10-rowremap.txt) whose Product Name line is changed to the K80's.
     smi = (DATA / "gpu_tools" / "nvsmi-q-a10-rowremap.txt").read_text().replace(": NVIDIA A10\n", ": Tesla K80\n")
     (tmp_path / "nvidia-smi-q.txt").write_text(smi)
-    report = analyze([str(tmp_path / "nvidia-smi-q.txt"), str(DATA / "framework_log" / "nokernel-koboldcpp-k80-02.log")])
+    report = analyze([str(tmp_path / "nvidia-smi-q.txt"),
+                      str(DATA / "framework_log" / "nokernel-koboldcpp-k80-02.log")])
     finding = next(f for f in report.findings if f.signature == "arch-mismatch")
     assert finding.explanation.startswith(
         "Tesla K80 is sm_37 (Kepler); sm_37 (Kepler) is not supported from CUDA 12.0 on; "

@@ -23,7 +23,7 @@ from postmortem.cli import main
 from postmortem.pipeline import analyze
 
 sys.path.insert(0, str(Path(__file__).parent))
-from nvcudmp_builder import Spec, build, lane_tables_sharing_a_region  # noqa: E402
+from nvcudmp_builder import Spec, build, lane_tables_sharing_a_region
 
 DATA = Path(__file__).parent / "data" / "fatbin"
 DUMP = Path(__file__).parent / "data" / "nvcudmp" / "core_1700000000_node7_4242.nvcudmp"
@@ -142,7 +142,7 @@ def test_entry_size_past_the_end_and_corrupt_payload(tmp_path: Path) -> None:
 
 
 def test_pure_python_lz4_matches_and_rejects_corruption() -> None:
-    read, size, close = fatbin.file_reader(str(DATA / "k_speed.o"))
+    read, _size, close = fatbin.file_reader(str(DATA / "k_speed.o"))
     try:
         entry = _inventory(DATA / "k_speed.o").fatbins[0].entries[0]
         block = read(entry.payload_offset, entry.compressed_size)
@@ -237,7 +237,8 @@ def test_sm_exception_without_lanes_and_short_rows(tmp_path: Path) -> None:
     finally:
         close()
     (fields, _text), = cudadump.events_fields(dump, str(path))
-    assert (fields["exception_name"], fields["sm_id"], fields["kernel"]) == ("Warp Misaligned Address", 17, "crash(int*)")
+    assert (fields["exception_name"], fields["sm_id"],
+            fields["kernel"]) == ("Warp Misaligned Address", 17, "crash(int*)")
     truncated = tmp_path / "cut.nvcudmp"
     truncated.write_bytes(path.read_bytes()[:100])
     report = analyze([str(truncated)])
@@ -291,7 +292,8 @@ def test_library_with_the_gpus_arch_is_not_blamed(tmp_path: Path) -> None:
     shutil.copy(CORE, tmp_path)
     shutil.copy(DATA / "libk_multi.so", tmp_path / "_ops.cpython-311-x86_64-linux-gnu.so")
     (tmp_path / "train.log").write_text(
-        "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch installation.\n")
+        "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is "
+        "not compatible with the current PyTorch installation.\n")
     report = analyze([str(tmp_path)])
     library = next(e for e in report.events if e.kind == "library-arch")
     assert (library.fields["verdict"], library.fields["sm"]) == ("native", "sm_120")

@@ -12,7 +12,8 @@ REPORT = (DATA / "a100-offbus-excerpt.log").read_text()
 DELIMITER = "_" * 44
 DRIVER_SECTION = (
     f"{DELIMITER}\n\n*** /proc/driver/nvidia/version\n"
-    "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  565.77  Release Build  (nixbld@)  Sun Feb  9 11:08:26 UTC 2025\n"
+    "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  "
+    "565.77  Release Build  (nixbld@)  Sun Feb  9 11:08:26 UTC 2025\n"
     "GCC version:  gcc version 13.3.0 (GCC)\n\n")
 
 
@@ -44,7 +45,8 @@ def test_root_port_of_fallen_off_a100_reports_link_down():
 
 
 def test_driver_version_section_gives_the_driver_fact():
-    report = analyze_text(REPORT.replace(f"{DELIMITER}\n\n*** /etc/issue", DRIVER_SECTION + f"{DELIMITER}\n\n*** /etc/issue"))
+    report = analyze_text(REPORT.replace(f"{DELIMITER}\n\n*** /etc/issue",
+                                         DRIVER_SECTION + f"{DELIMITER}\n\n*** /etc/issue"))
     (env,) = [e for e in kinds(report, "environment") if "gcc_version" in e.fields]
     assert (env.fields["driver_version"], env.fields["kernel_module"]) == ("565.77", "open")
     assert env.fields["gcc_version"] == "13.3.0 (GCC)"
@@ -76,7 +78,7 @@ def test_section_cut_off_mid_block_gives_no_traceback():
 
 
 def test_binary_garbage_inside_a_section_is_a_diagnostic(tmp_path):
-    raw = REPORT.encode().replace("Ubuntu 22.04.4 LTS".encode(), bytes(range(32)) * 200)
+    raw = REPORT.encode().replace(b"Ubuntu 22.04.4 LTS", bytes(range(32)) * 200)
     (tmp_path / "nvidia-bug-report.log").write_bytes(raw)
     report = analyze([str(tmp_path / "nvidia-bug-report.log")])
     assert any("'/etc/issue'" in n and "binary" in n for n in report.inputs[0].diagnostics)

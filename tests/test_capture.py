@@ -31,7 +31,8 @@ TIMEOUT_S = 60
 
 
 def postmortem(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "postmortem", *args], check=False, cwd=cwd, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "postmortem", *args], check=False, cwd=cwd, env=env,
+                          capture_output=True,
                           timeout=TIMEOUT_S)
 
 
@@ -55,7 +56,8 @@ def test_collect_here_redacts_and_analyze_reads_the_bundle(tmp_path: Path) -> No
     opaque = secrets.token_hex(20)
     log = tmp_path / "train.log"
     log.write_bytes(DATA.joinpath("oom-torch-legacy-02.log").read_bytes()
-                    + f"connecting with api_token={secret}\nAuthorization: Bearer {opaque}\npushed by {github}\n".encode())
+                    + f"connecting with api_token={secret}\nAuthorization: Bearer {opaque}\n"
+                      f"pushed by {github}\n".encode())
     before = (log.read_bytes(), log.stat().st_mtime_ns)
     env = {**os.environ, "POSTMORTEM_TEST_API_TOKEN": secret, "NCCL_DEBUG": "INFO"}
     done = postmortem("collect", "-o", "bundle.tar.gz", "--since", "1d", "--telemetry", "0", "train.log",
@@ -103,7 +105,7 @@ esac""",
                   printf '  0 9a8b7c6d5e4f30211203f4e5d6c7b8a9 Mon 2023-03-06 21:41:10 UTC Mon 2023-03-06 22:00:00 UTC\\n' ;;
   *"-b -1"*) cat '{DATA / "xid119-gsp-timeout-02.dmesg.txt"}' ;;
   *-k*) cat '{DATA / "xid79-154-pf-flr-02.dmesg.txt"}' ;;
-esac""",
+esac""",  # noqa: E501 - journalctl's own column layout
     }
     for name, body in scripts.items():
         path = folder / name

@@ -50,7 +50,8 @@ def test_harvested_cases_are_labelled_from_their_thread():
         case = yaml.safe_load((case_dir / "case.yaml").read_text(encoding="utf-8"))
         assert str(case["source"]).startswith("https://"), case_dir.name
         assert set(case["expected_causes"]) <= causes, case_dir.name
-        text = "".join(p.read_text(encoding="utf-8", errors="replace") for p in case_dir.iterdir() if p.name != "case.yaml")
+        text = "".join(p.read_text(encoding="utf-8", errors="replace") for p in case_dir.iterdir()
+                       if p.name != "case.yaml")
         assert all(str(m) in text for m in case.get("must_mention") or []), case_dir.name
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from postmortem.pipeline import analyze
 from postmortem.debugging import crash_site, exception_number, short_name
+from postmortem.pipeline import analyze
 
 DATA = Path(__file__).parent / "data" / "debugger_log"
 
@@ -22,7 +22,8 @@ def verdict(*names: str) -> str:
 
 
 @pytest.mark.parametrize("signature, expected", [
-    ("void convert_unary<float, __half>(void const*, __half*, long)<<<(32,1,1),(256,1,1)>>>", "convert_unary<float, __half>"),
+    ("void convert_unary<float, __half>(void const*, __half*, long)<<<(32,1,1),(256,1,1)>>>",
+     "convert_unary<float, __half>"),
     ("void marian::reduceSinglePass<unsigned int=512, bool=0>(marian::functional::elem::Mult, float*, marian",
      "marian::reduceSinglePass<unsigned int=512, bool=0>"),
     ("compress(const unsigned int *, const unsigned int *, uint2 *, int)", "compress"),
@@ -47,7 +48,8 @@ def test_crash_site_skips_runtime_frames():
 def test_initcheck_report_with_location_thread_and_address():
     (event,) = events("initcheck-convolution.txt", "sanitizer-error")
     f = event.fields
-    assert (f["tool"], f["report"], f["space"], f["access"], f["size"]) == ("initcheck", "uninitialized", "global", "read", 1)
+    assert (f["tool"], f["report"], f["space"], f["access"],
+            f["size"]) == ("initcheck", "uninitialized", "global", "read", 1)
     assert (f["file"].rsplit("/", 1)[-1], f["line"], f["kernel"]) == ("convolution.cu", 48, "convolution")
     assert (f["thread"], f["block"], f["address"]) == ("(3,3,0)", "(0,0,0)", "0x7fa8e5002048")
     assert (event.where.line, event.where.end_line) == (2, 26)
@@ -80,7 +82,8 @@ def test_racecheck_pairs_hazards_and_limit():
 
 def test_racecheck_with_source_lines():
     (race,) = events("racecheck-cudf.txt", "sanitizer-error")
-    assert [(a["file"], a["line"]) for a in race.fields["accesses"]] == [("page_string_decode.cu", 455), ("delta_binary.cuh", 208)]
+    assert [(a["file"], a["line"])
+            for a in race.fields["accesses"]] == [("page_string_decode.cu", 455), ("delta_binary.cuh", 208)]
 
 
 def test_identical_reports_fold_into_one_event_with_threads():
@@ -101,7 +104,8 @@ def test_cuda_gdb_exception_with_trigger_pc_focus_and_location():
     (event,) = events("cuda-gdb-violetminer.txt", "gpu-exception")
     f = event.fields
     assert (f["exception"], f["exception_name"], f["kernel"]) == (5, "Warp Out-of-range Address", "argon2Kernel")
-    assert (f["trigger_pc"], f["device"], f["sm_id"], f["warp"], f["block"]) == ("0x7fffcc5cb920", 0, 17, 22, "(0,0,57)")
+    assert (f["trigger_pc"], f["device"], f["sm_id"], f["warp"],
+            f["block"]) == ("0x7fffcc5cb920", 0, 17, 22, "(0,0,57)")
     assert (event.where.line, event.where.end_line) == (14, 19)
 
 
@@ -127,7 +131,8 @@ def test_thread_apply_all_bt_folds_identical_threads():
 def test_gdb_frames_keep_module_and_source_line():
     (stack, _) = events("gdb-nccl-abort.txt", "backtrace")
     frame = stack.fields["frames"][11]
-    assert (frame["function"], frame["file"], frame["line"]) == ("ncclStrongStreamSynchronize", "misc/strongstream.cc", 270)
+    assert (frame["function"], frame["file"],
+            frame["line"]) == ("ncclStrongStreamSynchronize", "misc/strongstream.cc", 270)
     assert stack.fields["frames"][10]["module"].endswith("libcudart.so.11.0")
     assert stack.fields["thread"] == "58" and stack.where.line == 1
 

@@ -58,7 +58,8 @@ def test_exception_without_its_traceback_header():
 
 def test_cuda_gdb_backtrace_without_its_session():
     lines = (DATA / "debugger_log" / "cuda-gdb-violetminer.txt").read_text().splitlines()
-    start = next(i for i, line in enumerate(lines) if "CUDA Exception" in line or "received signal CUDA_EXCEPTION" in line)
+    start = next(i for i, line in enumerate(lines) if "CUDA Exception" in line
+                 or "received signal CUDA_EXCEPTION" in line)
     excerpt = "\n".join(lines[start:start + 12]) + "\n"
     whole = analyze_text("\n".join(lines) + "\n").findings[0].cause
     assert analyze_text(excerpt).findings[0].cause == whole

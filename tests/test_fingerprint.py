@@ -24,7 +24,8 @@ def only_event(text: str):
 def test_same_message_from_another_gpu_time_and_process_has_the_same_fingerprint():
     other = XID13.replace("11:43:09", "02:17:55").replace("0000:cb:00", "0000:3b:00").replace("GPC 7", "GPC 2")
     assert fingerprint(only_event(XID13)) == fingerprint(only_event(other))
-    segv_other = SEGV.replace("11804", "99").replace("000075b6d26f2e1a", "00007f0000112e1a").replace("8275.824319", "5.1")
+    segv_other = SEGV.replace("11804", "99").replace("000075b6d26f2e1a",
+                                                     "00007f0000112e1a").replace("8275.824319", "5.1")
     assert fingerprint(only_event(SEGV)) == fingerprint(only_event(segv_other))
 
 

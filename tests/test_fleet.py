@@ -159,7 +159,8 @@ def test_corrupt_case_is_recorded_not_fatal(tmp_path, monkeypatch):
     archive, _ = _small_archive(tmp_path, 13)
     broken = archive / "broken-gzip"
     broken.mkdir()
-    whole = subprocess.run(["gzip", "-c", str(ROOT / "samples/gpu-off-bus/dmesg.txt")], capture_output=True).stdout
+    whole = subprocess.run(["gzip", "-c", str(ROOT / "samples/gpu-off-bus/dmesg.txt")], capture_output=True,
+                           check=False).stdout
     (broken / "dmesg.txt.gz").write_bytes(whole[: len(whole) // 2] + b"\x00garbage")
     poison = archive / "poison"
     poison.mkdir()
@@ -222,7 +223,7 @@ def test_store_survives_sigkill_mid_scan(tmp_path):
                             "(SELECT 1 FROM locations l WHERE l.case_id = c.id)").fetchone()[0] == 0
         assert conn.execute("SELECT COUNT(*) FROM cases c WHERE status = 'ok' AND cause != 'unknown' AND NOT EXISTS "
                             "(SELECT 1 FROM findings f WHERE f.case_id = c.id)").fetchone()[0] == 0
-    resumed = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    resumed = subprocess.run(command, capture_output=True, check=False, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     assert f"{done} unchanged since the last scan" in resumed.stdout
     assert _count(db, "locations") == 2000  # every case stored once; identical copies share one content id
@@ -235,14 +236,16 @@ def _kern(host: str, pci: str, uuid: str, xid_line: str | None, clock: str = "De
     with the host, the PCI address and the GPU UUID changed, as a technician's swap would change them."""
     lines = [f"{clock}0 {host} kernel: [  210.000001] NVRM: GPU at PCI:{pci}: {uuid}"]
     if xid_line:
-        lines.append(f"{clock}7 {host} kernel: [  219.470994] " + xid_line.replace("0000:07:00", pci).replace("0000:01:00", pci))
+        lines.append(f"{clock}7 {host} kernel: [  219.470994] "
+                     + xid_line.replace("0000:07:00", pci).replace("0000:01:00", pci))
     return "\n".join(lines) + "\n"
 
 
 def test_card_or_slot(tmp_path):
     xid48 = next(line for line in (ROOT / "samples/ecc-then-illegal-address/kern.log").read_text().splitlines()
                  if "): 48," in line).split("] ", 1)[1]
-    xid79 = next(line for line in (ROOT / "tests/data/kernel_log/xid79-154-pf-flr-02.dmesg.txt").read_text().splitlines()
+    xid79 = next(line
+                 for line in (ROOT / "tests/data/kernel_log/xid79-154-pf-flr-02.dmesg.txt").read_text().splitlines()
                  if "): 79," in line)
     card_a, card_b, card_c = ("GPU-5f7a9ad6-8a58-1f45-473a-76281b7215a" + c for c in "abc")
     cases = {

@@ -12,16 +12,16 @@ import sys
 import time
 from pathlib import Path
 
+from helpers import parse_alone
 from postmortem.pipeline import analyze_text
 from postmortem.render import json_report
 from postmortem.render.json_report import as_dict
 from postmortem.sources import gpu_telemetry
 
-from helpers import parse_alone
-
 DATA = Path(__file__).parent / "data" / "gpu_telemetry"
 H200 = (DATA / "query-gpu-h200.csv").read_text()
-HEADER = "timestamp, index, name, pci.bus_id, temperature.gpu, utilization.gpu [%], memory.used [MiB], memory.total [MiB]"
+HEADER = ("timestamp, index, name, pci.bus_id, temperature.gpu, utilization.gpu [%], memory.used [MiB], "
+          "memory.total [MiB]")
 ROW = "{t}, {i}, NVIDIA A100-SXM4-40GB, 00000000:3B:00.0, 44, {u} %, {m} MiB, 40960 MiB"
 """A real A100 row (query-gpu-a100-nodata.csv) with index, utilisation and memory as placeholders."""
 
@@ -58,7 +58,7 @@ def test_real_h200_csv_gives_one_series_per_gpu_and_no_event():
 
 def test_real_dmon_log_ends_with_a_gpu_that_stopped_answering():
     raw = (DATA / "dmon-k80-lost.log").read_bytes()
-    found = [e for e in parse_alone(gpu_telemetry, raw, "dmon.log")]
+    found = list(parse_alone(gpu_telemetry, raw, "dmon.log"))
     lost = [e for e in found if e.kind == "gpu-lost"]
     assert len(lost) == 1 and lost[0].fields["gpu"] == "0" and lost[0].where.line == 15
     assert lost[0].fields["last_good_line"] == 11
@@ -139,7 +139,8 @@ def test_gpu_that_disappears_from_the_samples():
 
 def test_lost_gpu_errors_in_csv_cells():
     """Built: a real H200 row whose values read as nvidia-smi prints them for a lost GPU."""
-    text = H200 + "2026/02/12 15:30:42.600, NVIDIA H200, 00000000:5D:00.0, [GPU is lost], [GPU is lost], [GPU is lost], [GPU is lost]\n"
+    text = H200 + ("2026/02/12 15:30:42.600, NVIDIA H200, 00000000:5D:00.0, "
+                   "[GPU is lost], [GPU is lost], [GPU is lost], [GPU is lost]\n")
     [gone] = events(text)
     assert gone.kind == "gpu-lost" and gone.fields["reason"] == "values unreadable" and gone.where.line == 16
 

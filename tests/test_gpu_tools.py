@@ -6,10 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from helpers import database_with, parse_alone
 from postmortem.signatures import match
 from postmortem.sources import gpu_tools
-
-from helpers import database_with, parse_alone
 
 DATA = Path(__file__).parent / "data" / "gpu_tools"
 
@@ -163,7 +162,8 @@ def test_table_new_layout_one_event_per_gpu_row():
     assert [e.fields["gpu_index"] for e in rows] == list(range(9))
     assert [(e.where.line, e.where.end_line) for e in rows[:2]] == [(8, 10), (12, 14)]
     first = rows[0].fields
-    assert (first["nvsmi_version"], first["driver_version"], first["cuda_version"]) == ("550.127.05", "550.127.05", "12.4")
+    assert (first["nvsmi_version"], first["driver_version"],
+            first["cuda_version"]) == ("550.127.05", "550.127.05", "12.4")
     assert (first["pci"], first["gpu_name"], first["pstate"]) == ("0000:4f:00.0", "NVIDIA RTX A6000", "P8")
     assert (first["fan_pct"], first["temp_c"], first["power_w"], first["power_cap_w"]) == (30, 28, 24, 300)
     assert (first["memory_used_mib"], first["memory_total_mib"], first["util_pct"]) == (1, 46068, 0)
@@ -199,7 +199,8 @@ def test_table_err_cells(database):
 
 def test_table_ecc_count_fires_the_ecc_signature(database):
     text = (DATA / "nvsmi-table-a6000x9-550.txt").read_bytes().replace(
-        b"Off |                    0 |\n| 30%   29C    P8             18W", b"Off |                    2 |\n| 30%   29C    P8             18W")
+        b"Off |                    0 |\n| 30%   29C    P8             18W",
+        b"Off |                    2 |\n| 30%   29C    P8             18W")
     second = parse_bytes(text)[1]
     assert second.fields["ecc_volatile_uncorrectable"] == 2
     assert signatures_for(database, [second]) == {"nvsmi-ecc-uncorrectable"}

@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from helpers import parse_alone
 from postmortem.pipeline import analyze, analyze_text
 from postmortem.signatures import load_default
 from postmortem.sources import health_tests
-
-from helpers import parse_alone
 
 DATA = Path(__file__).parent / "data" / "health_tests"
 

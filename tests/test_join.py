@@ -70,7 +70,8 @@ def test_one_host_labels_the_other_inputs():
 
 def test_xid109_pid_names_the_pytorch_main_thread(tmp_path):
     """xid13-109-pt-main-thread: only the Xid 109 names a pid; a torchrun line with that pid (pid changed) joins it."""
-    torchrun = (DATA / "framework_log" / "torchrun-sigsegv-flagembedding-02.log").read_text().replace("28773", "1797828")
+    torchrun = (DATA / "framework_log" / "torchrun-sigsegv-flagembedding-02.log").read_text()
+    torchrun = torchrun.replace("28773", "1797828")
     (tmp_path / "train.log").write_text(torchrun)
     report = analyze([str(DATA / "kernel_log" / "xid13-109-pt-main-thread-05.dmesg.txt"), str(tmp_path / "train.log")])
     child = kinds(report, "child-failed")[0]
@@ -201,7 +202,8 @@ def test_an_absurd_uptime_joined_to_a_boot_stays_off_the_clock(tmp_path):
     """A dmesg line of 3e11 s uptime and a syslog anchor of that boot: boot + 3e11 s is past year 9999,
     so the line keeps no time instead of failing the analysis."""
     (tmp_path / "syslog").write_text(
-        "Sep 18 20:07:01 node1 kernel: [   10.000000] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\n")
+        "Sep 18 20:07:01 node1 kernel: [   10.000000] NVRM: Xid "
+        "(PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\n")
     (tmp_path / "dmesg").write_text("[300000000000.000000] NVRM: Xid (PCI:0000:3b:00): 13, pid=1, Graphics Exception\n")
     report = analyze([str(tmp_path / "syslog"), str(tmp_path / "dmesg")])
     [late] = [e for e in kinds(report, "xid") if e.fields["xid"] == 13]

@@ -8,16 +8,16 @@ what other sources make of the same lines.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import yaml
 
+from helpers import parse_alone
 from postmortem import pipeline
 from postmortem.model import Event, to_plain
 from postmortem.sources import kernel_log
-from helpers import parse_alone
 
 DATA = Path(__file__).parent / "data" / "kernel_log"
 CORPUS = Path(__file__).parent.parent.parent / "shared" / "corpus" / "cases"
@@ -125,7 +125,8 @@ def test_xid140_inside_other_text():
 def test_sxid_fatal_and_severity_lines():
     events = parse_file("sxid-xid79-quoted.md.txt")
     sxids = [e for e in events if e.kind == "sxid"]
-    assert [(e.fields["switch"], e.fields["link"], e.fields["fatal"]) for e in sxids[:2]] == [(1, 48, True), (0, 63, True)]
+    assert [(e.fields["switch"], e.fields["link"], e.fields["fatal"])
+            for e in sxids[:2]] == [(1, 48, True), (0, 63, True)]
     assert "fatal" not in sxids[2].fields  # "Severity 1 Engine instance ..." says neither
     assert [e.kind for e in events[:3]] == ["environment", "xid", "gpu-off-bus"]
 
@@ -222,9 +223,11 @@ def test_edac_corrected_dimm():
 
 
 # --- clocks -------------------------------------------------------------------------------
-AER_SYSLOG = "Sep 19 16:18:02 bubz kernel: [68183.615790] pcieport 0000:00:03.1: AER: Correctable error message received from 0000:00:00.0"
+AER_SYSLOG = ("Sep 19 16:18:02 bubz kernel: [68183.615790] pcieport 0000:00:03.1: AER: Correctable error message "
+              "received from 0000:00:00.0")
 OFF_BUS = "[   49.261458] NVRM: GPU at 0000:01:00.0 has fallen off the bus."
-XID119_CTIME = "[Mon Mar  6 21:34:31 2023] NVRM: Xid (PCI:0000:61:00): 119, pid=977823, name=nvidia-smi, Timeout waiting for RPC from GSP! Expected function 76 (GSP_RM_CONTROL) (0x2080014b 0x5)."
+XID119_CTIME = ("[Mon Mar  6 21:34:31 2023] NVRM: Xid (PCI:0000:61:00): 119, pid=977823, name=nvidia-smi, "
+                "Timeout waiting for RPC from GSP! Expected function 76 (GSP_RM_CONTROL) (0x2080014b 0x5).")
 
 
 def test_uptime_only_lines_placed_on_the_wall_clock():
@@ -234,7 +237,7 @@ def test_uptime_only_lines_placed_on_the_wall_clock():
 
 
 def test_reboot_ends_the_anchor():
-    off_bus, aer = parse_text(f"{OFF_BUS}\n{AER_SYSLOG}\n".replace("[68183.615790]", "[   10.000000]"))
+    off_bus, _aer = parse_text(f"{OFF_BUS}\n{AER_SYSLOG}\n".replace("[68183.615790]", "[   10.000000]"))
     assert off_bus.time is None and off_bus.fields["uptime"] == 49.261458
 
 
@@ -249,12 +252,12 @@ def test_journal_json_line():
               "_HOSTNAME": "node7", "MESSAGE": XID119_CTIME.split("] ", 1)[1]}
     event = only(parse_text(json.dumps(record) + "\n"), "xid")
     assert event.fields["xid"] == 119 and event.fields["host"] == "node7" and event.fields["uptime"] == 5.0
-    assert event.time == datetime(2023, 3, 6, 21, 34, 31, tzinfo=timezone.utc)
+    assert event.time == datetime(2023, 3, 6, 21, 34, 31, tzinfo=UTC)
 
 
 def test_stamp_iso_with_zone_and_host():
     s = kernel_log.stamp("2024-08-30T11:43:09.123+0000 gpu-node kernel: " + OFF_BUS)
-    assert s.time == datetime(2024, 8, 30, 11, 43, 9, 123000, tzinfo=timezone.utc)
+    assert s.time == datetime(2024, 8, 30, 11, 43, 9, 123000, tzinfo=UTC)
     assert s.host == "gpu-node" and s.uptime == 49.261458 and s.body.startswith("NVRM: GPU at")
 
 

@@ -6,10 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from helpers import database_with, parse_alone
 from postmortem.signatures import match
 from postmortem.sources import nccl_log
-
-from helpers import database_with, parse_alone
 
 DATA = Path(__file__).parent / "data" / "nccl_log"
 

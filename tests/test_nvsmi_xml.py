@@ -6,11 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from helpers import database_with, parse_alone
 from postmortem.pipeline import analyze_text
 from postmortem.signatures import match
 from postmortem.sources import gpu_tools, nvsmi_xml
-
-from helpers import database_with, parse_alone
 
 DATA = Path(__file__).parent / "data" / "gpu_tools"
 A5000 = (DATA / "nvsmi-q-x-a5000-575.xml").read_text()
@@ -31,10 +30,12 @@ def test_real_575_document():
     assert (gpu.where.line, gpu.where.end_line) == (8, 571)  # <gpu id=...> .. </gpu>
     f = gpu.fields
     assert (f["pci"], f["bus_id"], f["gpu_index"]) == ("0000:01:00.0", "00000000:01:00.0", 0)
-    assert (f["gpu_name"], f["driver_version"], f["cuda_version"]) == ("NVIDIA RTX A5000 Laptop GPU", "575.57.08", "12.9")
+    assert (f["gpu_name"], f["driver_version"],
+            f["cuda_version"]) == ("NVIDIA RTX A5000 Laptop GPU", "575.57.08", "12.9")
     assert f["gpu_uuid"] == "GPU-0946ec38-a612-7b0e-8df3-0e64fe5b111e"
     assert (f["temp_c"], f["temp_slowdown_c"], f["temp_shutdown_c"]) == (61, 95, 98)
-    assert (f["power_w"], f["power_cap_w"], f["clock_graphics_mhz"], f["clock_max_graphics_mhz"]) == (30.92, 90.0, 1455, 1635)
+    assert (f["power_w"], f["power_cap_w"], f["clock_graphics_mhz"],
+            f["clock_max_graphics_mhz"]) == (30.92, 90.0, 1455, 1635)
     assert (f["memory_used_mib"], f["memory_total_mib"], f["util_pct"], f["pstate"]) == (51, 16384, 0, "P0")
     assert "throttle_active" not in f  # only Idle is Active, which is no finding
     for absent in ("ecc_volatile_uncorrectable", "retired_pages_dbe", "remap_pending", "reset_required", "fan_pct"):

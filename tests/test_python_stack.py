@@ -219,7 +219,8 @@ class FakeProcess:
     """A hand-built memory image with 3.11's offsets: runtime, interpreter, thread, frames, code."""
 
     BASE = 0x7F0000000000
-    SYMBOLS: ClassVar[dict[str, int]] = {"_PyRuntime": BASE + 0x100, "PyCode_Type": BASE + 0x200, "PyUnicode_Type": BASE + 0x300,
+    SYMBOLS: ClassVar[dict[str, int]] = {"_PyRuntime": BASE + 0x100, "PyCode_Type": BASE + 0x200,
+                                         "PyUnicode_Type": BASE + 0x300,
                "PyBytes_Type": BASE + 0x400}
 
     def __init__(self) -> None:

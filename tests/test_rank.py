@@ -75,7 +75,8 @@ def test_root_lists_its_consequences_and_the_reason_has_the_specifics():
 # prints them (tests/data/framework_log; the Xid 79 line is NVIDIA's documented wording used by kernel.yaml).
 STICKY = "RuntimeError: CUDA error: an illegal memory access was encountered"
 LATER = "RuntimeError: CUDA error: unspecified launch failure"
-XID79 = "Dec  2 11:38:40 worker4 kernel: [  210.000000] NVRM: Xid (PCI:0000:07:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
+XID79 = ("Dec  2 11:38:40 worker4 kernel: [  210.000000] NVRM: Xid (PCI:0000:07:00): 79, pid='<unknown>', "
+         "name=<unknown>, GPU has fallen off the bus.")
 
 
 def test_a_sticky_error_explains_later_cuda_errors_of_the_same_process():

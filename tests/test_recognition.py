@@ -74,13 +74,13 @@ GSP_TIMEOUT = """[   24.302465] NVRM: GPU6 _kgspIsHeartbeatTimedOut: Heartbeat t
 [   84.300476] NVRM: GPU6 kbusSendSysmembarSingle_GH100: - timeout error waiting for startToken = 0x3 cnt=24105122
 [   84.300480] NVRM: GPU6 kgmmuCheckMemSubsysError_IMPL: Memory Subsystem Error detected. kbusSendSysmembarSingle failed.
 [   84.300488] NVRM: GPU6 _kgspLogRpcTimeout: ********************************* GSP Timeout **********************************
-"""
+"""  # noqa: E501 - the driver's lines, verbatim
 # https://github.com/ublue-os/bazzite/issues/2668: firmware missing, then the init failure it causes
 GSP_BOOT = """[   23.991660] nvidia 0000:07:00.0: Direct firmware load for nvidia/570.144/gsp_ga10x.bin failed with error -2
 [   23.991667] NVRM: RmFetchGspRmImages: No firmware image found
 [   23.991672] NVRM: GPU 0000:07:00.0: RmInitAdapter failed! (0x61:0x56:1770)
 [   23.991822] NVRM: GPU 0000:07:00.0: rm_init_adapter failed, device minor number 0
-"""
+"""  # noqa: E501 - the driver's lines, verbatim
 
 
 def test_driver_lines_are_classified_by_function_subsystem():
@@ -119,7 +119,8 @@ def test_summary_alone_is_not_presented_as_a_confident_root():
 OFF_BUS = [
     "NVRM: The NVIDIA GPU 0000:18:00.0\nNVRM: (PCI ID: 10de:2901) installed in this system has\n"
     "NVRM: fallen off the bus and is not responding to commands.\n",
-    "[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0\n               NVRM: (PCI ID: 10de:26b5) installed in this system has\n"
+    "[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0\n"
+    "               NVRM: (PCI ID: 10de:26b5) installed in this system has\n"
     "               NVRM: fallen off the bus and is not responding to commands.\n",
     "NVRM: GPU 18:00.0: GPU has fallen off the bus.\n",
 ]
@@ -135,7 +136,8 @@ NVLINK5 = [  # gpud kmsg_extended_test.go
     ("NVRM: Xid (PCI:0008:01:00): 149, NETIR_LINK_EVT Fatal XC0 i0 Link 08 (0x004505c6 0x00000000 0x00000000 "
      "0x00000000 0x00000000 0x00000000)", ("NETIR_LINK_EVT", "Fatal", 4, 0x004505c6, 0, 8)),
     ("NVRM: Xid (PCI:0018:01:00): 145, pid=876767, name=ray::WorkerDict, RLW_RXPIPE Nonfatal XC0 i0 Link 13 "
-     "(0x0409a0c2 0x00000008 0x00000001 0x00000000 0x00100000 0x00000004)", ("RLW_RXPIPE", "Nonfatal", 0, 67739842, 8, 13)),
+     "(0x0409a0c2 0x00000008 0x00000001 0x00000000 0x00100000 0x00000004)",
+     ("RLW_RXPIPE", "Nonfatal", 0, 67739842, 8, 13)),
 ]
 
 
@@ -169,7 +171,8 @@ def test_xid74_register_words():
 
 PANICS = [  # gpud components/os/kmsg_matcher_test.go
     ("<0>[2315424.098863] Kernel panic - not syncing: hung_task: blocked tasks\n"
-     "<4>[2315424.099010] CPU: 24 PID: 1364 Comm: khungtaskd Tainted: P           OE     5.15.0-1053-nvidia #54-Ubuntu\n",
+     "<4>[2315424.099010] CPU: 24 PID: 1364 Comm: khungtaskd "
+     "Tainted: P           OE     5.15.0-1053-nvidia #54-Ubuntu\n",
      (24, 1364, "khungtaskd"), "kernel-hang"),
     ("Oct 16 20:47:19 V09 kernel: Kernel panic - not syncing: hung_task: blocked tasks\n"
      "Oct 16 20:47:19 V09 kernel: NMI backtrace for cpu 31 skipped: idling at intel_idle+0x87/0x130\n"
@@ -192,7 +195,8 @@ OOPSES = [
     # https://github.com/NVIDIA/open-gpu-kernel-modules/issues/1107
     ("Apr 28 10:17:39 nixos kernel: BUG: kernel NULL pointer dereference, address: 0000000000000030\n"
      "Apr 28 10:17:39 nixos kernel: Oops: Oops: 0000 [#1] SMP NOPTI\n"
-     "Apr 28 10:17:39 nixos kernel: CPU: 0 UID: 1000 PID: 28651 Comm: python3.14 Tainted: G           O        6.18.24\n"
+     "Apr 28 10:17:39 nixos kernel: CPU: 0 UID: 1000 PID: 28651 "
+     "Comm: python3.14 Tainted: G           O        6.18.24\n"
      "Apr 28 10:17:39 nixos kernel: RIP: 0010:nvidia_vma_access+0x1b/0x350 [nvidia]\n", "nvidia", "gpu-hang"),
     # https://github.com/Askannz/optimus-manager/issues/176
     ("Nov 15 07:37:53 chaoran-zenbook kernel: BUG: unable to handle page fault for address: 0000000000001a81\n"
@@ -224,7 +228,8 @@ JOB_ENDS = [
     # https://github.com/ollama/ollama/issues/9322
     ("Feb 24 11:16:32 adl systemd[1]: ollama.service: Failed with result 'oom-kill'.\n", "oom-kill", "host-oom"),
     # https://github.com/IBM/FfDL/issues/127
-    ("135 | 1534166953117 | /usr/local/bin/train.sh: line 18:    36 Killed                  python3 convolutional_network.py\n",
+    ("135 | 1534166953117 | /usr/local/bin/train.sh: line 18:    "
+     "36 Killed                  python3 convolutional_network.py\n",
      "child-failed", "host-oom"),
     # https://github.com/2U1/Qwen-VL-Series-Finetune/issues/79
     ("[ERROR] [launch.py:325:sigkill_handler] exits with return code = -9\n", "child-failed", "host-oom"),
@@ -271,7 +276,8 @@ def test_cuda_errors_found_by_their_message_in_any_wording():
 def test_framework_oom_wordings():
     for text in (
         # https://github.com/cupy/cupy/issues/2537
-        "Exception in main training loop: Out of memory allocating 25,600,000 bytes (allocated so far: 3,635,267,072 bytes).\n",
+        "Exception in main training loop: Out of memory allocating "
+        "25,600,000 bytes (allocated so far: 3,635,267,072 bytes).\n",
         # https://github.com/microsoft/onnxruntime/issues/16307
         "Non-zero status code returned while running ReduceSum node. onnxruntime::BFCArena::AllocateRawInternal "
         "Failed to allocate memory for requested buffer of size 939524096\n",
@@ -438,7 +444,8 @@ def test_scheduler_memory_limits_are_oom_kills():
 
 def test_old_kernel_memcg_report_without_its_kill_line():
     # https://github.com/kvcache-ai/ktransformers/issues/637 (dmesg -T in a Chinese locale)
-    text = ("[四 3月 20 21:01:25 2025] Task in /docker/6b4502403e158b560d76f212e9d1ebf6d498a7725fd9198d50b26038c1957f9c "
+    text = ("[四 3月 20 21:01:25 2025] Task in "
+            "/docker/6b4502403e158b560d76f212e9d1ebf6d498a7725fd9198d50b26038c1957f9c "
             "killed as a result of limit of host\n")
     assert only(text, "oom-kill")["cgroup"] is True and causes(text)[0] == "host-oom"
     # gpud's cadvisor test: with the kill line after it, one event
@@ -456,7 +463,8 @@ def test_driver_too_old_in_loader_and_encoder_wordings():
         'CUDA GPU please upgrade to run ollama"\n',
         # https://github.com/HandBrake/HandBrake/issues/6506 (FFmpeg's NVENC)
         "[hevc_nvenc @ 000001f2768adcc0] Driver does not support the required nvenc API version. Required: 12.2 "
-        "Found: 12.1\n[hevc_nvenc @ 000001f2768adcc0] The minimum required Nvidia driver for nvenc is 551.76 or newer\n",
+        "Found: 12.1\n[hevc_nvenc @ 000001f2768adcc0] The minimum "
+        "required Nvidia driver for nvenc is 551.76 or newer\n",
         # https://github.com/NVIDIA/TensorRT/issues/2879 (error 35: the driver is older than the runtime)
         "[04/15/2023-04:37:46] [W] [TRT] CUDA initialization failure with error: 35. Please check your CUDA "
         "installation:  http://docs.nvidia.com/cuda/cuda-installation-guide-linux/index.html\n",
@@ -467,11 +475,13 @@ def test_driver_too_old_in_loader_and_encoder_wordings():
 def test_glued_markdown_fence_and_nccl_shm_fallocate():
     # https://github.com/DreamTechAI/Direct3D-S2/issues/32: the fence glued to the first line
     fenced = ("```NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch "
-              "installation.\nThe current PyTorch install supports CUDA capabilities sm_50 sm_60 sm_61 sm_70 sm_75 sm_80 "
+              "installation.\nThe current PyTorch install supports "
+              "CUDA capabilities sm_50 sm_60 sm_61 sm_70 sm_75 sm_80 "
               "sm_86 sm_90.\n```\n")
     assert causes(fenced)[0] == "arch-mismatch"
     # https://github.com/NVIDIA/nccl/issues/290
-    shm = ("gpu2-ru7:2143:2561 [1] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device\n"
+    shm = ("gpu2-ru7:2143:2561 [1] include/shm.h:28 NCCL WARN Call "
+           "to posix_fallocate failed : No space left on device\n"
            "gpu2-ru7:2143:2561 [1] NCCL INFO include/shm.h:41 -> 2\n")
     assert causes(shm)[0] == "shm-exhausted"
 

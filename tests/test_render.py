@@ -8,7 +8,7 @@ import string
 import struct
 import subprocess
 import zlib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import cache
 from html.parser import HTMLParser
 from pathlib import Path
@@ -91,7 +91,8 @@ def test_interface_catalogues_match():
 
 def test_reasons_and_diagnostics_are_translated():
     t = Translator("zh-CN")
-    assert t.reason("2 matching events in 1 input; likely a consequence of xid-48") == "2 个匹配事件，来自 1 个输入；可能是 xid-48 的后果"
+    assert (t.reason("2 matching events in 1 input; likely a consequence of xid-48")
+            == "2 个匹配事件，来自 1 个输入；可能是 xid-48 的后果")
     assert t.sentence("empty file") == "空文件"
     assert t.sentence("something new") == "something new"
 
@@ -198,7 +199,7 @@ def _timed_report() -> Report:
     """An ECC error on GPU 07 of host a, then an illegal address on the same GPU and a timeout on rank 1."""
     def event(number, kind, second, **fields):
         return Event(kind, Location("kern.log", number), f"line {number} <b>", fields,
-                     datetime(2024, 5, 1, 10, 0, second, tzinfo=timezone.utc), "wall", 1, f"e{number}")
+                     datetime(2024, 5, 1, 10, 0, second, tzinfo=UTC), "wall", 1, f"e{number}")
 
     def finding(signature, cause, evidence, root=None):
         return Finding(signature, cause, "error", 0.9, "1 matching event in 1 input", signature, "", (), evidence,
@@ -407,7 +408,8 @@ def _png_rows(path: Path) -> list[bytes]:
 
 def _inked_rows(rows: list[bytes], top: int) -> int:
     """Rows in the first `top` that hold dark (text) pixels."""
-    return sum(1 for row in rows[:top] if any(row[i] < 90 and row[i + 1] < 90 and row[i + 2] < 90 for i in range(0, len(row) - 2, 3 if len(row) % 4 else 4)))
+    return sum(1 for row in rows[:top] if any(row[i] < 90 and row[i + 1] < 90 and row[i + 2] < 90
+                                              for i in range(0, len(row) - 2, 3 if len(row) % 4 else 4)))
 
 
 def test_browser_shows_the_verdict_and_runs_no_injected_script(tmp_path):

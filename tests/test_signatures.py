@@ -100,7 +100,8 @@ def test_missing_examples_and_duplicates_are_refused(tmp_path):
     with pytest.raises(SignatureError, match="examples"):
         load(directory)
     (directory / "zz-bad.yaml").write_text(ENTRY.format(cause="gpu-hang", match="{kind: xid}") * 1
-                                           + ENTRY.format(cause="gpu-hang", match="{kind: xid}").replace("signatures:\n", ""))
+                                           + ENTRY.format(cause="gpu-hang",
+                                                          match="{kind: xid}").replace("signatures:\n", ""))
     with pytest.raises(SignatureError, match="duplicate id"):
         load(directory)
 
@@ -108,7 +109,7 @@ def test_missing_examples_and_duplicates_are_refused(tmp_path):
 def test_invalid_yaml_is_named(tmp_path):
     directory = _copy_db(tmp_path)
     (directory / "zz-bad.yaml").write_text("signatures: [\n")
-    with pytest.raises(SignatureError, match="zz-bad.yaml: not valid YAML"):
+    with pytest.raises(SignatureError, match=r"zz-bad\.yaml: not valid YAML"):
         load(directory)
 
 
@@ -121,7 +122,7 @@ def test_generated_xid_catalog_is_up_to_date():
     import sys
 
     proc = subprocess.run([sys.executable, str(ROOT / "tools" / "gen_xid_catalog.py"), "--check"],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, check=False, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 

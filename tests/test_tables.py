@@ -103,10 +103,11 @@ def test_every_sxid():
     assert not missing
 
 
-@pytest.mark.parametrize("status", [s for s in knowledge.nv_statuses()], ids=lambda s: s.name)
+@pytest.mark.parametrize("status", list(knowledge.nv_statuses()), ids=lambda s: s.name)
 def test_every_nv_status(status):
     # the open modules' NV_CHECK_OK: "Check failed: <message> [NV_ERR_X] (0x0000005F) returned from ..."
     text = (f"[ 77.5] NVRM: nvCheckOkFailedNoLog: Check failed: {status.message} [{status.name}] "
-            f"(0x{status.value:08X}) returned from pRmApi->Control(pRmApi, hClient, hObject, cmd, pParams, paramsSize)\n")
+            f"(0x{status.value:08X}) returned from pRmApi->Control(pRmApi, "
+            "hClient, hObject, cmd, pParams, paramsSize)\n")
     events = [e for e in analyze_text(text).events if e.kind == "driver-message"]
     assert events and events[0].fields.get("nv_status") == status.name

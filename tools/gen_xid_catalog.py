@@ -60,7 +60,8 @@ ACTIONS_ZH = {
 COMPARE_ZH = "对比同一 GPU 在这段时间前后的其他 Xid 行：第一个通常才是根本原因"
 CONFIDENCE = {"critical": 0.8, "error": 0.7, "warning": 0.55, "info": 0.3}
 # A real kernel line (NVIDIA/gpu-operator#1146, Xid 48) with the number and message replaced.
-TEMPLATE = "Dec  2 11:38:47 worker4 kernel: [  219.470994] NVRM: Xid (PCI:0000:07:00): {xid}, pid='<unknown>', name=<unknown>, {name}"
+TEMPLATE = ("Dec  2 11:38:47 worker4 kernel: [  219.470994] NVRM: Xid (PCI:0000:07:00): {xid}, pid='<unknown>', "
+            "name=<unknown>, {name}")
 NEGATIVE_XID = 14  # "injected test error": documented, and no cause
 
 
@@ -167,7 +168,8 @@ def main() -> int:
     args = parser.parse_args()
     outputs = {OUTPUT: render(args.table), OUTPUT_ZH: render_zh(args.table)}
     if args.check:
-        stale = [path for path, text in outputs.items() if not path.exists() or path.read_text(encoding="utf-8") != text]
+        stale = [path for path, text in outputs.items() if not path.exists()
+                 or path.read_text(encoding="utf-8") != text]
         for path in stale:
             print(f"{path} is stale: run tools/gen_xid_catalog.py")
         print("up to date" if not stale else "")

@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-import hostile  # noqa: E402
-from hostile.harness import Hostile, run_case  # noqa: E402
+import hostile
+from hostile.harness import Hostile, run_case
 
 
 def all_cases() -> list[Hostile]:
@@ -42,7 +42,8 @@ def main() -> int:
     broken = 0
     with tempfile.TemporaryDirectory() as scratch:
         root = args.keep or Path(scratch)
-        print(f"{'item':>4}  {'case':44} {'exit':>4} {'wall s':>7} {'bound':>6} {'peak MiB':>8} {'AS MiB':>6}  problems")
+        print(f"{'item':>4}  {'case':44} {'exit':>4} {'wall s':>7} "
+              f"{'bound':>6} {'peak MiB':>8} {'AS MiB':>6}  problems")
         for case in cases:
             outcome = run_case(case, root / case.name)
             broken += bool(outcome.problems)

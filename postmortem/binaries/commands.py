@@ -7,6 +7,7 @@ command runs, so `postmortem --help` does not pay for it.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 
@@ -58,7 +59,7 @@ def _json(libraries, sm: int | None, model: str | None, driver: str | None, empt
     from . import fatbin
 
     def entry(e: fatbin.Entry) -> dict:
-        found = {"kind": e.kind, "arch": e.arch, "ptx_isa": e.ptx_isa, "compression": e.compression,
+        found: dict[str, Any] = {"kind": e.kind, "arch": e.arch, "ptx_isa": e.ptx_isa, "compression": e.compression,
                  "offset": e.offset, "size": e.payload_size, "compressed_size": e.compressed_size or None,
                  "uncompressed_size": e.uncompressed_size or None, "flags": hex(e.flags), "debug": e.debug}
         if e.kernels is not None:
@@ -104,7 +105,8 @@ def _text(libraries, sm: int | None, model: str | None, driver: str | None, empt
             lines.append(f"  fatbin {i + 1} at {fb.offset:#x}, {len(fb.entries)} entries{note}")
             for e in fb.entries:
                 size = f"{e.uncompressed_size or e.payload_size} B"
-                extra = " ".join(filter(None, [f"PTX ISA {e.ptx_isa}" if e.ptx_isa else "", "debug" if e.debug else ""]))
+                extra = " ".join(filter(None,
+                                        [f"PTX ISA {e.ptx_isa}" if e.ptx_isa else "", "debug" if e.debug else ""]))
                 lines.append(f"    {e.kind:4} {e.arch:13} {e.compression:5} {size:>10}  {extra}".rstrip())
                 if e.kernels:
                     lines.append(f"         kernels: {', '.join(e.kernels)}")

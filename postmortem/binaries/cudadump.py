@@ -37,7 +37,7 @@ SHT_LOUSER = 0x80000000
  GRID_TABLE, CTA_TABLE, WP_TABLE, LN_TABLE, MOD_TABLE, DEV_PRED, PARAM_MEM, DEV_UREGS, DEV_UPRED, CB_TABLE,
  META_DATA, CBU_BAR) = range(SHT_LOUSER + 1, SHT_LOUSER + 24)
 _SHDR = struct.Struct("<IIQQQQIIQQ")
-_STANDARD_TYPES = frozenset(range(0, 20))
+_STANDARD_TYPES = frozenset(range(20))
 MAX_TABLE = 64 << 20
 """Bytes of one table or string table read."""
 MAX_DUMP_BYTES = 256 << 20
@@ -291,9 +291,9 @@ def _faults(sections: list[_Section], by_index: dict[int, _Section], rows: dict[
             continue  # no faulting lane, or the very table of a section already read
         tables.add((s.offset, s.size, s.link, s.info))
         chain = parent(s, WP_TABLE)
-        cta = chain and parent(chain[0], CTA_TABLE)
-        sm = cta and parent(cta[0], SM_TABLE)
-        if not sm:
+        cta = parent(chain[0], CTA_TABLE) if chain else None
+        sm = parent(cta[0], SM_TABLE) if cta else None
+        if not chain or not cta or not sm:
             continue
         warp, block, sm_row = chain[1], cta[1], sm[1]
         device = sm[0].info
@@ -365,14 +365,17 @@ def events_fields(dump: Dump, path: str) -> list[tuple[dict[str, Any], str]]:
             fields["kernel_mangled"] = site[0]
             fields["where"] = f"{fields['kernel']}+{site[1]:#x}"
         if grid is not None:
-            fields.update(grid=grid["grid_id"], grid_dim=_triple(grid["grid_dim"]), block_dim=_triple(grid["block_dim"]))
+            fields.update(grid=grid["grid_id"], grid_dim=_triple(grid["grid_dim"]),
+                          block_dim=_triple(grid["block_dim"]))
         if device < len(dump.devices):
             dev = dump.devices[device]
-            fields.update(gpu_name=dev.get("name"), sm=dev.get("sm") or dev.get("sm_type"), sm_count=dev.get("sm_count"))
+            fields.update(gpu_name=dev.get("name"), sm=dev.get("sm") or dev.get("sm_type"),
+                          sm_count=dev.get("sm_count"))
         fields.update({k: v for k, v in dump.metadata.items() if k in ("driver_version", "cuda_version")})
         if from_name:
             fields.update(pid=int(from_name.group("pid")), host=from_name.group("host"))
-        summary = (f"CUDA Exception: {fields['exception_name']} in {fields.get('where') or fields.get('kernel') or '??'}"
+        summary = (f"CUDA Exception: {fields['exception_name']} in "
+                   f"{fields.get('where') or fields.get('kernel') or '??'}"
                    f" on device {device}, block {fields['block'] or '?'} thread {fields['thread'] or '?'} "
                    f"(SM {first.sm_id}, warp {first.warp}, lane {first.lane})")
         found.append(({k: v for k, v in fields.items() if v is not None}, summary))

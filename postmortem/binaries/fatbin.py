@@ -364,7 +364,8 @@ def ptx_usable(sm: int, variant: str, target: int) -> bool:
     return sm // 10 == target // 10 if variant == "f" else True
 
 
-def verdict(images: Iterable[tuple[str, int, str, str | None]], target: int, driver: str | None = None) -> Verdict | None:
+def verdict(images: Iterable[tuple[str, int, str, str | None]], target: int,
+            driver: str | None = None) -> Verdict | None:
     """The verdict for one fatbin's images, each (kind, sm, variant, ptx_isa); None when it has no loadable image.
 
     SASS first; else the newest usable PTX whose ISA the driver (when known) can JIT; else missing.
@@ -372,7 +373,8 @@ def verdict(images: Iterable[tuple[str, int, str, str | None]], target: int, dri
     images = [i for i in images if i[0] in ("sass", "ptx")]
     if not images:
         return None
-    sass = sorted((sm, variant) for kind, sm, variant, _ in images if kind == "sass" and sass_usable(sm, variant, target))
+    sass = sorted((sm, variant) for kind, sm, variant, _ in images
+                  if kind == "sass" and sass_usable(sm, variant, target))
     if sass:
         sm, variant = sass[-1]
         return Verdict(NATIVE, f"sm_{sm}{variant}")
@@ -401,7 +403,8 @@ def worst(verdicts: Iterable[Verdict | None]) -> Verdict | None:
     return max(known, key=lambda v: _ORDER[v.verdict]) if known else None
 
 
-def library_verdict(found: Inventory, target: int, driver: str | None = None) -> tuple[Verdict | None, list[Verdict | None]]:
+def library_verdict(found: Inventory, target: int,
+                    driver: str | None = None) -> tuple[Verdict | None, list[Verdict | None]]:
     """(the library's verdict, one per fatbin)."""
     per = [verdict(entry_images(fb.entries), target, driver) for fb in found.fatbins]
     return worst(per), per

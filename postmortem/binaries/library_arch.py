@@ -121,7 +121,8 @@ def with_library_verdicts(events: Sequence[Event]) -> list[Event]:
         result = judge(event.fields.get("fatbin_images", ()), sm, driver)
         if result is not None:
             judged[id(event)] = {"sm": f"sm_{sm}", "verdict": result.verdict,
-                                 "verdict_summary": fatbin.summary(result, sm), **({"gpu_name": model} if model else {}),
+                                 "verdict_summary": fatbin.summary(result, sm),
+                                 **({"gpu_name": model} if model else {}),
                                  **describe_arch(model, f"sm_{sm}")}
     missing = sorted({e.fields["library"] for e in libraries if judged.get(id(e), {}).get("verdict") == fatbin.MISSING})
     named = {"missing_libraries": ", ".join(missing)} if missing else {}
@@ -147,8 +148,8 @@ def _target(events: Sequence[Event]) -> tuple[int, str | None] | None:
     from ..knowledge import gpu_arch, sm_number
 
     for event in events:
-        if _arch_problem(event) and sm_number(event.fields.get("sm")) is not None:
-            return sm_number(event.fields["sm"]), event.fields.get("gpu_name")
+        if _arch_problem(event) and (sm := sm_number(event.fields.get("sm"))) is not None:
+            return sm, event.fields.get("gpu_name")
     found = {(a.number, str(e.fields["gpu_name"])) for e in events
              if e.kind != "library-arch" and e.fields.get("gpu_name") and (a := gpu_arch(str(e.fields["gpu_name"])))}
     numbers = {number for number, _ in found}

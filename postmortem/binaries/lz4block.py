@@ -20,7 +20,7 @@ def decompress(data: bytes, size: int) -> bytes:
         return _decompress(data, size)
     try:
         return lz4.block.decompress(data, uncompressed_size=size)
-    except Exception as exc:  # noqa: BLE001 - lz4 raises its own LZ4BlockError
+    except Exception as exc:  # lz4 raises its own LZ4BlockError
         raise LZ4Error(str(exc)) from exc
 
 

@@ -90,7 +90,11 @@ def judge(inventories: list[Inventory], target: int | None, driver: str | None) 
     return libraries
 
 
-def _files(paths: list[str], notes: list[str], seen: set[str], run: Budget) -> Iterator[tuple[str, object]]:
+_Opener = Callable[[], tuple[Callable[[int, int], bytes], int, Callable[[], None]]]
+"""Opens one file or member: its Read, its size and a close function (fatbin.file_reader's shape)."""
+
+
+def _files(paths: list[str], notes: list[str], seen: set[str], run: Budget) -> Iterator[tuple[str, _Opener]]:
     """(display name, opener) for every regular file under `paths`, zip members included."""
     for path in paths:
         if os.path.isdir(path):
@@ -104,8 +108,8 @@ def _files(paths: list[str], notes: list[str], seen: set[str], run: Budget) -> I
             notes.append(f"{path}: no such file or directory")
 
 
-def _file(path: str, notes: list[str], seen: set[str], run: Budget) -> Iterator[tuple[str, object]]:
-    if os.path.islink(path) and os.path.isdir(path) or not os.path.isfile(path):
+def _file(path: str, notes: list[str], seen: set[str], run: Budget) -> Iterator[tuple[str, _Opener]]:
+    if (os.path.islink(path) and os.path.isdir(path)) or not os.path.isfile(path):
         return
     real = os.path.realpath(path)
     if real in seen:
@@ -117,7 +121,7 @@ def _file(path: str, notes: list[str], seen: set[str], run: Budget) -> Iterator[
         yield path, lambda: fatbin.file_reader(path)
 
 
-def _members(path: str, notes: list[str], run: Budget) -> Iterator[tuple[str, object]]:
+def _members(path: str, notes: list[str], run: Budget) -> Iterator[tuple[str, _Opener]]:
     """The ELF members of a wheel or zip, each inflated (into memory, or an unnamed temp file) when opened.
 
     Bounded as `analyze` bounds archives: the central directory's size, overlapping entries refused, each
@@ -125,8 +129,8 @@ def _members(path: str, notes: list[str], run: Budget) -> Iterator[tuple[str, ob
     """
     import lzma
 
-    errors = (*CODEC_ERRORS, zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError,
-              lzma.LZMAError)
+    errors: tuple[type[Exception], ...] = (*CODEC_ERRORS, zipfile.BadZipFile, zipfile.LargeZipFile,
+                                           NotImplementedError, RuntimeError, lzma.LZMAError)
     try:
         with open(path, "rb") as handle:
             directory = zip_directory_size(FileReader(handle))

@@ -79,7 +79,7 @@ class Piece:
     def of(cls, name: str, outcome: Outcome, why: str = "") -> Piece:
         """A piece from a tool run: its output when it has some, its failure in words otherwise."""
         size = outcome.output.seek(0, os.SEEK_END) if outcome.output is not None else 0
-        reader = FileReader(outcome.output) if size else None
+        reader = FileReader(outcome.output) if outcome.output is not None and size else None
         if not why and not outcome.ok:
             why = outcome.errors.splitlines()[-1] if outcome.errors else outcome.status
         elif not why and not size:
@@ -134,7 +134,8 @@ def parse_since(text: str, now: datetime) -> datetime:
         try:
             return datetime.fromisoformat(text)
         except ValueError:
-            raise ValueError(f"--since {text!r}: give a duration (2h, 30m) or a date and time (2025-01-31 14:00)") from None
+            raise ValueError(f"--since {text!r}: give a duration (2h, 30m) or a date and time "
+                             "(2025-01-31 14:00)") from None
 
 
 # ---------------------------------------------------------------- kernel log
@@ -216,7 +217,8 @@ def gpu_pieces(plan: Plan) -> tuple[list[Piece], str]:
               Piece.of("system/lspci-nvidia.txt", run_tool(["lspci", "-vvv", "-d", "10de:"], plan.timeout_s))]
     if find_program("nvidia-smi", plan.environ) is None:
         why = "nvidia-smi not installed: no GPU state, telemetry or topology from this machine"
-        for name, command in (("gpu/nvidia-smi-q.xml", "nvidia-smi -q -x"), ("gpu/telemetry.csv", "nvidia-smi --query-gpu"),
+        for name, command in (("gpu/nvidia-smi-q.xml", "nvidia-smi -q -x"),
+                              ("gpu/telemetry.csv", "nvidia-smi --query-gpu"),
                               ("gpu/topology.txt", "nvidia-smi topo -m")):
             pieces.append(Piece.missing(name, command, "not installed", why))
         return pieces, why
@@ -228,7 +230,8 @@ def gpu_pieces(plan: Plan) -> tuple[list[Piece], str]:
         thread.start()
     report = run_tool(["nvidia-smi", "-q", "-x"], plan.timeout_s, env=plan.environ)
     pieces.append(Piece.of("gpu/nvidia-smi-q.xml", report))
-    pieces.append(Piece.of("gpu/topology.txt", run_tool(["nvidia-smi", "topo", "-m"], plan.timeout_s, env=plan.environ)))
+    pieces.append(Piece.of("gpu/topology.txt",
+                           run_tool(["nvidia-smi", "topo", "-m"], plan.timeout_s, env=plan.environ)))
     if plan.telemetry_s > 0:
         thread.join()
         pieces.append(Piece.of("gpu/telemetry.csv", sampler[0]))
@@ -409,10 +412,12 @@ def _is_core(path: Path) -> bool:
 
 def is_elf_core(head: bytes) -> bool:
     """The first 18 bytes are an ELF header of type ET_CORE (a CPU core, or a CUDA GPU dump, EM_CUDA)."""
-    return len(head) >= 18 and head[:4] == b"\x7fELF" and int.from_bytes(head[16:18], "little" if head[5] == 1 else "big") == 4
+    return (len(head) >= 18 and head[:4] == b"\x7fELF"
+            and int.from_bytes(head[16:18], "little" if head[5] == 1 else "big") == 4)
 
 
-_COREDUMP_ROW = re.compile(r"^\w{3} \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \S+\s+(?P<pid>\d+)\s+\d+\s+\d+\s+\S+\s+(?P<core>\S+)",
+_COREDUMP_ROW = re.compile(r"^\w{3} \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \S+\s+"
+                           r"(?P<pid>\d+)\s+\d+\s+\d+\s+\S+\s+(?P<core>\S+)",
                            re.MULTILINE)
 
 
@@ -478,10 +483,11 @@ def user_pieces(plan: Plan) -> list[Piece]:
     from ..inputs import open_inputs
 
     pieces = []
-    for blob in open_inputs([p for p in plan.paths]):
+    for blob in open_inputs(list(plan.paths)):
         if os.path.abspath(blob.path.split("!/")[0]) in plan.skip:
             continue
-        name = "files/" + "/".join(part for part in blob.path.replace("!/", "/").split("/") if part not in ("", ".", ".."))
+        name = "files/" + "/".join(part for part in blob.path.replace("!/", "/").split("/")
+                                   if part not in ("", ".", ".."))
         if blob.reader is None:
             pieces.append(Piece.missing(name, blob.path, "unreadable", "; ".join(blob.diagnostics)))
         else:
@@ -491,7 +497,7 @@ def user_pieces(plan: Plan) -> list[Piece]:
 
 def _spooled(reader: ByteReader) -> ByteReader:
     """A copy in an unnamed temporary file: `open_inputs` closes each file once the next one is opened."""
-    copy = tempfile.TemporaryFile()
+    copy = tempfile.TemporaryFile()  # noqa: SIM115 - handed to the caller, who closes it
     for offset in range(0, reader.size, CHUNK):
         copy.write(reader.read_at(offset, CHUNK))
     copy.flush()
@@ -567,6 +573,7 @@ def _write_tar(handle: BinaryIO, pieces: list[Piece], manifest: dict, redactor: 
             missing.append({**entry, "why": redactor.field(piece.why)})
             continue
         name = _unique(entry["path"], names)
+        redacted: str | dict[str, int]
         if is_elf_core(piece.reader.read_at(0, 18)):
             data, size, redacted = piece.reader, piece.reader.size, BINARY_NOTE
         else:
@@ -604,7 +611,7 @@ def _scrubbed_entry(redactor: Redactor, entry: dict) -> dict:
 def _redacted(reader: ByteReader, redactor: Redactor) -> tuple[ByteReader, int, Counter, bool]:
     """The text scrubbed block by block into an unnamed temporary file; the counts of this file only."""
     before = Counter(redactor.counts)
-    out = tempfile.TemporaryFile()
+    out = tempfile.TemporaryFile()  # noqa: SIM115 - handed to the caller, who closes it
     redactor.reset()
     pending = b""
     limit = min(reader.size, MAX_TEXT)

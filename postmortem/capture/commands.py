@@ -73,8 +73,10 @@ def collect_command(paths: tuple[str, ...], output: Path | None, since: str, ano
 @click.option("--telemetry", default="5s", show_default=True,
               help="nvidia-smi sampling interval while the job runs (0 to skip).")
 @click.option("--sanitizer", is_flag=True, help="Run the command under compute-sanitizer (memcheck).")
-@click.option("--gpu-core", is_flag=True, help="Let CUDA write a GPU core dump on an exception, into the case directory.")
-@click.option("--sync", is_flag=True, help="CUDA_LAUNCH_BLOCKING=1: errors are reported at the launch that caused them.")
+@click.option("--gpu-core", is_flag=True,
+              help="Let CUDA write a GPU core dump on an exception, into the case directory.")
+@click.option("--sync", is_flag=True,
+              help="CUDA_LAUNCH_BLOCKING=1: errors are reported at the launch that caused them.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Case directory (default: postmortem-run-<time> here).")
 def run_command(command: tuple[str, ...], telemetry: str, sanitizer: bool, gpu_core: bool, sync: bool,

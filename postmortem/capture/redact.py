@@ -18,7 +18,7 @@ import socket
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 
 import regex
 
@@ -57,7 +57,8 @@ ENV_ALLOWED_NAMES = frozenset({
     "GROUP_RANK", "ROLE_RANK", "NODE_RANK", "HF_HOME", "TRANSFORMERS_CACHE", "HOME", "USER", "HOSTNAME",
 })
 """Environment variables shown by value; every other one is listed by name only."""
-_SECRET_NAME = regex.compile(r"(?i)TOKEN|SECRET|PASSW|PASSPHRASE|CREDENTIAL|API_?KEY|ACCESS_?KEY|PRIVATE|AUTH|COOKIE|SESSION"
+_SECRET_NAME = regex.compile(r"(?i)TOKEN|SECRET|PASSW|PASSPHRASE|CREDENTIAL"
+                             r"|API_?KEY|ACCESS_?KEY|PRIVATE|AUTH|COOKIE|SESSION"
                              r"|(?:^|_)(?:PASS|KEY)(?:$|_)|_PWD(?:$|_)")
 """Environment variable names that say "secret" (DB_PASS and DB_PWD too, but not PWD, the working directory)."""
 MIN_SECRET_VALUE = 6
@@ -129,7 +130,7 @@ class Redactor:
         lowered = line.lower()
         for shape in secret_shapes():
             if any(word in lowered for word in shape.keywords):
-                line = shape.pattern.sub(lambda m, kind=shape.kind: _replace(m, kind, counts), line)
+                line = shape.pattern.sub(partial(_replace, kind=shape.kind, counts=counts), line)
         return self.anonymizer.text(line) if self.anonymizer else line
 
 

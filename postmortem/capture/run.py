@@ -136,7 +136,8 @@ def run(options: RunOptions, say=lambda message: print(f"postmortem: {message}",
             log.close()
     _stop(sampler)
     status = returncode if returncode >= 0 else 128 - returncode
-    record = {"command": command, "cwd": os.getcwd(), "pid": child.pid, "started": started.isoformat(timespec="seconds"),
+    record = {"command": command, "cwd": os.getcwd(), "pid": child.pid,
+              "started": started.isoformat(timespec="seconds"),
               "ended": datetime.now().isoformat(timespec="seconds"), "exit_status": status,
               "signal_number": -returncode if returncode < 0 else None, "environment_set": armed,
               "cores": setup.describe(), "telemetry": "sampled" if sampler else "not sampled"}
@@ -158,7 +159,7 @@ def _core_words(setup: CoreSetup) -> str:
 def _spawn(command: list[str], env: dict[str, str], case: Path) -> tuple[subprocess.Popen, list[BinaryIO]]:
     """Start the job in its own process group with the core size limit raised to the hard limit."""
     soft, hard = resource.getrlimit(resource.RLIMIT_CORE)
-    logs = [open(case / "stdout.log", "wb"), open(case / "stderr.log", "wb")]
+    logs: list[BinaryIO] = [open(case / "stdout.log", "wb"), open(case / "stderr.log", "wb")]  # noqa: SIM115 - returned to the caller, closed here on failure
     try:
         resource.setrlimit(resource.RLIMIT_CORE, (hard, hard))  # inherited by the child, restored right after
         return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

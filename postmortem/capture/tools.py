@@ -60,7 +60,7 @@ def run_tool(argv: list[str], timeout: float = DEFAULT_TIMEOUT_S, sampler: bool 
     if executable is None:
         return Outcome(command, "not installed", None, 0.0, None, f"{argv[0]} not found on PATH")
     environ["PATH"] = trusted_path(environ.get("PATH"))
-    output = tempfile.TemporaryFile()
+    output = tempfile.TemporaryFile()  # noqa: SIM115 - returned in the Outcome, closed here on failure
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="postmortem-probe-") as neutral:
         try:

@@ -19,8 +19,19 @@ from .memory import Memory
 from .modules import Files, Module, group_mappings, load_module, memory_source, vdso_module
 from .report import Core, Frame, ModuleInfo, Signal, Thread
 from .symbols import demangle, find_symbol_address
-from .unwind import (DWARF_REGS, MAX_FRAMES, RA, RBP, RSP, SCAN_WORDS, Budget, BudgetSpent, CfiError, apply_row,
-                     looks_like_return)
+from .unwind import (
+    DWARF_REGS,
+    MAX_FRAMES,
+    RA,
+    RBP,
+    RSP,
+    SCAN_WORDS,
+    Budget,
+    BudgetSpent,
+    CfiError,
+    apply_row,
+    looks_like_return,
+)
 
 SHOWN_ENV = regex.compile(r"^(?:CUDA_\w*|NCCL_\w*|TORCH_\w*|PYTORCH_\w*|LD_LIBRARY_PATH|NVIDIA_\w*|OMP_NUM_THREADS|"
                           r"TF_CPP_\w*|TF_GPU_\w*|TF_FORCE_GPU_\w*|XLA_FLAGS|XLA_PYTHON_CLIENT_\w*|CUBLAS_\w*|CUDNN_\w*|"
@@ -524,7 +535,7 @@ def _crash_site(result: CoreRead, threads: list[Thread], finder: _ModuleFinder) 
     if crashed is None or not crashed.frames:
         return
     result.fault_module = finder.at(int(crashed.frames[0].pc, 16))
-    from ..debugging import is_runtime_frame  # noqa: PLC0415 - shared rule, imported where used
+    from ..debugging import is_runtime_frame  # shared rule, imported where used
     for frame in crashed.frames:
         if not is_runtime_frame({"module": frame.module, "function": frame.symbol}) and frame.symbol != SIGNAL_FRAME:
             result.crash_frame = frame

@@ -107,7 +107,7 @@ def header(read: Read) -> Header:
     if ident[4] != 2 or ident[5] != 1:
         raise ElfError(f"{'32-bit' if ident[4] == 1 else 'big-endian'} ELF ({result.machine_name}): only 64-bit "
                        "little-endian files are read")
-    if phnum and phentsize != _PHDR.size or shnum and shentsize != _SHDR.size:
+    if (phnum and phentsize != _PHDR.size) or (shnum and shentsize != _SHDR.size):
         raise ElfError("unexpected program or section header size")
     return result
 
@@ -165,7 +165,8 @@ MAX_NOTE_SEGMENTS = 8
 NT_GNU_BUILD_ID = 3
 
 
-def build_id(read: Read, head: Header, segs: list[Segment], to_read: Callable[[Segment], tuple[int, int]]) -> str | None:
+def build_id(read: Read, head: Header, segs: list[Segment],
+             to_read: Callable[[Segment], tuple[int, int]]) -> str | None:
     """NT_GNU_BUILD_ID as hex from the PT_NOTE segments; `to_read` says where each segment's bytes are."""
     for seg in [s for s in segs if s.type == PT_NOTE and s.filesz <= MAX_NOTE_SEGMENT][:MAX_NOTE_SEGMENTS]:
         where, size = to_read(seg)

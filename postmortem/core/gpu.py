@@ -23,11 +23,13 @@ _CUDA = regex.compile(
 _FRAMEWORK = regex.compile(
     r"(?:^|/)(?:libtorch[\w-]*\.so|libc10[\w-]*\.so|libshm\.so|_C(?:_flatbuffer)?\.cpython[\w.-]*\.so|"
     r"libtensorflow[\w-]*\.so|_pywrap_tensorflow[\w-]*\.so|libjax\w*\.so|xla_extension\.so|jaxlib/[\w/.-]+\.so|"
-    r"libtriton\.so|libonnxruntime[\w-]*\.so)[\w.]*$|/(?:torch|tensorflow|jaxlib|jax_cuda\w*|triton)/[\w/.-]*\.so[\w.]*$")
+    r"libtriton\.so|libonnxruntime[\w-]*\.so)[\w.]*$|/(?:torch"
+    r"|tensorflow|jaxlib|jax_cuda\w*|triton)/[\w/.-]*\.so[\w.]*$")
 _PYTHON = regex.compile(r"(?:^|/)(?:libpython(\d+)\.(\d+)\w*\.so[\w.]*|python(\d+)\.(\d+)\w*)$")
 _EXTENSION = regex.compile(r"/(?:site-packages|dist-packages)/[^ ]+\.so[\w.]*$|\.cpython-\d+[\w-]*\.so$")
 
-_DRIVER_VERSION = regex.compile(r"(?:^|/)libcuda\.so\.(\d{3}\.\d+(?:\.\d+)?)$|(?:^|/)libnvidia-[\w-]+\.so\.(\d{3}\.\d+(?:\.\d+)?)$")
+_DRIVER_VERSION = regex.compile(r"(?:^|/)libcuda\.so\.(\d{3}\.\d+(?:\.\d+)?)$"
+                                r"|(?:^|/)libnvidia-[\w-]+\.so\.(\d{3}\.\d+(?:\.\d+)?)$")
 _CUDART_VERSION = regex.compile(r"(?:^|/)libcudart\.so\.(\d+\.\d+(?:\.\d+)?)$")
 _CUDA_DIR_VERSION = regex.compile(r"/cuda-(\d+\.\d+)/")
 _TORCH_VERSION = regex.compile(r"/torch-(\d+\.\d+(?:\.\d+)?(?:[+.\w]*)?)\.dist-info/|/torch/version\.py")

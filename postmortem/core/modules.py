@@ -233,7 +233,8 @@ def vdso_module(base: int, memory: Memory) -> Module | None:
         return None
     end = segment.vaddr + segment.memsz
     try:
-        image = Image(lambda offset, length: memory.read(base + offset, min(length, max(0, end - base - offset))) or b"",
+        image = Image(lambda offset, length: (memory.read(base + offset, min(length, max(0, end - base - offset)))
+                                              or b""),
                       "[vdso]")
         _ = image.segments  # parse now, so that a broken image fails here and not mid-unwind
     except ElfError:

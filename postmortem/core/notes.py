@@ -142,7 +142,8 @@ def file_mappings(desc: bytes) -> list[FileMapping]:
         return []
     names = desc[table_end:].split(b"\0")
     rows = struct.iter_unpack("<QQQ", desc[16:table_end])
-    return [FileMapping(start, end, page * page_size, names[i].decode("utf-8", "surrogateescape") if i < len(names) else "")
+    return [FileMapping(start, end, page * page_size,
+                        names[i].decode("utf-8", "surrogateescape") if i < len(names) else "")
             for i, (start, end, page) in enumerate(rows)]
 
 

@@ -128,7 +128,7 @@ TABLES: dict[tuple[int, int], Layout] = {
 }
 
 # The u64 words of 3.13's _Py_DebugOffsets, in order (word 0 is the cookie).
-DEBUG_OFFSETS_3_13 = (  # noqa: SIM905 - one name per u64, in the header's order
+DEBUG_OFFSETS_3_13 = (  # one name per u64, in the header's order
     "cookie version free_threaded "
     "runtime.size runtime.finalizing runtime.interpreters_head "
     "interp.size interp.id interp.next interp.threads_head interp.gc interp.imports_modules "
@@ -214,9 +214,10 @@ class _Walker:
         self.memory = memory
         self.find_symbol = find_symbol
         self.version = version
-        self.runtime = find_symbol("_PyRuntime")
-        if self.runtime is None:
+        runtime = find_symbol("_PyRuntime")
+        if runtime is None:
             raise PythonStackError("symbol _PyRuntime not found in the python executable or libpython")
+        self.runtime: int = runtime
         self.layout = self._layout()
         self.type_addresses = {name: address for name, address in (
             (name, find_symbol(symbol)) for symbol, name in TYPE_SYMBOLS.items()) if address is not None}

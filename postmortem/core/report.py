@@ -5,8 +5,9 @@ Addresses are hex strings ("0x7f3a..."): JSON numbers lose precision above 2**53
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .python_stack import PythonFrame

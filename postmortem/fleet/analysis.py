@@ -13,7 +13,7 @@ import json
 import os
 import traceback
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,8 @@ TEXT_KEPT = 4000
 
 @dataclass
 class CaseResult:
-    """What the store keeps of one case; `status` is "ok", "error" (see `diagnostic`) or "known" (digest seen before)."""
+    """What the store keeps of one case; `status` is "ok", "error" (see `diagnostic`) or "known" (digest seen
+    before)."""
 
     path: str
     stat_key: str
@@ -67,7 +68,8 @@ def analyse_case(case: Case, known: frozenset[str] = frozenset()) -> CaseResult:
     except Exception as exc:  # noqa: BLE001 - one bad case is recorded, never the end of the scan
         result.status = "error"
         if not result.digest:  # unreadable before it could be digested: named by where it is and its change key
-            result.digest = "unread-" + hashlib.sha256(f"{case.path}\0{case.stat_key}".encode("utf-8", "replace")).hexdigest()
+            where_key = f"{case.path}\0{case.stat_key}".encode("utf-8", "replace")
+            result.digest = "unread-" + hashlib.sha256(where_key).hexdigest()
         where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
         place = f" at {Path(where.filename).name}:{where.lineno}" if where else ""
         result.diagnostic = f"{type(exc).__name__}: {exc}{place}"
@@ -152,10 +154,11 @@ def _gpus(report: Report, host: str | None, layers: dict[str, str]) -> list[dict
             pci, uuid = gpu_key(event.fields.get("pci")), event.fields.get("gpu_uuid")
             if not pci and not uuid:
                 continue
-            gpu = next((g for g in gpus if (pci and g.get("pci") == pci) or (uuid and g.get("uuid") == uuid)), None)
-            if gpu is None:
-                gpu = {"pci": pci, "uuid": uuid, "causes": []}
-                gpus.append(gpu)
+            named = next((g for g in gpus if (pci and g.get("pci") == pci) or (uuid and g.get("uuid") == uuid)), None)
+            if named is None:
+                named = {"pci": pci, "uuid": uuid, "causes": []}
+                gpus.append(named)
+            gpu = named
             if (finding.cause, finding.signature) not in gpu["causes"]:
                 gpu["causes"].append((finding.cause, finding.signature))
     return [{
@@ -182,21 +185,21 @@ def _case_time(report: Report, case: Case) -> tuple[str | None, str]:
 
     Only full wall-clock dates count: a syslog line without a year cannot be placed on a fleet's calendar.
     """
-    dated = [e for e in report.events if isinstance(e.time, datetime) and e.clock == "wall"]
+    dated = [(e.id, e.time) for e in report.events if isinstance(e.time, datetime) and e.clock == "wall"]
     if report.verdict is not None:
-        own = [e for e in dated if e.id in report.verdict.evidence]
+        own = [(i, time) for i, time in dated if i in report.verdict.evidence]
         dated = own or dated
     if dated:
-        return _iso(min((_utc(e.time) for e in dated))), "log"
+        return _iso(min(_utc(time) for _, time in dated)), "log"
     try:
         newest = max(os.stat(f).st_mtime for f in case.files)
     except (OSError, ValueError):
         return None, "none"
-    return datetime.fromtimestamp(newest, timezone.utc).replace(tzinfo=None).isoformat(timespec="seconds"), "mtime"
+    return datetime.fromtimestamp(newest, UTC).replace(tzinfo=None).isoformat(timespec="seconds"), "mtime"
 
 
 def _utc(moment: datetime) -> datetime:
-    return moment.astimezone(timezone.utc).replace(tzinfo=None) if moment.tzinfo else moment
+    return moment.astimezone(UTC).replace(tzinfo=None) if moment.tzinfo else moment
 
 
 def _iso(moment: datetime | None) -> str | None:

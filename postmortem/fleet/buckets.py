@@ -101,7 +101,8 @@ def _gpu_names(conn: sqlite3.Connection) -> dict[str, set[str]]:
 def _suspect_texts(conn: sqlite3.Connection) -> dict[str, str]:
     """Case id -> first line of its first suspect event (what an unknown bucket says)."""
     texts: dict[str, str] = {}
-    for case, text in conn.execute("SELECT case_id, text FROM events WHERE role = 'suspect' ORDER BY case_id, event_id"):
+    for case, text in conn.execute("SELECT case_id, text FROM events WHERE "
+                                   "role = 'suspect' ORDER BY case_id, event_id"):
         texts.setdefault(case, (text or "").split("\n", 1)[0][:300])
     return texts
 

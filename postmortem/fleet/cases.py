@@ -52,7 +52,8 @@ def discover(root: str | Path, mode: str = "dir") -> Iterator[Case]:
         return
     if mode == "dir":
         for entry in sorted(root.iterdir(), key=lambda p: p.name):
-            files = _files_under(entry) if entry.is_dir() and not entry.is_symlink() else [entry] if entry.is_file() else []
+            files = (_files_under(entry) if entry.is_dir() and not entry.is_symlink()
+                     else [entry] if entry.is_file() else [])
             if files:
                 yield _case(entry, files)
         return

@@ -21,7 +21,8 @@ DEFAULT_DB = "postmortem.sqlite"
 @click.option("--db", default=DEFAULT_DB, show_default=True, type=click.Path(dir_okay=False),
               help="SQLite store; created if missing. Re-running only analyses new or changed cases.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
-              help="Worker processes (local engine) or LocalCluster workers (dask without --scheduler); default: all cores.")
+              help="Worker processes (local engine) or LocalCluster "
+                   "workers (dask without --scheduler); default: all cores.")
 @click.option("--engine", type=click.Choice(["local", "dask"]), default="local", show_default=True,
               help="Where the per-case analysis runs: local processes, or a dask.distributed cluster.")
 @click.option("--scheduler", default=None, metavar="ADDR",
@@ -51,8 +52,9 @@ def scan_command(path: str, db: str, jobs: int | None, engine: str, scheduler: s
         raise click.UsageError("--scheduler needs --engine dask")
     if export_format and not output:
         raise click.UsageError("--export needs -o DIR")
+    folder = output or ""  # set whenever export_format is: checked above
     if export_format:  # checked before the scan; inside PATH its tables would become cases of the next one
-        output_step(lambda: check_folder_output(output, [path]))
+        output_step(lambda: check_folder_output(folder, [path]))
     try:
         summary = scan(path, db, jobs=jobs, engine=engine, scheduler=scheduler, case_mode=case_mode, force=force,
                        progress=sys.stderr)
@@ -64,7 +66,7 @@ def scan_command(path: str, db: str, jobs: int | None, engine: str, scheduler: s
         sys.exit(130)
     if export_format:
         try:
-            for written in export(db, export_format, output):
+            for written in export(db, export_format, folder):
                 click.echo(f"wrote {written}")
         except StoreError as exc:
             raise click.UsageError(str(exc)) from exc

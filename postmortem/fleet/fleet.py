@@ -67,7 +67,8 @@ def _period(moment: datetime, unit: str) -> str:
 
 def _periods(start: datetime, end: datetime, unit: str) -> list[str]:
     step = {"hour": timedelta(hours=1), "day": timedelta(days=1), "week": timedelta(days=7)}[unit]
-    periods, moment = [], start
+    periods: list[str] = []
+    moment = start
     while True:
         label = _period(moment, unit)
         if not periods or periods[-1] != label:

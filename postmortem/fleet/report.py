@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
 
@@ -54,7 +54,7 @@ def render(conn: sqlite3.Connection, title: str = "Fleet report") -> str:
     total = conn.execute("SELECT COUNT(*) FROM cases").fetchone()[0]
     return environment().get_template("fleet.html.j2").render(
         csp=CSP, title=title, version=__version__, safe=safe,
-        generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         total=total, errors=errors, buckets=found, trend=trend,
         colours={cause: PALETTE[min(i, len(PALETTE) - 1)] for i, cause in enumerate(trend.causes)},
         bars=_bars(trend), nodes=fleet.bad_nodes(conn), moves=fleet.card_or_slot(conn),
@@ -76,7 +76,7 @@ def _bars(trend: fleet.Trend) -> dict:
     colours = {cause: PALETTE[min(i, len(PALETTE) - 1)] for i, cause in enumerate(trend.causes)}
     rects = []
     for i, (period, counts) in enumerate(zip(trend.periods, trend.counts)):
-        base = CHART["top"] + plot_h
+        base: float = CHART["top"] + plot_h
         for cause in trend.causes:
             n = counts.get(cause, 0)
             if n:
@@ -86,7 +86,8 @@ def _bars(trend: fleet.Trend) -> dict:
                                   round(max(step * 0.8, 0.5), 1), round(height, 1), colours[cause],
                                   f"{period}: {n} {cause}"))
     every = max(1, len(trend.periods) // 8)
-    labels = tuple((round(CHART["left"] + (i + 0.5) * step, 1), p) for i, p in enumerate(trend.periods) if i % every == 0)
+    labels = tuple((round(CHART["left"] + (i + 0.5) * step, 1), p) for i, p in enumerate(trend.periods)
+                   if i % every == 0)
     return {"rects": tuple(rects), "peak": peak, "labels": labels, **CHART}
 
 

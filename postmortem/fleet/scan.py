@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -150,7 +150,7 @@ _KNOWN: frozenset[str] = frozenset()
 def _worker_start(known: frozenset[str]) -> None:
     """Once per worker process: Ctrl-C is the parent's to handle, the worker dies with its parent (no orphan
     spins on after a kill -9), and the signature database is loaded once."""
-    global _KNOWN
+    global _KNOWN  # noqa: PLW0603 - per-process state, set once by the pool's initializer
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent()
     _KNOWN = known
@@ -202,7 +202,7 @@ def _work(cases: list[Case]) -> list[CaseResult]:
     return [_bounded(case, _KNOWN) for case in cases]
 
 
-def _local(todo: list[Case], known: frozenset[str], jobs: int) -> Iterator[CaseResult | None]:
+def _local(todo: list[Case], known: frozenset[str], jobs: int) -> Generator[CaseResult | None, None, None]:
     """Results in completion order from `jobs` reused worker processes (in this process when jobs is 1), and a
     None tick whenever BATCH_SECONDS pass without one, so finished results never wait on a slow case."""
     if jobs == 1 or len(todo) <= 1:
@@ -232,7 +232,8 @@ def _local(todo: list[Case], known: frozenset[str], jobs: int) -> Iterator[CaseR
         pool.join()
 
 
-def _dask(todo: list[Case], known: frozenset[str], scheduler: str | None, jobs: int) -> Iterator[CaseResult]:
+def _dask(todo: list[Case], known: frozenset[str], scheduler: str | None,
+          jobs: int) -> Generator[CaseResult, None, None]:
     """Results from a dask.distributed cluster: the one at `scheduler`, or a LocalCluster of `jobs` processes.
 
     Workers must see the case paths (a shared file system); results come back here and go to the same store.
@@ -256,7 +257,8 @@ def _dask(todo: list[Case], known: frozenset[str], scheduler: str | None, jobs: 
             try:
                 results = future.result()
             except Exception as exc:  # noqa: BLE001 - a lost worker costs its batch, recorded per case
-                results = [_failed(case, f"dask task failed: {type(exc).__name__}: {exc}") for case in batch_of[future.key]]
+                results = [_failed(case, f"dask task failed: {type(exc).__name__}: {exc}")
+                           for case in batch_of[future.key]]
             yield from results
     finally:
         client.close()

@@ -44,7 +44,8 @@ FRAME_FORMATS: tuple[str, ...] = (
     # glibc backtrace_symbols: /lib/x86_64-linux-gnu/libcuda.so.1(cuLaunchKernel+0x1a2) [0x7f...]
     r"^\s*(?P<module>[^\s(\[]+)\((?P<symbol>[^+)]*)(?:\+(?P<offset>0x[0-9a-fA-F]+))?\)\s*\[(?P<pc>0x[0-9a-fA-F]+)\]",
     # PyTorch / c10: frame #3: at::native::foo(...) + 0x2ad (0x7f16b970498b in /path/libtorch.so)
-    r"^\s*(?:frame #\d+:\s*)?(?P<symbol>.+?) \+ (?P<offset>0x[0-9a-fA-F]+) \((?P<pc>0x[0-9a-fA-F]+) in (?P<module>[^)]+)\)",
+    r"^\s*(?:frame #\d+:\s*)?(?P<symbol>.+?) \+ (?P<offset>0x[0-9a-fA-F]+) \("
+    r"(?P<pc>0x[0-9a-fA-F]+) in (?P<module>[^)]+)\)",
 )
 """How native frames printed as text look; a frame in no format (a Python frame) is not a native frame."""
 
@@ -66,14 +67,15 @@ def _formats() -> tuple[regex.Pattern, ...]:
 
 
 def native_frame(frame: Any) -> tuple[str, str, str] | None:
-    """(module, symbol, offset) of a frame given as a dict (debugger sources, cores) or a text line; None if not native."""
+    """(module, symbol, offset) of a frame given as a dict (debugger sources, cores) or a text line; None if not
+    native."""
     if isinstance(frame, Mapping):
         module = frame.get("module")
         symbol = frame.get("function") or frame.get("symbol")
         offset = frame.get("offset")
         if not module and not symbol:
             return None
-        return module_name(str(module)) if module else "", str(symbol or ""), str(offset or "")
+        return module_name(str(module)) or "" if module else "", str(symbol or ""), str(offset or "")
     if isinstance(frame, str):
         for pattern in _formats():
             if found := pattern.match(frame):

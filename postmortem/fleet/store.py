@@ -19,7 +19,7 @@ import sqlite3
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -132,7 +132,8 @@ def schema_version(conn: sqlite3.Connection) -> int:
 
 def migrate(conn: sqlite3.Connection) -> None:
     """Apply the migrations not yet applied, each in its own transaction."""
-    conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT, applied_at TEXT)")
+    conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version "
+                 "INTEGER PRIMARY KEY, name TEXT, applied_at TEXT)")
     for version, (name, script) in enumerate(MIGRATIONS, 1):
         if version <= schema_version(conn):
             continue
@@ -149,7 +150,7 @@ def migrate(conn: sqlite3.Connection) -> None:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).replace(tzinfo=None).isoformat(timespec="seconds")
+    return datetime.now(UTC).replace(tzinfo=None).isoformat(timespec="seconds")
 
 
 def seen_locations(conn: sqlite3.Connection) -> dict[str, str]:

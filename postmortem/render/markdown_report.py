@@ -92,7 +92,8 @@ def render(report: Report, lang: str = "en", color: bool = False) -> str:
     out += _facts(report, t)
     out += _inputs(report, t)
     tool = report.tool
-    out += ["", f"<sub>{plain_html(t('tool_line', version=tool.get('version', '?'), signatures=tool.get('signatures', '?')))}</sub>"]
+    line = t("tool_line", version=tool.get("version", "?"), signatures=tool.get("signatures", "?"))
+    out += ["", f"<sub>{plain_html(line)}</sub>"]
     return "\n".join(out) + "\n"
 
 
@@ -185,7 +186,8 @@ def _core(core, t: Translator) -> list[str]:
     gpu_modules = [m for m in core.modules if m.kind in view.GPU_KINDS]
     if gpu_modules:
         body += ["", f"{text(t('gpu_libraries'))}:", ""]
-        body += [f"- {code(m.path)} {text(m.kind)} {text(m.version or '')} {code(m.build_id or '')}" for m in gpu_modules]
+        body += [f"- {code(m.path)} {text(m.kind)} {text(m.version or '')} {code(m.build_id or '')}"
+                 for m in gpu_modules]
     return _folded(t("core_file", path=core.path), body)
 
 
@@ -207,7 +209,8 @@ def _facts(report: Report, t: Translator) -> list[str]:
 
 
 def _inputs(report: Report, t: Translator) -> list[str]:
-    rows = [f"| {text(t('path'))} | {text(t('format'))} | {text(t('size'))} | {text(t('diagnostics'))} |", "|---|---|---|---|"]
+    rows = [f"| {text(t('path'))} | {text(t('format'))} | {text(t('size'))} | {text(t('diagnostics'))} |",
+            "|---|---|---|---|"]
     for info in report.inputs:
         notes = "; ".join(t.sentence(d) for d in info.diagnostics)
         rows.append(f"| {text(info.path)} | {text(info.format)} | {info.size} | {text(notes)} |")

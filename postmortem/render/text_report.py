@@ -140,7 +140,8 @@ def _core(core, t: Translator, style: Style) -> list[str]:
             lines.append("    " + t("more_frames", count=len(thread.frames) - CORE_FRAMES))
         if thread.python_frames:
             lines.append(f"    {t('python_stack')}:")
-            lines.extend(f"      {safe(f.file)}:{f.line} in {safe(f.function)}" for f in thread.python_frames[:CORE_FRAMES])
+            lines.extend(f"      {safe(f.file)}:{f.line} in {safe(f.function)}"
+                         for f in thread.python_frames[:CORE_FRAMES])
     others = [th for th in core.threads if not th.crashed]
     if others:
         lines.append("  " + t("other_threads_hint", count=len(others)))
@@ -150,7 +151,8 @@ def _core(core, t: Translator, style: Style) -> list[str]:
         lines.extend(f"    {safe(m.path)} ({m.kind}{', ' + safe(m.version) if m.version else ''})" for m in gpu_modules)
     values = core.environment.get("values") or {}
     if values:
-        lines.append(f"  {t('environment_variables')}: " + ", ".join(f"{safe(k)}={safe(str(v))}" for k, v in values.items()))
+        lines.append(f"  {t('environment_variables')}: "
+                     + ", ".join(f"{safe(k)}={safe(str(v))}" for k, v in values.items()))
     return lines
 
 
@@ -158,7 +160,8 @@ def _frame(frame, t: Translator) -> str:
     where = f"{safe(frame.module or '?')}!{safe(frame.symbol or '??')}"
     if frame.symbol_offset:
         where += f"+{frame.symbol_offset:#x}"
-    return f"{frame.pc} {where}" + ("" if frame.how in ("registers", "cfi") else f"  [{t('frame_guess', how=frame.how)}]")
+    return f"{frame.pc} {where}" + ("" if frame.how in ("registers", "cfi")
+                                    else f"  [{t('frame_guess', how=frame.how)}]")
 
 
 def _facts(report: Report, t: Translator, style: Style) -> list[str]:

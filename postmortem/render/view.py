@@ -6,11 +6,12 @@ Input text stays text here; escaping is the job of whoever writes markup
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from functools import cache
-from datetime import datetime, timezone
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -192,12 +193,12 @@ def normal_times(events: Iterable[Event]) -> tuple[dict[str, datetime], str]:
     Aware times go to UTC; naive ones (the log named no zone) are taken as
     written, and the zone line says so.
     """
-    timed = [e for e in events if isinstance(e.time, datetime)]
-    aware = [e for e in timed if e.time.tzinfo is not None]
-    times = {}
-    for event in timed:
-        moment = event.time.astimezone(timezone.utc).replace(tzinfo=None) if event.time.tzinfo else event.time
-        times[event.id] = moment
+    timed = [(e.id, e.time) for e in events if isinstance(e.time, datetime)]
+    aware = [time for _, time in timed if time.tzinfo is not None]
+    times: dict[str, datetime] = {}
+    for event_id, time in timed:
+        moment = time.astimezone(UTC).replace(tzinfo=None) if time.tzinfo else time
+        times[event_id] = moment
     if not timed or len(aware) == len(timed):
         zone = "zone_utc"
     elif not aware:
@@ -228,7 +229,7 @@ def timeline(report: Report) -> Timeline:
 def _positions(moments: Sequence[datetime], left: float, right: float) -> list[float]:
     if not moments:
         return []
-    steps = [0.0] + [1 + math.log10(1 + max(0.0, (b - a).total_seconds())) for a, b in zip(moments, moments[1:])]
+    steps = [0.0] + [1 + math.log10(1 + max(0.0, (b - a).total_seconds())) for a, b in itertools.pairwise(moments)]
     steps = [0.0 if i and moments[i] == moments[i - 1] else s for i, s in enumerate(steps)]
     total = sum(steps)
     if total == 0:
@@ -241,7 +242,8 @@ def _positions(moments: Sequence[datetime], left: float, right: float) -> list[f
 
 
 def _roles(report: Report) -> dict[str, str]:
-    """Event id -> its strongest role: evidence of a root (the verdict or a cause of others), of a consequence, of any finding."""
+    """Event id -> its strongest role: evidence of a root (the verdict or a cause of others), of a consequence, of
+    any finding."""
     roots = {f.consequence_of for f in report.findings if f.consequence_of}
     if report.verdict is not None:
         roots.add(report.verdict.signature)
@@ -281,7 +283,8 @@ def _ticks(marks: Sequence[Mark], spacing: float = 120) -> tuple[tuple[float, st
 
 def _label(moment: datetime, clock: str | None = None) -> str:
     """The time as shown; a log line without a year ("Dec  2 11:38:47") is shown without one."""
-    return moment.strftime("%m-%d %H:%M:%S" if clock == "wall-no-year" else "%Y-%m-%d %H:%M:%S") + (f".{moment.microsecond // 1000:03d}" if moment.microsecond else "")
+    return (moment.strftime("%m-%d %H:%M:%S" if clock == "wall-no-year" else "%Y-%m-%d %H:%M:%S")
+            + (f".{moment.microsecond // 1000:03d}" if moment.microsecond else ""))
 
 
 # ---------------------------------------------------------------- telemetry
@@ -329,10 +332,11 @@ def _frames(data: Any) -> list[tuple[str, Any]]:
     if isinstance(data, Mapping):
         return [(str(k), v) for k, v in data.items()]
     if hasattr(data, "columns") and hasattr(data, "groupby"):
-        column = next((c for c in data.columns if str(c).strip().lower() in ("index", "gpu", "gpu_index", "pci.bus_id", "uuid")), None)
+        column = next((c for c in data.columns
+                       if str(c).strip().lower() in ("index", "gpu", "gpu_index", "pci.bus_id", "uuid")), None)
         return [(str(k), g) for k, g in data.groupby(column)] if column is not None else [("GPU", data)]
     if isinstance(data, (list, tuple)):
-        pairs = []
+        pairs: list[tuple[str, Any]] = []
         for item in data:
             frame = getattr(item, "frame", None)
             gpu = getattr(item, "gpu", None)
@@ -347,7 +351,8 @@ def _metric_series(frame: Any) -> dict[tuple[str, str], list[tuple[datetime, flo
     if not hasattr(frame, "columns"):
         return {}
     columns = {str(c).strip().lower(): c for c in frame.columns}
-    time_column = next((columns[c] for c in columns if c in ("timestamp", "time", "datetime") or c.startswith("timestamp")), None)
+    time_column = next((columns[c] for c in columns if c in ("timestamp", "time", "datetime")
+                        or c.startswith("timestamp")), None)
     if time_column is None and hasattr(frame, "index") and getattr(frame.index, "dtype", None) is not None \
             and "datetime" in str(frame.index.dtype):
         moments = list(frame.index)
@@ -357,10 +362,11 @@ def _metric_series(frame: Any) -> dict[tuple[str, str], list[tuple[datetime, flo
         return {}
     found: dict[tuple[str, str], list[tuple[datetime, float]]] = {}
     for metric, unit, names in METRICS:
-        column = next((columns[c] for c in columns for n in names if c == n or c.startswith(n + " ") or c.startswith(n + "[")), None)
+        column = next((columns[c] for c in columns for n in names if c == n or c.startswith((n + " ", n + "["))), None)
         if column is None:
             continue
-        series = [(m, v) for m, v in zip(_datetimes(moments), (_number(x) for x in frame[column])) if m and v is not None]
+        series = [(m, v) for m, v in zip(_datetimes(moments), (_number(x) for x in frame[column]))
+                  if m and v is not None]
         if len(series) >= 2:
             found[(metric, unit)] = series
     return found
@@ -379,7 +385,7 @@ def _datetimes(values: Iterable[Any]) -> list[datetime | None]:
         if not isinstance(value, datetime) or value != value:  # NaT compares unequal to itself
             value = None
         elif value.tzinfo is not None:
-            value = value.astimezone(timezone.utc).replace(tzinfo=None)
+            value = value.astimezone(UTC).replace(tzinfo=None)
         moments.append(value if isinstance(value, datetime) else None)
     return moments
 

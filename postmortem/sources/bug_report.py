@@ -58,7 +58,8 @@ _LINK = regex.compile(r"Speed (?P<speed>[\d.]+)GT/s(?: \((?P<speed_note>\w+)\))?
                       r"(?: \((?P<width_note>\w+)\))?")
 _DL_ACTIVE = regex.compile(r"\bDLActive(?P<state>[+-])")
 _NVRM = regex.compile(
-    r"NVRM version: NVIDIA UNIX (?P<flavour>Open )?(?:\S+ )?Kernel Module(?: for \S+)?\s+(?P<version>\d+\.\d+(?:\.\d+)?)")
+    r"NVRM version: NVIDIA UNIX (?P<flavour>Open )?(?:\S+ )?Kernel Module"
+    r"(?: for \S+)?\s+(?P<version>\d+\.\d+(?:\.\d+)?)")
 _GCC = regex.compile(r"^\s*+GCC version:\s*+(?:gcc version )?(?P<gcc>\S(?:.*\S)?)\s*$")
 _BANNER = regex.compile(r"nvidia-bug-report\.sh Version: (?P<version>\d+)")
 _UNAME = regex.compile(r"^uname: Linux (?P<host>\S+) (?P<kernel_version>\d+\.\d+\S*)")
@@ -119,7 +120,8 @@ def _banner(doc: TextDoc, line: Line, m: regex.Match) -> Event:
 
 def _driver(doc: TextDoc, line: Line, m: regex.Match) -> Event:
     """/proc/driver/nvidia/version: the module actually loaded, and the compiler that built it."""
-    fields: dict[str, Any] = {"driver_version": m["version"], "kernel_module": "open" if m["flavour"] else "proprietary"}
+    fields: dict[str, Any] = {"driver_version": m["version"],
+                              "kernel_module": "open" if m["flavour"] else "proprietary"}
     last = line
     for nxt in doc.following(line, 1):
         if g := _GCC.match(nxt.text):
@@ -162,8 +164,10 @@ def _link_fields(cap: Line | None, now: regex.Match, sta: Line) -> dict[str, Any
     was = _LINK.search(cap.text) if cap else None
     if was:
         fields.update(cap_speed=float(was["speed"]), cap_width=int(was["width"]))
-    fields["speed_downgraded"] = now["speed_note"] == "downgraded" or bool(was and fields["sta_speed"] < fields["cap_speed"])
-    fields["width_downgraded"] = now["width_note"] == "downgraded" or bool(was and fields["sta_width"] < fields["cap_width"])
+    fields["speed_downgraded"] = (now["speed_note"] == "downgraded"
+                                  or bool(was and fields["sta_speed"] < fields["cap_speed"]))
+    fields["width_downgraded"] = (now["width_note"] == "downgraded"
+                                  or bool(was and fields["sta_width"] < fields["cap_width"]))
     fields["downgraded"] = fields["speed_downgraded"] or fields["width_downgraded"]
     return fields
 
@@ -171,6 +175,7 @@ def _link_fields(cap: Line | None, now: regex.Match, sta: Line) -> dict[str, Any
 def _link_event(doc: TextDoc, link: _Link, gpus: dict[str, str]) -> Event | None:
     """A pcie-link event for a GPU's own link, or for the port whose secondary bus holds a GPU."""
     device = _DEVICE.match(link.header.text)
+    assert device is not None  # _link picks as header a line that matches _DEVICE
     fields = dict(link.fields)
     if _NVIDIA.search(link.header.text):
         fields.update(role="gpu", pci=device["pci"])
@@ -244,7 +249,8 @@ def _diagnostics(doc: TextDoc, found: list[Section], lines: list[Line]) -> list[
     for section in found:
         share = _control_share(doc.reader.read_at(section.start, SAMPLE))
         if share > BINARY_SHARE:
-            notes.append(f"bug report section '{section.name}' (line {section.line}) holds binary data; its text was skipped")
+            notes.append(f"bug report section '{section.name}' (line "
+                         f"{section.line}) holds binary data; its text was skipped")
     return notes
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from datetime import UTC
 from typing import Any
 
 from ..core import gpu
@@ -42,7 +43,8 @@ def read(reader: ByteReader, path: str, options: Options) -> CoreResult:
                           options.show_env, _core_dir(path))
     except Exception as exc:  # noqa: BLE001 - a reader bug must not cost the other inputs
         return CoreResult("elf-core", diagnostics=(f"core reader failed ({type(exc).__name__}: {exc})",))
-    events = (_signal_event(found, path),) if found.core is not None and found.core.signal is not None else ()
+    events: tuple[Event, ...] = ((_signal_event(found, path),)
+                                 if found.core is not None and found.core.signal is not None else ())
     if found.core is not None:  # which loaded libraries carry kernels for which GPUs (judged after the join)
         from ..binaries.library_arch import library_events
 
@@ -59,7 +61,7 @@ def _is_gpu_dump(reader: ByteReader) -> bool:
 
 def _gpu_dump(reader: ByteReader, path: str) -> CoreResult:
     """A CUDA GPU core dump: one `gpu-exception` event per exception (postmortem.binaries.cudadump)."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from ..binaries import cudadump
 
@@ -69,7 +71,7 @@ def _gpu_dump(reader: ByteReader, path: str) -> CoreResult:
     except Exception as exc:  # noqa: BLE001 - a reader bug must not cost the other inputs
         return CoreResult("nvcudmp", diagnostics=(f"GPU core dump reader failed ({type(exc).__name__}: {exc})",))
     stamp = dump.metadata.get("timestamp")
-    when = datetime.fromtimestamp(stamp, timezone.utc) if stamp else None
+    when = datetime.fromtimestamp(stamp, UTC) if stamp else None
     events = tuple(Event(kind="gpu-exception", where=Location(path), text=text, fields=fields, time=when,
                          clock="wall" if when else None) for fields, text in found)
     notes = list(dump.diagnostics)
@@ -87,6 +89,7 @@ def _core_dir(path: str) -> str | None:
 
 def _signal_event(found: CoreRead, path: str) -> Event:
     core = found.core
+    assert core is not None and core.signal is not None  # read() makes a signal event only for a core with a signal
     signal = core.signal
     crashed = next((t for t in core.threads if t.crashed), None)
     frame = found.crash_frame
@@ -125,6 +128,7 @@ def _kind(module) -> str:
 
 def _summary(found: CoreRead) -> str:
     """"SIGSEGV (SEGV_MAPERR) at 0x0 in libcuda.so.570.124.06!cuLaunchKernel+0x1a2"."""
+    assert found.core is not None and found.core.signal is not None  # as in _signal_event
     signal = found.core.signal
     text = signal.name
     if signal.code_meaning.split(":")[0] != f"si_code {signal.code}":
@@ -135,6 +139,7 @@ def _summary(found: CoreRead) -> str:
         text += f" from pid {signal.sender_pid}"
     frame = found.crash_frame
     if frame is not None:
-        place = frame.symbol + (f"+{frame.symbol_offset:#x}" if frame.symbol_offset else "") if frame.symbol else frame.pc
+        place = (frame.symbol + (f"+{frame.symbol_offset:#x}" if frame.symbol_offset else "")
+                 if frame.symbol else frame.pc)
         text += f" in {frame.module or '??'}!{place}"
     return text

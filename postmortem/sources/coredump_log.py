@@ -15,10 +15,10 @@ from typing import Any
 
 import regex
 
+from ..debugging import crash_site, functions_of
 from ..knowledge import signal_name
 from ..model import Event
 from ..text import Line, TextDoc
-from ..debugging import crash_site, functions_of
 
 NAME = "systemd-coredump"
 ANCHORS = (b"dumped core.", b"Stack trace of thread ")
@@ -32,7 +32,8 @@ MAX_FRAMES = 200
 _DUMPED = regex.compile(r"Process (?P<pid>\d+) \((?P<process>[^)]*)\) of user (?P<uid>\d+) dumped core\.")
 _STACK = regex.compile(r"Stack trace of thread (?P<tid>\d+):")
 _FRAME = regex.compile(
-    r"#(?P<index>\d+)\s+(?P<pc>0x[0-9a-fA-F]+) (?P<function>.+?) \((?P<module>[^()]+?)(?: \+ (?P<offset>0x[0-9a-fA-F]+))?\)\s*$")
+    r"#(?P<index>\d+)\s+(?P<pc>0x[0-9a-fA-F]+) (?P<function>.+?) \("
+    r"(?P<module>[^()]+?)(?: \+ (?P<offset>0x[0-9a-fA-F]+))?\)\s*$")
 _INFO = regex.compile(r"^\s*(?P<key>[A-Z][A-Za-z ]{1,20}): (?P<value>.*)$")
 _MODULE = regex.compile(r"^\s*(?:Module |ELF object binary|Found module )")
 _SYSLOG = regex.compile(r"^(?:\S+\s+){2,3}(?P<host>\S+) systemd-coredump\[\d+\]: ")

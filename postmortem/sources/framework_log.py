@@ -17,8 +17,8 @@ process tag so interleaved ranks do not mix.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 import dataclasses
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -38,7 +38,8 @@ ANCHORS: tuple[bytes, ...] = (
     b"device-side assert", b"uncorrectable ECC error", b"too many resources requested",
     b"launch timed out", b"illegal instruction was encountered", b"misaligned address",
     b"driver version is insufficient", b"invalid device function",
-    b"out of memory", b"out of resource: ", b"OutOfMemoryError", b"Allocation on device", b"RESOURCE_EXHAUSTED", b"OOM when allocating",
+    b"out of memory", b"out of resource: ", b"OutOfMemoryError", b"Allocation on device", b"RESOURCE_EXHAUSTED",
+    b"OOM when allocating",
     b"with CUDA capability sm_", b"PyTorch no longer supports this GPU", b"The minimum required Cuda capability",
     b"Assertion `", b"] Assertion ",
     b"_STATUS_", b"CUBLAS failure", b"Failed to get convolution algorithm", b"CUFFT_",
@@ -56,14 +57,17 @@ ANCHORS: tuple[bytes, ...] = (
     b"Exception Code: 0x", b"Exception code: 0x", b"exception code 0x", b"exit status 0xc", b"exit status 0xC",
     b"(0xC0000", b"(0xc0000",
     b"(Triggered internally at", b"This container was built for NVIDIA Driver Release", b"== cudaSuccess (",
-    b"version incompatibility", b"but source was compiled with", b"were compiled with different CUDA versions",  # PyTorch's TORCH_WARN suffix: the warning before it often quotes a CUDA error
+    # PyTorch's TORCH_WARN suffix: the warning before it often quotes a CUDA error
+    b"version incompatibility", b"but source was compiled with", b"were compiled with different CUDA versions",
     b"Resource exhausted: Out", b"Out of memory allocating", b"Allocator fail", b"out_of_memory",
     b"out of memory to allocate", b"Failed to allocate memory for requested buffer",
-    b"GPUs or newer", b"for compute capability", b"is not defined for option 'gpu-name'", b"Unsupported gpu architecture", b"Unsupported .version",
+    b"GPUs or newer", b"for compute capability", b"is not defined for option 'gpu-name'",
+    b"Unsupported gpu architecture", b"Unsupported .version",
 )
 MESSAGE_ANCHOR_MIN = 20
 """Shortest cudaGetErrorString() message used as an anchor (shorter ones, "invalid argument", are everywhere)."""
-ANCHORS += tuple(sorted({e.message.encode() for e in cuda_errors() if e.message and len(e.message) >= MESSAGE_ANCHOR_MIN}))
+ANCHORS += tuple(sorted({e.message.encode() for e in cuda_errors()
+                         if e.message and len(e.message) >= MESSAGE_ANCHOR_MIN}))
 """Every CUDA error is found by its message too, whatever wording surrounds it (`Error 804: ...`)."""
 
 FOLLOW_LIMIT = 400
@@ -219,7 +223,7 @@ def _continuation(ctx: _Context, line: Line, limit: int = 40) -> Line:
         blanks = 0
         if repro and not _NEW_RECORD.match(body):
             last = nxt
-        elif body[:1].isspace() and not body.lstrip().startswith('File "') or _TAIL.match(body):
+        elif (body[:1].isspace() and not body.lstrip().startswith('File "')) or _TAIL.match(body):
             repro = repro or bool(_REPRO.match(body))
             last = nxt
         else:
@@ -269,7 +273,8 @@ def _traceback(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
             elif _TB_HEADER.match(body) and chain:
                 headers.append(nxt)
                 state, last = "frames", nxt
-            elif (body[:1].isspace() or _TAIL.match(body)) and len(chain[-1]["message"]) < 2000 and nxt.number - last.number == 1:
+            elif ((body[:1].isspace() or _TAIL.match(body)) and len(chain[-1]["message"]) < 2000
+                  and nxt.number - last.number == 1):
                 chain[-1]["message"] += "\n" + body.strip()
                 last = nxt
             elif body.strip():
@@ -419,7 +424,8 @@ def _arch(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
         return [_Found("arch-unsupported", line, line, fields, ("arch-unsupported", match["feature"]), pre.time)]
     elif match := _PTX_TOO_NEW.search(body):
         fields = {"ptx_version": match["ptx"], "supported_ptx": match["supported"],
-                  "message": f"PTX ISA {match['ptx']} is newer than the {match['supported']} the compiler or driver supports"}
+                  "message": f"PTX ISA {match['ptx']} is newer than the "
+                             f"{match['supported']} the compiler or driver supports"}
         return [_Found("driver-error", line, line, fields, ("driver-error", "ptx", match["ptx"]), pre.time)]
     elif match := _ARCH_OLD.search(body) or _ARCH_TF.search(body):
         fields = {"gpu_name": match["gpu"].strip(), "sm": _sm(match["cc"]), "gpu_index": int(match["idx"]),
@@ -433,7 +439,8 @@ def _arch(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
 # ---------------------------------------------------------------- device asserts
 
 _ASSERT = regex.compile(
-    r"(?P<file>(?<![^\s:])[^\s:]+\.cuh?):(?P<line>\d+): (?P<func>.*?):?\s*block: \[(?P<block>[\d, ]+)\],\s*thread: \[(?P<thread>[\d, ]+)\]"
+    r"(?P<file>(?<![^\s:])[^\s:]+\.cuh?):(?P<line>\d+): (?P<func>.*?):?\s*block: \["
+    r"(?P<block>[\d, ]+)\],\s*thread: \[(?P<thread>[\d, ]+)\]"
     r"\s*Assertion `?(?P<cond>.*?)`? failed"
     r"|(?P<file>(?<![^\s:])[^\s:]+\.cuh?):(?P<line>\d+):? Assertion `(?P<cond>.*?)` failed"
 )
@@ -457,7 +464,8 @@ def _device_assert(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
 # ---------------------------------------------------------------- kernels too big for the GPU
 
 _RESOURCES = regex.compile(
-    r"out of resource: (?P<resource>[ ]*+\w+(?:[ ]++\w+)*?)[ ]*+,?\s*+Required: (?P<required>\d+),?\s*Hardware limit(?:ation)?: (?P<limit>\d+)")
+    r"out of resource: (?P<resource>[ ]*+\w+(?:[ ]++\w+)*?)[ ]*+,?\s*+Required: "
+    r"(?P<required>\d+),?\s*Hardware limit(?:ation)?: (?P<limit>\d+)")
 """Triton's OutOfResources; old releases ran the parts together ("shared memoryRequired: 65536Hardware limit")."""
 
 
@@ -486,7 +494,8 @@ _LIB_NUMBER = regex.compile(
 )
 """A status by number, as libraries and their callers print it: `CUBLAS failure 13`, `cuBLAS API failed with
 status 15`, `cuDNN error 4`, `CURAND error 201`."""
-_CUDNN_INIT = regex.compile(r"Failed to get convolution algorithm\. This is probably because cuDNN failed to initialize")
+_CUDNN_INIT = regex.compile(r"Failed to get convolution algorithm\. This "
+                            r"is probably because cuDNN failed to initialize")
 _NODE = regex.compile(r"\{\{node (?P<node>[^}]+)\}\}")
 
 
@@ -523,7 +532,8 @@ def _library(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
 # ---------------------------------------------------------------- runtime libraries of another version
 
 _VERSION_MISMATCH = (
-    # PyTorch: "cuDNN version incompatibility: PyTorch was compiled against (8, 7, 0) but found runtime version (8, 5, 0)"
+    # PyTorch: "cuDNN version incompatibility: PyTorch was compiled against (8, 7, 0) but found runtime version
+    # (8, 5, 0)"
     regex.compile(r"(?P<library>cuDNN|NCCL|cuBLAS) version incompatibility: (?P<framework>\w+) was compiled\s+against "
                   r"\((?P<built>[\d, ]+)\) but found runtime version \((?P<found>[\d, ]+)\)"),
     # XLA / TensorFlow stream executor: "Loaded runtime CuDNN library: 8.5.0 but source was compiled with: 8.6.0"
@@ -619,7 +629,8 @@ def _framework(text: str) -> str | None:
 
 _CUDA_CONTEXT = regex.compile(r"(?i)cuda|cublas|cudnn|\bgpu\b|\bTHC|ggml")
 _DRIVER_PHRASES = regex.compile(
-    r"Found no NVIDIA driver on your system|NVIDIA driver on your system is too old(?: \(found version (?P<found>\d+)\))?"
+    r"Found no NVIDIA driver on your system"
+    r"|NVIDIA driver on your system is too old(?: \(found version (?P<found>\d+)\))?"
     r"|(?i:your nvidia driver is too old)"  # ollama, llama.cpp loaders
     r"|Driver does not support the required nvenc API version\. Required: (?P<required>[\d.]+) Found: (?P<found>[\d.]+)"
     r"|The minimum required Nvidia driver for nvenc is (?P<required>[\d.]+) or newer"  # FFmpeg's NVENC
@@ -650,7 +661,8 @@ _API = regex.compile(
 )
 _FILE_LINE = (
     regex.compile(r"file=(?P<file>.+?)\s*;?\s*line=(?P<line>\d+)"),
-    regex.compile(r"(?P<file>(?<![^\s:'\"(\[])(?:[A-Za-z]:)?[^\s:'\"(\[]+\.(?:cu|cuh|cpp|cc|c|h|hpp|py|lua)):(?P<line>\d+)"),
+    regex.compile(r"(?P<file>(?<![^\s:'\"(\[])(?:[A-Za-z]:)?[^\s:'\"(\[]+\.(?:cu|cuh|cpp|cc|c|h|hpp|py|lua)):"
+                  r"(?P<line>\d+)"),
 )
 _GPU_INDEX = regex.compile(r"GPU=(?P<i>\d{1,3})\b|current device: (?P<i>\d+)|device ordinal (?P<i>\d+)")
 _HOSTNAME = regex.compile(r"hostname=(?P<h>[\w.\-]+)")
@@ -683,7 +695,8 @@ def _cuda(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
     phrase = _DRIVER_PHRASES.search(body)
     if record is None and phrase is None:
         return []
-    if record is not None and not _CUDA_CONTEXT.search(body) and (record.cause is None or len(record.message or "") < 20):
+    if (record is not None and not _CUDA_CONTEXT.search(body)
+            and (record.cause is None or len(record.message or "") < 20)):
         return []
     last, first = _continuation(ctx, line), line
     fields: dict[str, Any] = _call_site("\n".join(_block_text(ctx, line, last)))
@@ -712,17 +725,21 @@ def _cuda(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
 
 # ---------------------------------------------------------------- workers and children
 
-_SHM = regex.compile(r"(?i)Unexpected bus error encountered in (?:DataLoader )?worker|insufficient shared memory \(shm\)")
+_SHM = regex.compile(r"(?i)Unexpected bus error encountered in (?:DataLoader )?worker"
+                     r"|insufficient shared memory \(shm\)")
 """PyTorch's and Paddle's DataLoader words for a worker killed by SIGBUS on a full /dev/shm."""
 _WORKER_SIGNAL = regex.compile(r"DataLoader worker \(pid (?P<pid>\d+)\) is killed by signal: (?P<sig>[^.]+)")
-_WORKER_FAULT = regex.compile(r"Unexpected (?P<what>segmentation fault|floating point exception|illegal instruction) encountered in worker")
+_WORKER_FAULT = regex.compile(r"Unexpected (?P<what>segmentation fault|floating point exception"
+                              r"|illegal instruction) encountered in worker")
 _WORKER_EXIT = regex.compile(r"DataLoader worker \(pid\(s\) (?P<pids>[\d, ]+)\) exited unexpectedly")
 _ELASTIC = regex.compile(
-    r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<rank>\d+) \(pid: (?P<pid>\d+)\)(?: of binary: (?P<binary>\S+))?"
+    r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: "
+    r"(?P<rank>\d+) \(pid: (?P<pid>\d+)\)(?: of binary: (?P<binary>\S+))?"
 )
 _CHILD_FAILED = regex.compile(r"ChildFailedError:")
 _ROOT_FIELDS = regex.compile(
-    r"^\s*(?:time\s*:\s*(?P<time>\S+)|host\s*:\s*(?P<host>\S+)|rank\s*:\s*(?P<rank>\d+)(?: \(local_rank: (?P<local>\d+)\))?"
+    r"^\s*(?:time\s*:\s*(?P<time>\S+)|host\s*:\s*(?P<host>\S+)"
+    r"|rank\s*:\s*(?P<rank>\d+)(?: \(local_rank: (?P<local>\d+)\))?"
     r"|exitcode\s*:\s*(?P<code>-?\d+)(?: \(pid: (?P<pid>\d+)\))?|traceback\s*:\s*(?P<tb>.*))"
 )
 
@@ -814,7 +831,8 @@ def _child_failed_block(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Foun
 _FAULTHANDLER = regex.compile(r"Fatal Python error: (?P<what>[^:]*[^:\s])\s*$")
 _FH_LINE = regex.compile(
     r'^(?:\s*$|(?:Current thread|Thread) 0x[0-9a-f]+ \(most recent call first\):|Stack \(most recent call first\):'
-    r'|\s+File ".*", line \d+ in |\s+<no Python frame>|\s+Garbage-collecting|Extension modules:|<Cannot show all threads)'
+    r'|\s+File ".*", line \d+ in |\s+<no Python frame>'
+    r'|\s+Garbage-collecting|Extension modules:|<Cannot show all threads)'
 )
 _FH_FRAME = regex.compile(r'^\s+File "(?P<file>.*)", line (?P<line>\d+) in (?P<func>.+)$')
 _NATIVE_HEAD = regex.compile(
@@ -828,12 +846,14 @@ _NATIVE_FRAME = regex.compile(
     regex.IGNORECASE,
 )
 _SHELL = regex.compile(
-    r"\G(?:\S+: line \d+:\s+\d+\s+)?(?P<what>Segmentation fault|Bus error|Aborted|Illegal instruction|Floating point exception)"
+    r"\G(?:\S+: line \d+:\s+\d+\s+)?"
+    r"(?P<what>Segmentation fault|Bus error|Aborted|Illegal instruction|Floating point exception)"
     r"(?P<core>\s+\(core dumped\))?(?:\s+.*)?"
 )
 _GLIBC = regex.compile(r"^(?:malloc|free|realloc|double free|corrupted|munmap_chunk|malloc_consolidate)\S*.*")
 _WINDOWS = regex.compile(r"(?i)(?:exit status|exception code|exit code)[:\s]+(?:-?\d+\s+\()?(?P<code>0xc[0-9a-f]{7})\b")
-_TERMINATE = regex.compile(r"terminate called (?:after throwing an instance of '(?P<type>[^']+)'|without an active exception|recursively)")
+_TERMINATE = regex.compile(r"terminate called (?:after throwing an instance of '(?P<type>[^']+)'"
+                           r"|without an active exception|recursively)")
 _WHAT = regex.compile(r"^\s*what\(\):\s*(?P<what>.*)")
 
 
@@ -852,7 +872,8 @@ def _faulthandler(ctx: _Context, line: Line, pre: _Prefixed) -> _Found | None:
     match = _FAULTHANDLER.search(pre.body)
     if not match or not signal_name(match["what"]):
         return None
-    last, threads = line, []
+    last = line
+    threads: list[tuple[bool, list[str]]] = []
     for nxt, p in _follow(ctx, line, FOLLOW_LIMIT):
         if not _FH_LINE.match(p.body):
             break
@@ -873,7 +894,8 @@ def _native_backtrace(ctx: _Context, line: Line, pre: _Prefixed) -> _Found | Non
     if not match:
         return None
     signal = signal_name(match["sig"] or match["num"])
-    last, frames = line, []
+    last = line
+    frames: list[str] = []
     for nxt, p in _follow(ctx, line, FOLLOW_LIMIT):
         if not _NATIVE_FRAME.match(p.body):
             break

@@ -16,10 +16,10 @@ from typing import Any
 
 import regex
 
+from ..debugging import CUDA_EXCEPTIONS, crash_site, exception_number, functions_of, short_name
 from ..knowledge import signal_name
 from ..model import Event
 from ..text import Line, TextDoc
-from ..debugging import CUDA_EXCEPTIONS, crash_site, exception_number, functions_of, short_name
 
 NAME = "gdb"
 ANCHORS = (
@@ -41,20 +41,25 @@ EXCEPTION_LINES = 12
 _FRAME = regex.compile(
     r"(?<![\w#(])#(?P<index>\d+)\s+(?P<body>0x[0-9a-fA-F]+ in \S.*|<signal handler called>"
     r"|(?!0x)[^\s(][^(]*\(.*\)(?: at \S+:\d+| from \S+)?)\s*$")
-_STOP = regex.compile(r"^(?P<pc>0x[0-9a-fA-F]+) in (?P<call>.+?)(?: at (?P<file>\S+):(?P<line>\d+)| from (?P<module>\S+))?\s*$")
-_CALL = regex.compile(r"^(?:(?P<pc>0x[0-9a-fA-F]+) in )?(?P<call>.+?)(?: at (?P<file>\S+):(?P<line>\d+)| from (?P<module>\S+))?$")
-"""A frame's text after its number, stripped first: a trailing blank-matcher under the lazy `call` would rescan every blank run."""
+_STOP = regex.compile(r"^(?P<pc>0x[0-9a-fA-F]+) in (?P<call>.+?)"
+                      r"(?: at (?P<file>\S+):(?P<line>\d+)| from (?P<module>\S+))?\s*$")
+_CALL = regex.compile(r"^(?:(?P<pc>0x[0-9a-fA-F]+) in )?(?P<call>.+?)"
+                      r"(?: at (?P<file>\S+):(?P<line>\d+)| from (?P<module>\S+))?$")
+"""A frame's text after its number, stripped first: a trailing blank-matcher under the lazy `call` would rescan
+every blank run."""
 _THREAD = regex.compile(r"\bThread (?P<num>\d+) \((?P<what>.*)\)\s*:?\s*$")
 _LWP = regex.compile(r"LWP (?P<lwp>\d+)")
 _QUOTED = regex.compile(r"\"(?P<name>[^\"]*)\"")
 _SIGNAL = regex.compile(
-    r"(?:(?:Thread (?P<thread>\d+)(?: \"(?P<process>[^\"]*)\")?(?: \([^)]*\)*)?|Program) received|Program terminated with)"
+    r"(?:(?:Thread (?P<thread>\d+)(?: \"(?P<process>[^\"]*)\")?"
+    r"(?: \([^)]*\)*)?|Program) received|Program terminated with)"
     r" signal (?P<signal>SIG\w+|CUDA_EXCEPTION_\d+|\d+|\?)(?:, (?P<text>[^.]+))?\.?")
 _CURRENT = regex.compile(r"\[Current thread is (?P<num>\d+)")
 _CUDA_EXCEPTION = regex.compile(r"CUDA Exception: (?P<name>[A-Za-z][\w -]*[\w])")
 _TRIGGER = regex.compile(r"exception was triggered at PC (?P<pc>0x[0-9a-fA-F]+)")
 _FOCUS = regex.compile(r"\[Switching focus to CUDA (?P<what>[^\]]+)\]")
-_FOCUS_PART = regex.compile(r"\b(?P<key>kernel|grid|cluster|block|thread|device|sm|warp|lane) (?P<value>\([\d, ]+\)|\d+)")
+_FOCUS_PART = regex.compile(r"\b(?P<key>kernel|grid|cluster|block|thread|device|sm|warp|lane) "
+                            r"(?P<value>\([\d, ]+\)|\d+)")
 _PC_SOURCE = regex.compile(r"^(?P<pc>0x[0-9a-fA-F]+)\s+(?P<line>\d+)\s+(?P<source>\S.*)$")
 _SOURCE = regex.compile(r"^(?P<line>\d+)\t(?P<source>.*)$")
 _KERNEL_ROW = regex.compile(
@@ -241,6 +246,7 @@ def _backtrace(doc: TextDoc, line: Line) -> _Stack | None:
     head_lines = []
     if header:
         t = _THREAD.search(header.text)
+        assert t is not None  # header was picked for matching _THREAD
         fields["thread"] = t.group("num")
         if lwp := _LWP.search(t.group("what")):
             fields["lwp"] = int(lwp.group("lwp"))
@@ -334,7 +340,9 @@ def _focus_fields(what: str) -> dict[str, Any]:
 
 def _focus(doc: TextDoc, line: Line) -> tuple[tuple[Line, Line, dict[str, Any]], int]:
     """A focus switch with no exception (a live or hung kernel) and where that thread is."""
-    fields = _focus_fields(_FOCUS.search(line.text).group("what"))
+    switch = _FOCUS.search(line.text)
+    assert switch is not None  # the caller matched it
+    fields = _focus_fields(switch.group("what"))
     last = line
     for nxt in doc.following(line, 2):
         text = nxt.text.strip()

@@ -15,7 +15,7 @@ Python loop over the rows), so a day of 1-second samples stays fast.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import regex
 
@@ -63,7 +63,8 @@ MEMORY_FULL_RATIO = 0.97
 """memory.used at this share of memory.total means the growth ran into the GPU's capacity (an OOM follows)."""
 
 STUCK_MIN_SPAN_S = 900.0
-"""Utilisation frozen for this long, with memory held and unchanged, looks like a hang (NCCL's default timeout is 10 min)."""
+"""Utilisation frozen for this long, with memory held and unchanged, looks like a hang (NCCL's default timeout is
+10 min)."""
 
 STUCK_MEMORY_HELD_MIB = 1024.0
 """Memory a process must hold for a frozen GPU to count: an idle GPU at 0 % with nothing allocated is not a hang."""
@@ -205,7 +206,8 @@ def _read_dmon(doc: TextDoc, header: Line):
     for position, token in enumerate(tokens[: cells.shape[1]]):
         name = _DMON_NAMES.get(token.lower())
         if name and name not in frame:
-            frame[name] = pd.to_numeric(cells[position].where(cells[position] != "-"), errors="coerce").astype("float64")
+            frame[name] = pd.to_numeric(cells[position].where(cells[position] != "-"),
+                                        errors="coerce").astype("float64")
     if "Date" in tokens[:1] and "Time" in tokens[:2]:
         frame.insert(0, "time", pd.to_datetime(cells[0] + " " + cells[1], format="%Y%m%d %H:%M:%S", errors="coerce"))
     frame = frame.dropna(subset=["gpu_index"])
@@ -215,7 +217,7 @@ def _read_dmon(doc: TextDoc, header: Line):
     return frame, header, raw, 0, header.number + end
 
 
-def _first(mask: "pd.Series") -> int:
+def _first(mask: pd.Series) -> int:
     """Position of the first True in `mask`, or its length."""
     hits = mask.to_numpy().nonzero()[0]
     return int(hits[0]) if len(hits) else len(mask)
@@ -226,7 +228,7 @@ def _header_unit(cell: str) -> str:
     return match[1].strip().lower() if match else ""
 
 
-def _column(cells: "pd.Series", name: str, header_unit: str) -> "pd.Series":
+def _column(cells: pd.Series, name: str, header_unit: str) -> pd.Series:
     """One CSV column converted: numbers scaled to the canonical unit, [N/A] and friends as missing."""
     import pandas as pd
 
@@ -245,7 +247,7 @@ def _column(cells: "pd.Series", name: str, header_unit: str) -> "pd.Series":
     return (number * unit.map(_SCALE)).astype("float64")
 
 
-def _split_unit(cells: "pd.Series") -> tuple["pd.Series", "pd.Series"]:
+def _split_unit(cells: pd.Series) -> tuple[pd.Series, pd.Series]:
     """Each cell's number and lower-case unit ("250.00 W" -> 250.0, "w"), vectorised: a per-cell regex
     costs seconds on a day of samples. Only the rare cells without a space ("35%") take the regex."""
     import pandas as pd
@@ -266,7 +268,7 @@ _HEX_BYTE = {f"{value:02x}": value for value in range(256)} | {f"{value:02X}": v
 """Last two hex digits of a reason bitmask -> their value (the hardware slowdown bits all sit in that byte)."""
 
 
-def _lost(raw: "pd.Series", cells: "pd.DataFrame") -> "pd.Series":
+def _lost(raw: pd.Series, cells: pd.DataFrame) -> pd.Series:
     """Rows where nvidia-smi printed a lost-GPU error in place of most values (cells are read only in rows
     that name such an error at all)."""
     lost = raw.str.contains(_LOST, na=False)
@@ -277,7 +279,7 @@ def _lost(raw: "pd.Series", cells: "pd.DataFrame") -> "pd.Series":
     return lost.astype(bool)
 
 
-def _per_gpu(frame: "pd.DataFrame") -> Iterator[tuple[str, "pd.DataFrame"]]:
+def _per_gpu(frame: pd.DataFrame) -> Iterator[tuple[str, pd.DataFrame]]:
     """Each GPU's rows, named by its PCI address, else its index."""
     frame = frame.assign(sample=range(len(frame)))
     if "time" in frame and frame["time"].notna().any():
@@ -289,23 +291,23 @@ def _per_gpu(frame: "pd.DataFrame") -> Iterator[tuple[str, "pd.DataFrame"]]:
     if key is None:
         yield "gpu", frame
         return
-    groups = list(frame.groupby(key, sort=False))
+    groups: list[tuple[Any, pd.DataFrame]] = list(frame.groupby(key, sort=False))  # keys: pandas scalars
     for gpu, rows in groups:
         last = rows["line"].iloc[-1]
         rows.attrs["cycles_after"] = max((int((other["line"] > last).sum()) for _, other in groups), default=0)
         yield (str(int(gpu)) if key == "gpu_index" else pci_of(str(gpu))), rows
 
 
-def _span(doc: TextDoc, header: Line, rows: "pd.DataFrame") -> Location:
+def _span(doc: TextDoc, header: Line, rows: pd.DataFrame) -> Location:
     return Location(doc.path, int(rows["line"].iloc[0]), int(rows["line"].iloc[-1]))
 
 
 # ---- findings ------------------------------------------------------------------------------
 
 
-def _detect(doc: TextDoc, header: Line, raw: "pd.Series", gpu: str, rows: "pd.DataFrame") -> Iterator[Event]:
+def _detect(doc: TextDoc, header: Line, raw: pd.Series, gpu: str, rows: pd.DataFrame) -> Iterator[Event]:
     """The events a look at this GPU's series would raise."""
-    base = {"gpu": gpu}
+    base: dict[str, Any] = {"gpu": gpu}
     for name in ("gpu_index", "gpu_name", "pci"):
         if name in rows and rows[name].notna().any():
             value = rows[name].dropna().iloc[0]
@@ -315,7 +317,7 @@ def _detect(doc: TextDoc, header: Line, raw: "pd.Series", gpu: str, rows: "pd.Da
         yield _event(doc, header, raw, kind, span, base | fields)
 
 
-def _event(doc: TextDoc, header: Line, raw: "pd.Series", kind: str, span: "pd.DataFrame", fields: dict) -> Event:
+def _event(doc: TextDoc, header: Line, raw: pd.Series, kind: str, span: pd.DataFrame, fields: dict) -> Event:
     first, last = int(span["line"].iloc[0]), int(span["line"].iloc[-1])
     shown = [header.text, raw.iloc[first - header.number - 1]]
     if last != first:
@@ -329,7 +331,7 @@ def _event(doc: TextDoc, header: Line, raw: "pd.Series", kind: str, span: "pd.Da
     return Event(kind, Location(doc.path, first, last), "\n".join(shown), fields, **extra)
 
 
-def _run_bounds(mask: "pd.Series") -> tuple["np.ndarray", "np.ndarray"]:
+def _run_bounds(mask: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """Start and end positions (inclusive) of each run of True in `mask`."""
     import numpy as np
 
@@ -341,7 +343,7 @@ def _run_bounds(mask: "pd.Series") -> tuple["np.ndarray", "np.ndarray"]:
     return starts[keep], ends[keep]
 
 
-def _longest(rows: "pd.DataFrame", mask: "pd.Series", min_s: float) -> "pd.DataFrame | None":
+def _longest(rows: pd.DataFrame, mask: pd.Series, min_s: float) -> pd.DataFrame | None:
     """The longest run where `mask` holds, if it lasts at least `min_s` seconds (the first of equal ones)."""
     starts, ends = _run_bounds(mask)
     if not len(starts):
@@ -375,7 +377,7 @@ def _power(rows):
 def _throttle(rows):
     active = {}
     for name, bit in _THROTTLE_BITS.items():
-        flags = rows[name] if name in rows else None
+        flags = rows.get(name)
         if "throttle_mask" in rows:
             from_mask = (rows["throttle_mask"].fillna(0).astype(int) & bit) > 0
             flags = from_mask if flags is None else flags.fillna(False).astype(bool) | from_mask
@@ -403,7 +405,8 @@ def _growth(rows):
     starts = np.concatenate(([0], (segment[1:] != segment[:-1]).nonzero()[0] + 1)) if len(segment) else segment
     ends = np.concatenate((starts[1:], [len(segment)])) - 1
     values, elapsed = spans["memory_used_mib"].to_numpy(), spans["elapsed_s"].to_numpy()
-    grown = (values[ends] - values[starts] >= LEAK_MIN_GROWTH_MIB) & (elapsed[ends] - elapsed[starts] >= LEAK_MIN_SPAN_S)
+    grown = ((values[ends] - values[starts] >= LEAK_MIN_GROWTH_MIB)
+             & (elapsed[ends] - elapsed[starts] >= LEAK_MIN_SPAN_S))
     for lo, hi in zip(starts[grown], ends[grown]):
         span = spans.iloc[lo : hi + 1]
         growth = span["memory_used_mib"].iloc[-1] - span["memory_used_mib"].iloc[0]

@@ -5,18 +5,19 @@
 it becomes one `gpu-state` event per GPU whose text keeps the lines that
 prove a finding. The default `nvidia-smi` table gives the same event per GPU
 row (fewer fields; `ERR!` cells, where NVML could not read a value, listed in
-`err_cells`); its version banner becomes facts of those events. When nvidia-smi cannot even start, its one-line complaint
-(`nvml-error`) is the evidence. DCGM's host engine reports health-watch
-verdicts (`dcgm-health`), and the Fabric Manager log reports NVSwitch errors
-(`sxid`, the same kind and field names the kernel log uses for SXid lines).
+`err_cells`); its version banner becomes facts of those events. When nvidia-smi
+cannot even start, its one-line complaint (`nvml-error`) is the evidence. DCGM's
+host engine reports health-watch verdicts (`dcgm-health`), and the Fabric Manager
+log reports NVSwitch errors (`sxid`, the same kind and field names the kernel log
+uses for SXid lines).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator
-from typing import Any
 from datetime import datetime
+from typing import Any
 
 import regex
 
@@ -66,7 +67,8 @@ _TABLE_VERSIONS = regex.compile(
 _BUS_ID = regex.compile(r"(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])")
 
 _ROW_NAME = regex.compile(r"^\s*(?P<index>\d+)\s+(?P<name>\S.*?)\s+(?P<persistence>On|Off|N/A|ERR!|WDDM|TCC)\s*$")
-_ROW_BUS = regex.compile(r"^\s*(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]|ERR!)\s+(?P<display>\S+)\s*$")
+_ROW_BUS = regex.compile(r"^\s*(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]|ERR!)\s+"
+                         r"(?P<display>\S+)\s*$")
 _ROW_ONE = regex.compile(r"^\s*(?P<ecc>\S+)\s*$")
 _ROW_POWER = regex.compile(
     r"^\s*(?P<fan>\S+)\s+(?P<temp>\S+)\s+(?P<perf>\S+)\s+(?P<power>\S+?)\s*/\s*(?P<power_cap>\S+)\s*$")
@@ -126,8 +128,7 @@ def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
             yield from events
         else:
             _fold(seen, _one_line(doc, line))
-    for event in seen.values():
-        yield event
+    yield from seen.values()
 
 
 def _one_line(doc: TextDoc, line: Line) -> Event | None:
@@ -166,7 +167,7 @@ def _fabric_error(doc: TextDoc, line: Line, match: regex.Match) -> Event:
     for name in ("switch", "port"):
         if match[name]:
             fields[name] = int(match[name])
-    extra = {}
+    extra: dict[str, Any] = {}
     if stamp := _FM_TIME.search(line.text):
         try:
             extra = {"time": datetime.strptime(" ".join(stamp["stamp"].split()), "%b %d %Y %H:%M:%S"), "clock": "wall"}
@@ -236,7 +237,9 @@ def _excerpt(doc: TextDoc, start: Line) -> tuple[list[Event], int]:
     The section runs while lines are indented deeper than its title; a sibling health section at the
     same indentation continues the excerpt.
     """
-    indent = len(_SECTION_START.match(start.text)["indent"].expandtabs(4))
+    title = _SECTION_START.match(start.text)
+    assert title is not None  # the caller matched it
+    indent = len(title["indent"].expandtabs(4))
     lines, last = [start], start
     for line in doc.following(start, EXCERPT_LINES):
         text = line.text.expandtabs(4)
@@ -296,7 +299,9 @@ def _flag(line: Line) -> bool | None:
 
 def _gpu_state(doc: TextDoc, index: int, section: list[Line], header: dict, header_lines: list[Line]) -> Event:
     head = section[0]
-    bus = _GPU_HEADER.match(head.text)["bus"]
+    gpu_header = _GPU_HEADER.match(head.text)
+    assert gpu_header is not None  # _report starts a section only at a GPU header
+    bus = gpu_header["bus"]
     tree = _tree(section)
     fields: dict = {"pci": pci_of(bus), "bus_id": bus, "gpu_index": index}
     for name, key in (("driver_version", "Driver Version"), ("cuda_version", "CUDA Version")):
@@ -330,7 +335,7 @@ def _shown(tree: dict, heading: list[Line], evidence: list[Line]) -> str:
 def _ancestors(tree: dict[tuple[str, ...], Line], evidence: list[Line]) -> list[Line]:
     """The section header lines above each evidence line, so the excerpt reads as nvidia-smi printed it."""
     wanted = {line.number for line in evidence}
-    out = []
+    out: list[Line] = []
     for path, line in tree.items():
         if line.number in wanted:
             out.extend(tree[path[:i]] for i in range(1, len(path)) if path[:i] in tree)
@@ -339,9 +344,10 @@ def _ancestors(tree: dict[tuple[str, ...], Line], evidence: list[Line]) -> list[
 
 def _ecc(tree: dict, fields: dict) -> list[Line]:
     """Uncorrectable (double-bit) and correctable ECC counts, volatile and aggregate, from any driver's layout."""
-    evidence = []
+    evidence: list[Line] = []
     for scope in ("Volatile", "Aggregate"):
-        for kind, markers in (("uncorrectable", ("Uncorrectable", "Double Bit")), ("correctable", ("Correctable", "Single Bit"))):
+        for kind, markers in (("uncorrectable", ("Uncorrectable", "Double Bit")),
+                              ("correctable", ("Correctable", "Single Bit"))):
             hits = [(path, line) for path, line in tree.items()
                     if path[:2] == ("ECC Errors", scope) and _int(line) is not None
                     and any(marker in part and not (kind == "correctable" and "Uncorrectable" in part)
@@ -455,9 +461,10 @@ def _row_match(line: Line, which: int) -> dict | None:
     if cells is None:
         return None
     matches = [pattern.match(cell) for pattern, cell in zip(_ROW_CELLS[which], cells)]
-    if not all(matches):
+    found = [match for match in matches if match is not None]
+    if len(found) < len(matches):
         return None
-    return {name: value for match in matches for name, value in match.groupdict().items()}
+    return {name: value for match in found for name, value in match.groupdict().items()}
 
 
 def _table_row(doc: TextDoc, line: Line) -> list[Line] | None:
@@ -506,9 +513,13 @@ def _table(doc: TextDoc, banner: Line, versions: dict) -> tuple[list[Event], int
 
 def _row_event(doc: TextDoc, row: list[Line], versions: dict, banner: Line | None) -> Event:
     """A gpu-state event from one table row: the values shown, `ERR!` cells named in err_cells."""
-    cells = _row_match(row[0], 0) | _row_match(row[1], 1)
+    first, second = _row_match(row[0], 0), _row_match(row[1], 1)
+    assert first is not None and second is not None  # the callers matched both lines of the row
+    cells = first | second
     if len(row) > 2:
-        cells["mig_mode"] = _cells(row[2])[2].strip()
+        mig = _cells(row[2])
+        assert mig is not None  # the callers checked it with _is_mig
+        cells["mig_mode"] = mig[2].strip()
     errors = [name for name, value in cells.items() if value == "ERR!"]
     fields: dict = {"gpu_index": int(cells["index"]), **versions, "view": "table"}
     if cells["bus"] != "ERR!":

@@ -137,8 +137,8 @@ def reasons_in(message: str) -> list[FailureReason]:
             found.append((m.start(), reason))
     worded: dict[int, list[FailureReason]] = {}
     for pattern, reason in _message_patterns():
-        if m := pattern.search(message):
-            worded.setdefault(m.start(), []).append(reason)
+        if hit := pattern.search(message):
+            worded.setdefault(hit.start(), []).append(reason)
     found += [(start, said[0]) for start, said in worded.items() if len(said) == 1]  # two readings: neither
     reasons: list[FailureReason] = []
     for _, reason in sorted(found, key=lambda item: item[0]):
@@ -281,16 +281,16 @@ def _table_events(doc: TextDoc, block: list[Line]) -> Iterator[Event]:
               "driver_version": meta.get("Driver Version Detected")}
     bad = False
     for test in tests:
-        outcomes = {gpu: result for gpu, result in test.results}  # the last word per GPU
+        outcomes = dict(test.results)  # the last word per GPU
         failing = [(gpu, result) for gpu, result in outcomes.items() if result in ("fail", "warn")]
         if any(gpu is not None for gpu, _ in failing):  # "memory | Fail" above "GPU0: Fail": the GPU rows say which
             failing = [(gpu, result) for gpu, result in failing if gpu is not None]
         notes = [(kind, _join(pieces)) for kind, pieces in test.notes if kind != "info"]
-        for gpu, result in failing:
+        for gpu, outcome in failing:
             bad = True
             said = [text for _, text in notes if gpu is None or _gpu_of(text) in (None, gpu)]
             message = "; ".join(said) or None
-            fields = {**common, "test": test.name, "section": test.section, "result": result, "gpu_index": gpu,
+            fields = {**common, "test": test.name, "section": test.section, "result": outcome, "gpu_index": gpu,
                       "message": message, **_reason_fields(reasons_in(message or ""))}
             yield _event(doc, test.first, fields, test.last)
     if not bad and any(test.results for test in tests):

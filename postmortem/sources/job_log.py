@@ -34,7 +34,8 @@ ANCHORS: tuple[bytes, ...] = (
 _OOM_REPORTS = (
     ("slurm", regex.compile(r"Detected (?P<count>\d+) oom[-_ ]kill events?(?:\(s\))?"
                             r"(?: in (?P<step>(?:StepId=|step )\S+))?")),
-    ("systemd", regex.compile(r"(?<![\w@.\-])(?P<unit>[\w@.\-]+\.(?:service|scope)): (?:A process of this unit has been "
+    ("systemd",
+     regex.compile(r"(?<![\w@.\-])(?P<unit>[\w@.\-]+\.(?:service|scope)): (?:A process of this unit has been "
                               r"killed by the OOM killer|Failed with result 'oom-kill')")),
     ("kubernetes", regex.compile(r"\bOOMKilled\b|The node was low on resource: memory")),
     ("lsf", regex.compile(r"TERM_MEMLIMIT: job killed after reaching LSF memory usage limit")),

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import regex
@@ -178,7 +178,7 @@ def _json_stamp(text: str) -> Stamp | None:
         return None
     moment = uptime = None
     try:
-        moment = datetime.fromtimestamp(int(record["__REALTIME_TIMESTAMP"]) / 1e6, tz=timezone.utc)
+        moment = datetime.fromtimestamp(int(record["__REALTIME_TIMESTAMP"]) / 1e6, tz=UTC)
     except (KeyError, TypeError, ValueError, OverflowError, OSError):
         pass
     try:
@@ -220,9 +220,11 @@ def stamp(text: str, before: list[Line] | None = None) -> Stamp:
                 break
     up = _UPTIME.search(text, end)
     uptime = float(up["up"]) if up else None
-    absurd = up["up"] if uptime is not None and uptime > MAX_UPTIME else None
+    absurd = up["up"] if up and uptime is not None and uptime > MAX_UPTIME else None
     rest = text[up.end():] if up else text[end:]
-    body = rest[_BODY_START.match(rest).end():] if not up else rest.lstrip()
+    start = _BODY_START.match(rest)
+    assert start is not None  # every part of it is optional: it matches any text
+    body = rest[start.end():] if not up else rest.lstrip()
     if moment is None:
         clock = None
     return Stamp(body, moment, clock, None if absurd else uptime, host, month if clock == "wall-no-year" else None,
@@ -239,7 +241,7 @@ def _iso(m: regex.Match) -> datetime | None:
     if m["tz"]:
         tz = m["tz"].replace(":", "")
         if tz == "Z":
-            return moment.replace(tzinfo=timezone.utc)
+            return moment.replace(tzinfo=UTC)
         offset = timedelta(hours=int(tz[1:3]), minutes=int(tz[3:5]))
         if offset >= timedelta(hours=24):
             return None  # no zone is a day or more from UTC (+99:99): not a time
@@ -294,11 +296,14 @@ _XID = regex.compile(
 _XID_WHO = regex.compile(
     r"^(?:pid=(?P<pid>'?<?[\w./]+>?'?|\d+)(?:,\s*|$))?(?:name=(?P<name>[^,]*)(?:,\s*|$))?(?P<msg>.*)$")
 _XID_DETAILS = (
-    regex.compile(r"Graphics (?P<exception>(?:SM )?(?:Warp |Global )?Exception) on \(GPC (?P<gpc>\d+), TPC (?P<tpc>\d+)(?:, SM (?P<sm_id>\d+))?\): (?P<fault_type>[^,]+)"),
+    regex.compile(r"Graphics (?P<exception>(?:SM )?(?:Warp |Global )?Exception) on \(GPC "
+                  r"(?P<gpc>\d+), TPC (?P<tpc>\d+)(?:, SM (?P<sm_id>\d+))?\): (?P<fault_type>[^,]+)"),
     regex.compile(r"Graphics Exception: (?P<exception>ESR)"),
-    regex.compile(r"MMU Fault: ENGINE (?P<engine>\S+) (?P<client>\S+) faulted @ (?P<fault_address>0x[0-9a-fA-F_]+)\. Fault is of type (?P<fault_type>FAULT_\w+)(?: (?P<access_type>ACCESS_TYPE_\w+))?"),
+    regex.compile(r"MMU Fault: ENGINE (?P<engine>\S+) (?P<client>\S+) faulted @ (?P<fault_address>0x[0-9a-fA-F_]+)\. "
+                  r"Fault is of type (?P<fault_type>FAULT_\w+)(?: (?P<access_type>ACCESS_TYPE_\w+))?"),
     regex.compile(r"\b[Ll]ink (?P<link>-?\d+)"),
-    regex.compile(r"GPU recovery action changed from (?P<recovery_from_code>0x\w+) \((?P<recovery_from>[^)]*)\) to (?P<recovery_code>0x\w+) \((?P<recovery_action>[^)]*)\)"),
+    regex.compile(r"GPU recovery action changed from (?P<recovery_from_code>0x\w+) \("
+                  r"(?P<recovery_from>[^)]*)\) to (?P<recovery_code>0x\w+) \((?P<recovery_action>[^)]*)\)"),
     regex.compile(r"Row Remapp(?:er|ing)(?: Error)?:? (?P<row_remap>.+)"),
     regex.compile(r"caused by previous Xid (?P<caused_by_xid>\d+)"),
     regex.compile(r"(?:\bCh(?:annel)?(?: ID)? |channel )(?P<channel>(?:0x)?[0-9a-fA-F]{4,})"),
@@ -324,7 +329,8 @@ _SXID = regex.compile(
 _PCI_LOOSE = r"(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?"
 """A PCI address as the driver prints it in messages: the domain is sometimes left out (`GPU 18:00.0:`)."""
 _OFF_BUS = regex.compile(
-    r"NVRM: (?:The NVIDIA )?GPU (?:at (?:PCI:)?)?(?P<pci>" + _PCI_LOOSE + r")(?::| has|\s*(?:\(PCI ID: (?P<pci_id>[0-9a-fA-F:]+)\)\s*)?"
+    r"NVRM: (?:The NVIDIA )?GPU (?:at (?:PCI:)?)?(?P<pci>" + _PCI_LOOSE + r")"
+    r"(?::| has|\s*(?:\(PCI ID: (?P<pci_id>[0-9a-fA-F:]+)\)\s*)?"
     r"installed in this system has)\s*(?:GPU )?(?:has )?fallen off the bus"
 )
 _INIT_FAILED = regex.compile(
@@ -352,7 +358,8 @@ _OOPS = regex.compile(
     r"|(?P<what>Oops)(?:: Oops)?: (?P<code>[0-9a-fA-F]+) \[#\d+\]"
 )
 _TASK_LINE = regex.compile(r"\bCPU: (?P<cpu>\d+) (?:UID: \d+ )?PID: (?P<pid>\d+) Comm: (?P<process>\S+)")
-_RIP = regex.compile(r"\bRIP: [0-9a-fA-F]{4}:(?:\[<[0-9a-f]+>\] )?(?P<function>[\w.]+)\+0x[0-9a-f]+/0x[0-9a-f]+(?: \[(?P<module>\w+)\])?")
+_RIP = regex.compile(r"\bRIP: [0-9a-fA-F]{4}:(?:\[<[0-9a-f]+>\] )?"
+                     r"(?P<function>[\w.]+)\+0x[0-9a-f]+/0x[0-9a-f]+(?: \[(?P<module>\w+)\])?")
 CRASH_LINES = 40
 """Lines around a panic or oops searched for its CPU/PID/Comm and RIP lines."""
 _GPU_UUID = regex.compile(r"NVRM: GPU at PCI:(?P<pci>[0-9a-fA-F:.]+): (?P<gpu_uuid>GPU-[0-9a-fA-F-]+)")
@@ -367,16 +374,21 @@ def _board_serial(doc: TextDoc, line: Line) -> str | None:
     return None
 
 
-_DRIVER = regex.compile(r"NVRM: loading NVIDIA UNIX .*?Kernel Module(?: for \S+)?\s+(?P<driver_version>\d+\.\d+(?:\.\d+)?)")
+_DRIVER = regex.compile(r"NVRM: loading NVIDIA UNIX .*?Kernel Module"
+                        r"(?: for \S+)?\s+(?P<driver_version>\d+\.\d+(?:\.\d+)?)")
 _LINUX = regex.compile(r"Linux version (?P<kernel_version>\d+\.\d+\S*) \(")
 _SEGFAULT = regex.compile(
     r"(?:(?:^|\s)(?:traps: )?(?P<process>[^\s\[\]][^\[\]]{0,63}+(?<!\s))\[(?P<pid>\d+)\]:? |^|(?<=\s))"
-    r"(?:(?P<fault>segfault) at (?P<address>[0-9a-fA-F]+) ip (?P<ip>[0-9a-fA-F]+) sp (?P<sp>[0-9a-fA-F]+) error (?P<error>[0-9a-fA-F]+)"
-    r"|(?P<fault>general protection fault|trap invalid opcode) ip:(?P<ip>[0-9a-fA-F]+) sp:(?P<sp>[0-9a-fA-F]+) error:(?P<error>[0-9a-fA-F]+))"
-    r"(?: in (?P<module>[^\[\s]+)(?:\[(?:(?P<offset>[0-9a-fA-F]+),)?(?P<base>[0-9a-fA-F]+)\+(?P<size>[0-9a-fA-F]+)\])?)?"
+    r"(?:(?P<fault>segfault) at (?P<address>[0-9a-fA-F]+) ip "
+    r"(?P<ip>[0-9a-fA-F]+) sp (?P<sp>[0-9a-fA-F]+) error (?P<error>[0-9a-fA-F]+)"
+    r"|(?P<fault>general protection fault|trap invalid opcode) ip:"
+    r"(?P<ip>[0-9a-fA-F]+) sp:(?P<sp>[0-9a-fA-F]+) error:(?P<error>[0-9a-fA-F]+))"
+    r"(?: in (?P<module>[^\[\s]+)(?:\[(?:(?P<offset>[0-9a-fA-F]+),)?"
+    r"(?P<base>[0-9a-fA-F]+)\+(?P<size>[0-9a-fA-F]+)\])?)?"
 )
 _OOM_KILLED = regex.compile(
-    r"(?:(?P<scope>Memory cgroup out of memory|Out of memory[^:]*): )?(?P<verb>Kill(?:ed)?) process (?P<pid>\d+) \((?P<process>[^)]*)\)"
+    r"(?:(?P<scope>Memory cgroup out of memory|Out of memory[^:]*): )?"
+    r"(?P<verb>Kill(?:ed)?) process (?P<pid>\d+) \((?P<process>[^)]*)\)"
 )
 _OOM_TASK_IN = regex.compile(r"Task in (?P<memcg>\S+) killed as a result of limit of (?P<limit>\S+)")
 """An old kernel's memory-cgroup OOM report; its "Killed process" line, when printed, follows within a few lines."""
@@ -384,21 +396,27 @@ OOM_REPORT_LINES = 40
 _OOM_SIZE = regex.compile(r"(?P<name>total-vm|anon-rss|file-rss|shmem-rss):(?P<kb>[\d,]+)kB")
 _OOM_CONSTRAINT = regex.compile(r"oom-kill:(?P<pairs>\S+)")
 _HANGS = (
-    ("hung-task", regex.compile(r"(?:INFO: )?\btask (?P<task>.+?):(?P<pid>\d+) blocked for more than (?P<seconds>\d+) seconds")),
-    ("soft-lockup", regex.compile(r"BUG: soft lockup - CPU#(?P<cpu>\d+) stuck for (?P<seconds>\d+)s! \[(?P<task>.+?):(?P<pid>\d+)\]")),
+    ("hung-task",
+     regex.compile(r"(?:INFO: )?\btask (?P<task>.+?):(?P<pid>\d+) blocked for more than (?P<seconds>\d+) seconds")),
+    ("soft-lockup",
+     regex.compile(r"BUG: soft lockup - CPU#(?P<cpu>\d+) stuck for (?P<seconds>\d+)s! \[(?P<task>.+?):(?P<pid>\d+)\]")),
     ("hard-lockup", regex.compile(r"Watchdog detected hard LOCKUP on cpu (?P<cpu>\d+)")),
-    ("rcu-stall", regex.compile(r"(?P<task>rcu_\w+) (?:self-)?detected (?:expedited )?stalls? on CPUs?(?:/tasks)?:?(?:\s*\{\s*(?P<cpu>\d+)\s*\})?")),
+    ("rcu-stall", regex.compile(r"(?P<task>rcu_\w+) (?:self-)?detected (?:expedited )?stalls? on CPUs?"
+                                r"(?:/tasks)?:?(?:\s*\{\s*(?P<cpu>\d+)\s*\})?")),
 )
 _AER_HEAD = regex.compile(
-    r"(?:(?P<device>" + _PCI + r"): )?AER: (?P<multiple>Multiple )?(?P<sev>Corrected|Correctable|Uncorrected|Uncorrectable)"
+    r"(?:(?P<device>" + _PCI + r"): )?AER: (?P<multiple>Multiple )?"
+    r"(?P<sev>Corrected|Correctable|Uncorrected|Uncorrectable)"
     r"(?: \((?P<fatal>Non-Fatal|Fatal)\))? errors? (?:message )?received(?: from|:)? (?:id=)?(?P<source>[0-9a-fA-F:.]+)"
 )
 _AER_BUS = regex.compile(
-    r"(?:(?P<device>" + _PCI + r"): )?(?:AER: )?PCIe Bus Error: severity=(?P<sev>[^,]+), type=(?P<layer>[^,]+), \((?P<agent>[^)]*)\)"
+    r"(?:(?P<device>" + _PCI + r"): )?(?:AER: )?PCIe Bus Error: "
+    r"severity=(?P<sev>[^,]+), type=(?P<layer>[^,]+), \((?P<agent>[^)]*)\)"
 )
 _AER_BIT = regex.compile(r"\[\s*\d+\] (?P<name>[A-Za-z][\w/ ]*?)\s*(?:\(First\))?\s*$")
 _MCE_START = regex.compile(r"Machine Check Exception|\[Hardware Error\]|(?i:Fatal machine check)")
-_MCE_MORE = regex.compile(r"\[Hardware Error\]|^\s*(?:Bank \d|PROCESSOR |Machine check|TSC |ADDR |MISC |RIP )|(?i:Fatal machine check)")
+_MCE_MORE = regex.compile(r"\[Hardware Error\]|^\s*(?:Bank \d|PROCESSOR |Machine check|TSC |ADDR |MISC |RIP )"
+                          r"|(?i:Fatal machine check)")
 _MCE_FIELDS = (
     regex.compile(r"CPU (?P<cpu>\d+): Machine Check(?: Exception)?: (?P<mcg>\w+)"),
     regex.compile(r"Bank (?P<bank>\d+): (?P<status>[0-9a-fA-F]{16})"),
@@ -417,7 +435,8 @@ def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
     absurd = [(line, s.absurd_uptime) for line, s in zip(lines, stamps) if s.absurd_uptime]
     if absurd:
         doc.diagnostics.append(
-            f"{len(absurd)} kernel lines give an uptime of more than {MAX_UPTIME / (365 * 86400):.0f} years (first: line "
+            f"{len(absurd)} kernel lines give an uptime of more than "
+            f"{MAX_UPTIME / (365 * 86400):.0f} years (first: line "
             f"{absurd[0][0].number}, [{absurd[0][1][:40]}]); no kernel runs that long, so those lines were read "
             "without an uptime")
     by_number = {line.number: s for line, s in zip(lines, stamps)}
@@ -456,7 +475,8 @@ def _events(doc: TextDoc, line: Line, s: Stamp, stamps: dict[int, Stamp], consum
     if m := _INIT_FAILED.search(body):
         fields = {"pci": m["pci"], "stage": m["stage"], "code": m["code"],
                   "minor": int(m["minor"]) if m["minor"] else None}
-        if m["code"] and (code := _INIT_STATUS.search(f"({m['code']})")) and (status := knowledge.nv_status(code["status"])):
+        if (m["code"] and (code := _INIT_STATUS.search(f"({m['code']})"))
+                and (status := knowledge.nv_status(code["status"]))):
             fields["nv_status"] = status.name
         yield _event(doc, "gpu-init-failed", line, s, fields)
         return
@@ -484,10 +504,11 @@ def _events(doc: TextDoc, line: Line, s: Stamp, stamps: dict[int, Stamp], consum
         return
     if m := _OOM_KILLED.search(body):
         if m["verb"] == "Kill":  # an old kernel's choice line: the "Killed process" line after it is the kill
-            fields = {"pid": int(m["pid"]), "process": m["process"],
+            pid = int(m["pid"])
+            fields = {"pid": pid, "process": m["process"],
                       "cgroup": m["scope"].startswith("Memory cgroup") if m["scope"] else None}
-            _, earlier = pending_oom.get(fields["pid"], (line, {}))
-            pending_oom[fields["pid"]] = (line, {**{k: v for k, v in fields.items() if v is not None}, **earlier})
+            _, earlier = pending_oom.get(pid, (line, {}))
+            pending_oom[pid] = (line, {**{k: v for k, v in fields.items() if v is not None}, **earlier})
             return
         yield _oom_event(doc, line, s, m, pending_oom)
         return
@@ -505,7 +526,8 @@ def _events(doc: TextDoc, line: Line, s: Stamp, stamps: dict[int, Stamp], consum
         yield _crash_event(doc, "kernel-panic", line, s, {"reason": m["reason"].strip()}, consumed)
         return
     if m := _OOPS.search(body):
-        yield _crash_event(doc, "kernel-oops", line, s, {"reason": m["what"].strip(), "address": m["address"]}, consumed)
+        yield _crash_event(doc, "kernel-oops", line, s, {"reason": m["what"].strip(), "address": m["address"]},
+                           consumed)
         return
     if m := _EDAC.search(body):
         fields = {"mc": m["mc"], "count": int(m["count"]), "corrected": m["kind"] == "CE",
@@ -542,7 +564,7 @@ def _driver_message(doc: TextDoc, line: Line, s: Stamp, consumed: set[int]) -> I
             if more.rstrip().endswith((".", "!")):
                 break
     message = " ".join(p.strip() for p in parts)
-    if message.startswith("version:") or message.startswith("version "):
+    if message.startswith(("version:", "version ")):
         return  # /proc/driver/nvidia/version: read by the bug-report source
     joined = "NVRM: " + message
     end = last if last is not line else None
@@ -781,7 +803,8 @@ def _mce_event(doc: TextDoc, line: Line, s: Stamp, consumed: set[int]) -> Event:
         if key in fields:
             fields[key] = int(fields[key])
     severity = str(fields.get("event_severity", "")).lower()
-    fields["fatal"] = bool(regex.search(r"(?i:Fatal machine check)|context corrupt|not syncing", text)) or severity == "fatal"
+    fields["fatal"] = (bool(regex.search(r"(?i:Fatal machine check)|context corrupt|not syncing", text))
+                       or severity == "fatal")
     if panic := _PANIC.search(text):
         fields["panic"] = panic["reason"].strip()
         fields.update({k: v for k, v in _task_fields(doc, line).items() if k not in fields})

@@ -14,11 +14,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import regex
 
-from ..model import Event
 from .. import knowledge
+from ..model import Event
 from ..text import Line, TextDoc
 
 NAME = "nccl-log"
@@ -108,7 +109,7 @@ class _Fold:
     first: Line
     last: Line
     fields: dict
-    text: str
+    text: str | None
     time: datetime | None
     ranks: set[int] = field(default_factory=set)
     reports: int = 1
@@ -137,7 +138,7 @@ def _read(doc: TextDoc, line: Line, folds: dict, progress: dict) -> int:
     if match := _PG_PROGRESS.search(text):
         global_rank, group_rank = _ranks(line.original)
         rank = global_rank if global_rank is not None else group_rank
-        seen = {"last_enqueued": int(match[2]), "last_completed": int(match[3])}
+        seen: dict[str, Any] = {"last_enqueued": int(match[2]), "last_completed": int(match[3])}
         if pg := _PG.search(text):
             seen["pg"] = pg[1]
         progress.setdefault((rank, int(match[1])), seen)
@@ -150,7 +151,7 @@ def _read(doc: TextDoc, line: Line, folds: dict, progress: dict) -> int:
     if any(marker in text for marker in ("WorkNCCL(", "operation timeout", "watchdog thread terminat",
                                          "communicator was aborted", "Timeout at NCCL work")):
         joined, last = _unwrap(doc, line)
-        if (_TIMEOUT_DONE.search(joined) and ("WorkNCCL(" in joined or "operation timeout" in joined)
+        if ((_TIMEOUT_DONE.search(joined) and ("WorkNCCL(" in joined or "operation timeout" in joined))
                 or "caught collective operation timeout" in joined):  # the watchdog's words, even cut short
             _timeout(line, last, joined, folds)
             return last.number
@@ -254,7 +255,8 @@ def _category(message: str, src: str) -> str:
 def _prefix_fields(match: regex.Match) -> dict:
     if not match["host"]:
         return {}
-    return {"host": match["host"], "pid": int(match["pid"]), "tid": int(match["tid"]), "cuda_device": int(match["device"])}
+    return {"host": match["host"], "pid": int(match["pid"]), "tid": int(match["tid"]),
+            "cuda_device": int(match["device"])}
 
 
 def _info(line: Line, folds: dict) -> int:

@@ -150,9 +150,9 @@ def _gpu_state(doc: TextDoc, root: Element, gpu: Element, index: int, span: tupl
         if (value := _text(gpu, path)) is not None:
             fields[name] = value
     for name, paths in _NUMBERS.items():
-        value = next((v for v in (_number(gpu, path) for path in paths) if v is not None), None)
-        if value is not None:
-            fields[name] = value
+        number = next((v for v in (_number(gpu, path) for path in paths) if v is not None), None)
+        if number is not None:
+            fields[name] = number
     for name, path in _FLAGS.items():
         value = (_text(gpu, path) or "").lower()
         if value in ("yes", "no"):
@@ -201,7 +201,8 @@ def _active_reasons(gpu: Element) -> list[str]:
     """Active clock event (throttle) reasons that are findings; older drivers say clocks_throttle_reasons."""
     active = []
     for section in ("clocks_event_reasons", "clocks_throttle_reasons"):
-        for child in gpu.find(section) if gpu.find(section) is not None else ():
+        reasons = gpu.find(section)
+        for child in reasons if reasons is not None else ():
             tag = child.tag.removeprefix("clocks_event_reason_").removeprefix("clocks_throttle_reason_")
             name = _REASONS.get(tag)
             if name and name not in ACTIVE_IGNORED and (child.text or "").strip() == "Active":

@@ -13,15 +13,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+from xml.etree.ElementTree import Element, ParseError
 
 import regex
 from defusedxml.ElementTree import iterparse
-from xml.etree.ElementTree import Element, ParseError
 
+from ..debugging import EXCEPTION_NAMES, exception_number, short_name
 from ..knowledge import cuda_error
 from ..model import Event
 from ..text import Line, TextDoc
-from ..debugging import EXCEPTION_NAMES, exception_number, short_name
 
 NAME = "compute-sanitizer"
 ANCHORS = (
@@ -62,7 +62,8 @@ _INVALID = regex.compile(
     r"Invalid (?P<space>__\w+__|address space) (?P<access>read|write|atomic|access)(?: of size (?P<size>\d+))?")
 _UNINIT = regex.compile(r"Uninitialized (?P<space>__\w+__) memory (?P<access>read|write)(?: of size (?P<size>\d+))?")
 _SHARED_LOCAL = regex.compile(r"(?P<what>Out-of-range|Misaligned) Shared or Local Address")
-_RACE = regex.compile(r"Race reported between (?P<access>\w+) access at (?P<where>.+?)\s*(?:\[(?P<hazards>\d+) hazards?\])?$")
+_RACE = regex.compile(r"Race reported between (?P<access>\w+) access at "
+                      r"(?P<where>.+?)\s*(?:\[(?P<hazards>\d+) hazards?\])?$")
 _RACE_MORE = regex.compile(r"^and (?P<access>\w+) access at (?P<where>.+?)\s*(?:\[(?P<hazards>\d+) hazards?\])?$")
 _HAZARD = regex.compile(r"Potential (?P<hazard>\w+) hazard detected at (?P<space>__\w+__) (?P<address>0x[0-9a-fA-F]+)")
 _BARRIER = regex.compile(r"Barrier error detected\.?\s*(?P<detail>.*)$")
@@ -166,7 +167,9 @@ def _report(doc: TextDoc, line: Line, tool: str | None) -> _Report | None:
             block.append(nxt)
     report = _Report(kind, line, block[-1], "\n".join(l.text for l in block), fields)
     for nxt in block[1:]:
-        _detail(report, _body(nxt.text)[1])
+        detail = _body(nxt.text)
+        assert detail is not None  # each line after the first was taken for its detail
+        _detail(report, detail[1])
     _finish(report)
     return report
 

@@ -134,7 +134,7 @@ def dwarf_expression_target(data: bytes) -> None:
     """A DWARF expression (CFA or register rule) evaluated over a small fake machine."""
     memory = {0x1000 + 8 * i: 0x1000 + 8 * ((i + 1) % 64) for i in range(64)}
     try:
-        unwind.evaluate(data, {i: 0x1000 for i in range(17)}, memory.get, 0x1000)
+        unwind.evaluate(data, dict.fromkeys(range(17), 0x1000), memory.get, 0x1000)
     except DECLARED:
         pass
 
@@ -187,7 +187,7 @@ def _archives() -> list[bytes]:
 
     import zstandard
 
-    logs = [p for p in _files("kernel_log/*", "framework_log/*")][:3]
+    logs = list(_files("kernel_log/*", "framework_log/*"))[:3]
     body = logs[0].read_bytes()
     tar = io.BytesIO()
     with tarfile.open(fileobj=tar, mode="w") as archive:

@@ -3,7 +3,7 @@
 CI runs the "ci" profile: a fixed, derandomised budget per target, so a red run
 is a real finding that reproduces. By hand, explore for longer:
 
-    POSTMORTEM_FUZZ_SAVE=1 .venv/bin/python -m pytest tests/fuzz --hypothesis-profile=long -x
+    HYPOTHESIS_PROFILE=long POSTMORTEM_FUZZ_SAVE=1 .venv/bin/python -m pytest tests/fuzz -x
 
 Every input that breaks a target is then written to tests/fuzz/regressions/<target>/
 (POSTMORTEM_FUZZ_SAVE=1): commit it with the fix, and `test_regression_inputs` keeps it fixed.
@@ -17,8 +17,7 @@ import random
 from functools import cache
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from .targets import REGRESSIONS, TARGETS, Target, time_bound
 

@@ -102,7 +102,7 @@ def run_case(case: Hostile, directory: Path) -> Outcome:
         inp.seek(0)
         started = time.monotonic()
         child = subprocess.Popen([COMMAND, *run.args], cwd=directory, env=env,
-                                 stdin=inp, stdout=out, stderr=err, preexec_fn=bound)
+                                 stdin=inp, stdout=out, stderr=err, preexec_fn=bound)  # noqa: PLW1509 - single-threaded harness
         returncode, peak = _wait(child, case.wall_s, problems)
         wall = time.monotonic() - started
         out.seek(0)
