@@ -23,7 +23,6 @@ from .model import SEVERITIES, Options, Report, severity_rank, to_plain
 from .outputs import Output, OutputError, check_output, write_text_output
 from .pipeline import Progress, analyze as run_analysis
 from .render import FORMATS, LANGUAGES, default_language
-from .render.view import safe
 from .signatures import (
     Database,
     SignatureError,
@@ -221,6 +220,7 @@ def _with_spinner(work: Callable[[Progress | None], Report]) -> Report:
     """
     if not _is_terminal(sys.stderr):
         return work(None)
+    from .render.view import safe  # member names are the input's: shown inert (a terminal only)
     result: list[Report] = []
     failure: list[BaseException] = []
     current = (0, "")

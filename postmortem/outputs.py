@@ -17,7 +17,6 @@ run, since it does not exist while the inputs are read. A device (/dev/null,
 from __future__ import annotations
 
 import os
-import secrets
 import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -184,7 +183,7 @@ def _temporary_beside(output: Output, mode: int) -> tuple[str, int]:
     """A new hidden file in the output's folder, created exclusively (never an existing file or a link), open."""
     folder, name = output.target.parent, output.target.name
     for _ in range(TEMPORARY_TRIES):
-        candidate = str(folder / f".{name}.{secrets.token_hex(4)}.part")
+        candidate = str(folder / f".{name}.{os.urandom(4).hex()}.part")
         try:
             return candidate, os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
         except FileExistsError:
