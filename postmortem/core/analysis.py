@@ -9,18 +9,20 @@ from __future__ import annotations
 
 import bisect
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import regex
 
 from . import elf, gpu, notes
 from .elf import ElfError, Read
+from .lines import SourceLines
 from .memory import Memory
 from .modules import Files, Module, group_mappings, load_module, memory_source, vdso_module
-from .report import Core, Frame, ModuleInfo, Signal, Thread
+from .report import Core, Frame, InlineFrame, ModuleInfo, Signal, Thread
 from .symbols import demangle, find_symbol_address
 from .unwind import (
     DWARF_REGS,
+    GUESSES,
     MAX_FRAMES,
     RA,
     RBP,
@@ -57,6 +59,11 @@ MAX_MODULES = 20_000
 """Mapped files read as modules (headers, build-id, the file on disk): a PyTorch process maps a few thousand."""
 MAX_THREADS = 10_000
 """Threads read from one core: a real training process has hundreds."""
+STACK_GUARD_REACH = 1 << 20
+"""How far below its stack's mapping an overflow faults: the kernel's stack_guard_gap (256 pages) below
+the main stack; a thread's guard page (glibc's guardsize) is smaller."""
+PF_W, PF_ACCESS = 2, 7
+"""Program-header flags: writable; readable, writable or executable (a PROT_NONE guard has none)."""
 
 
 @dataclass
@@ -127,12 +134,13 @@ def _read(read: Read, size: int, path: str, head: elf.Header, files: Files, show
         result.diagnostics.append(f"{head.machine_name} core: process, signal, threads and modules are read; "
                                   "registers and stacks are only decoded for x86-64 cores")
     crashed_tid = _crashed_tid(statuses, signal)
-    raw_threads = _unwind_all(statuses, crashed_tid, memory, finder, x86, result.diagnostics)
+    raw_threads, unwound = _unwind_all(statuses, crashed_tid, memory, finder, x86, result.diagnostics)
     symbolized, names = _symbolize(raw_threads, finder)
     plain = demangle(names)
     threads = [Thread(tid, crashed, {k: hex(v) for k, v in regs.items()},
                       tuple(_named(frame, plain) for frame in frames))
                for tid, crashed, regs, frames in symbolized]
+    threads = [_cut_short(thread, done) for thread, done in zip(threads, unwound)]
     argv, environ = _argv_environ(memory, auxv, result.diagnostics)
     _missing(modules, finder, raw_threads, files, result)
     for module in modules:
@@ -141,13 +149,8 @@ def _read(read: Read, size: int, path: str, head: elf.Header, files: Files, show
     python = gpu.python_version([m.path for m in modules if gpu.classify(m.path) == "python"]
                                 + ([process.fname] if process else []))
     threads = _with_python(threads, memory, modules, python, result)
-    sig_record = None
-    if signal is not None:
-        where = finder.at(signal.address) if signal.address is not None else None
-        sig_record = Signal(signal.number, notes.signal_name(signal.number), signal.code,
-                            notes.code_meaning(signal.number, signal.code),
-                            hex(signal.address) if signal.address is not None else None,
-                            where.path if where else None, signal.sender_pid)
+    sig_record = signal_record(signal, finder) if signal is not None else None
+    sig_record = _in_stack_guard(sig_record, segments, statuses, crashed_tid) if sig_record else None
     executable = _executable(modules, auxv, memory, process)
     result.core = Core(
         path=path,
@@ -164,6 +167,18 @@ def _read(read: Read, size: int, path: str, head: elf.Header, files: Files, show
         gpu=gpu.stack_facts(paths),
     )
     _crash_site(result, threads, finder)
+    from .signal_frame import add_original_fault  # imported here: signal_frame builds on this module
+
+    add_original_fault(result, raw_threads, memory, finder)
+
+
+def signal_record(signal: notes.SignalInfo, finder: _ModuleFinder) -> Signal:
+    """The report's Signal for a decoded siginfo, naming the mapping its address falls in."""
+    where = finder.at(signal.address) if signal.address is not None else None
+    return Signal(signal.number, notes.signal_name(signal.number), signal.code,
+                  notes.code_meaning(signal.number, signal.code),
+                  hex(signal.address) if signal.address is not None else None,
+                  where.path if where else None, signal.sender_pid)
 
 
 def process_memory(read: Read, segments: list[elf.Segment], mappings: list[notes.FileMapping],
@@ -235,22 +250,38 @@ class _RawFrame:
     signal_frame: bool = False
 
 
-def unwind_thread(registers: dict[str, int], memory: Memory, finder: _ModuleFinder,
-                  budget: Budget) -> tuple[list[_RawFrame], str | None]:
+@dataclass
+class Unwound:
+    """One thread's unwinding: its frames, the first reason a module's CFI could not be used, and
+    why it stopped short of the outermost frame (None when it reached it or memory ended)."""
+
+    frames: list[_RawFrame]
+    problem: str | None = None
+    truncated: str | None = None
+    stack_left: int | None = None
+    frames_left: int | None = None
+
+
+def unwind_thread(registers: dict[str, int], memory: Memory, finder: _ModuleFinder, budget: Budget) -> Unwound:
     """The frames of one thread: CFI where a module has it, else frame pointers, else a stack scan.
 
-    Also the first reason a module's CFI could not be used (its frame is then unwound without
-    it). When the core's `budget` is spent, the frames found so far are what the thread gets.
+    Frame 0 may be at pc 0 or an unmapped pc (a call through a NULL or wild function pointer): its
+    caller is the return address at the stack pointer, as gdb finds it. A thread cut at MAX_FRAMES
+    or by the core's `budget` keeps the frames found so far and says so in `truncated`.
     """
     regs = {i: registers[name] for i, name in enumerate(DWARF_REGS[:16]) if name in registers}
     regs[RA] = registers.get("rip", 0)
-    frames: list[_RawFrame] = []
+    done = Unwound([])
+    frames = done.frames
     problems: list[str] = []
     how, exact = "registers", True
     try:
-        while len(frames) < MAX_FRAMES:
+        while True:
             pc = regs.get(RA)
-            if not pc:
+            if pc is None or (not pc and frames):
+                break
+            if len(frames) >= MAX_FRAMES:
+                done.truncated = f"the {MAX_FRAMES:,} frames read per thread are found"
                 break
             if frames:
                 budget.frame()
@@ -268,9 +299,24 @@ def unwind_thread(registers: dict[str, int], memory: Memory, finder: _ModuleFind
                 break
             exact = frame.signal_frame
             regs = caller
-    except BudgetSpent:
-        pass
-    return frames, problems[0] if problems else None
+    except BudgetSpent as spent:
+        done.truncated = str(spent)
+    done.problem = problems[0] if problems else None
+    if done.truncated:
+        _rest_of_stack(done, registers.get("rsp", 0), regs.get(RSP, 0), memory)
+    return done
+
+
+def _rest_of_stack(done: Unwound, first_sp: int, last_sp: int, memory: Memory) -> None:
+    """How much stack a truncated thread has past its last frame: bytes up to the end of the stack
+    pointer's mapping, and about how many frames that is at the mean size of the frames found."""
+    segment = memory.segment(last_sp)
+    if segment is None:
+        return
+    done.stack_left = max(0, segment.vaddr + segment.memsz - last_sp)
+    used = last_sp - first_sp
+    if used > 0:
+        done.frames_left = done.stack_left * len(done.frames) // used
 
 
 def _cfi_step(frame: _RawFrame, regs: dict[int, int], memory: Memory, finder: _ModuleFinder, budget: Budget,
@@ -280,7 +326,7 @@ def _cfi_step(frame: _RawFrame, regs: dict[int, int], memory: Memory, finder: _M
     None when the module has no CFI for this pc, or when its CFI is unusable (why goes to `problems`).
     """
     module = finder.at(frame.lookup)
-    table = module.eh_frame if module is not None else None
+    table = module.cfi if module is not None else None
     if module is None or table is None:
         return None
     try:
@@ -318,49 +364,57 @@ def _fallback_step(regs: dict[int, int], memory: Memory, first: bool,
 
 
 def _symbolize(raw_threads, finder: _ModuleFinder):
-    """Module, offset and (still mangled) symbol of every frame; the set of names to demangle."""
+    """Module, offset, (still mangled) symbol and source line of every frame; the set of names to demangle."""
     names: set[str] = set()
     done = []
+    sources = SourceLines()
     for tid, crashed, regs, frames in raw_threads:
         rows = []
         for frame in frames:
             module = finder.at(frame.lookup)
             symbol = None
-            if module is not None and module.symbols is not None:
-                symbol = module.symbols.lookup(frame.lookup - module.bias)
+            if module is not None:
+                symbol = sources.symbol(module, frame.lookup - module.bias)
             if frame.signal_frame:
                 symbol = (SIGNAL_FRAME, frame.lookup - (module.bias if module else 0))
             if symbol:
                 names.add(symbol[0])
-            rows.append((frame, module, symbol))
+            where = sources.locate(module, frame.lookup - module.bias) if module and not frame.signal_frame else None
+            names.update(place.function for place in (where.inlined if where else ()) if place.function)
+            rows.append((frame, module, symbol, where))
         done.append((tid, crashed, regs, rows))
     return done, names
 
 
 def _named(row, plain: dict[str, str]) -> Frame:
-    frame, module, symbol = row
+    frame, module, symbol, where = row
     name = plain.get(symbol[0], symbol[0]) if symbol else None
+    inlined = tuple(InlineFrame(plain.get(p.function, p.function) if p.function else None, p.file, p.line)
+                    for p in (where.inlined if where else ()))
     return Frame(pc=hex(frame.pc), module=module.name if module else None,
                  offset=hex(frame.pc - module.start) if module else None, symbol=name,
-                 symbol_offset=(frame.pc - module.bias - symbol[1]) if symbol and module else None, how=frame.how)
+                 symbol_offset=(frame.pc - module.bias - symbol[1]) if symbol and module else None, how=frame.how,
+                 file=where.file if where else None, line=where.line if where else None, inlined=inlined)
 
 
 def _unwind_all(statuses: list[notes.ThreadStatus], crashed_tid: int | None, memory: Memory, finder: _ModuleFinder,
-                x86: bool, diagnostics: list[str]) -> list[tuple]:
-    """(tid, crashed, registers, frames) of every thread, the crashed one first (it gets the budget first).
+                x86: bool, diagnostics: list[str]) -> tuple[list[tuple], list[Unwound]]:
+    """(tid, crashed, registers, frames) of every thread, the crashed one first (it gets the budget first),
+    and each one's `Unwound` (in the same order) for what cut it short.
 
     A thread whose CFI failed keeps its frames and gets one line; past the core's budget, the
     threads left keep what was found and one line says how many they are.
     """
     ordered = sorted(statuses, key=lambda s: s.tid != crashed_tid)
     budget = Budget()
-    found, cut = [], []
+    found, cut, unwound = [], [], []
     problems: dict[str, list[int]] = {}
     for status in ordered:
-        frames, problem = unwind_thread(status.registers, memory, finder, budget) if x86 else ([], None)
-        found.append((status.tid, status.tid == crashed_tid, status.registers if x86 else {}, frames))
-        if problem:
-            problems.setdefault(problem, []).append(status.tid)
+        done = unwind_thread(status.registers, memory, finder, budget) if x86 else Unwound([])
+        found.append((status.tid, status.tid == crashed_tid, status.registers if x86 else {}, done.frames))
+        unwound.append(done)
+        if done.problem:
+            problems.setdefault(done.problem, []).append(status.tid)
         if budget.spent:
             cut.append(status.tid)
     for problem, tids in list(problems.items())[:MAX_THREAD_NOTES]:
@@ -371,7 +425,42 @@ def _unwind_all(statuses: list[notes.ThreadStatus], crashed_tid: int | None, mem
     if cut:
         diagnostics.append(f"unwinding stopped at thread {cut[0]}: {budget.spent}; it and {len(cut) - 1} thread(s) "
                            "after it keep only the frames found so far")
-    return found
+    deep = [(status.tid, done) for status, done in zip(ordered, unwound)
+            if done.truncated and not budget.spent]
+    for tid, done in deep[:MAX_THREAD_NOTES]:
+        rest = f" (about {done.frames_left:,} more frames in the {done.stack_left:,} bytes of stack left)" \
+            if done.frames_left is not None and done.stack_left is not None else ""
+        diagnostics.append(f"thread {tid}: unwinding stopped at frame {len(done.frames):,}: {done.truncated}{rest}")
+    return found, unwound
+
+
+def _in_stack_guard(record: Signal, segments: list[elf.Segment], statuses: list[notes.ThreadStatus],
+                    crashed_tid: int | None) -> Signal:
+    """The signal, marked when its address lies in the guard gap just below the crashed thread's stack.
+
+    The gap is what the core's PT_LOADs leave unmapped (or map with no access: a thread's guard
+    page) below a writable mapping, with the stack pointer in that mapping or in the gap: a stack overflow.
+    """
+    status = next((s for s in statuses if s.tid == crashed_tid), None)
+    if record.address is None or status is None or "rsp" not in status.registers:
+        return record
+    address, sp = int(record.address, 16), status.registers["rsp"]
+    usable = [s for s in segments if s.type == elf.PT_LOAD and s.memsz and s.flags & PF_ACCESS]
+    if any(s.vaddr <= address < s.vaddr + s.memsz for s in usable):
+        return record
+    above = min((s for s in usable if s.vaddr > address), key=lambda s: s.vaddr, default=None)
+    if above is None or not above.flags & PF_W or above.vaddr - address > STACK_GUARD_REACH:
+        return record
+    return replace(record, in_stack_guard=address - STACK_GUARD_REACH <= sp < above.vaddr + above.memsz)
+
+
+def _cut_short(thread: Thread, done: Unwound) -> Thread:
+    """The thread with what cut its unwinding short, and where its frames became guesses."""
+    guessed = next((i for i, frame in enumerate(done.frames) if frame.how in GUESSES), None)
+    if done.truncated is None and guessed is None:
+        return thread
+    return replace(thread, truncated=done.truncated, stack_left=done.stack_left, frames_left=done.frames_left,
+                   guessed_from=guessed)
 
 
 def _crashed_tid(statuses: list[notes.ThreadStatus], signal: notes.SignalInfo | None) -> int | None:
@@ -484,11 +573,13 @@ def _module_info(module: Module) -> ModuleInfo:
 def _missing(modules: list[Module], finder: _ModuleFinder, raw_threads, files: Files, result: CoreRead) -> None:
     """Name the modules on the stacks whose files could not be found (their frames have no CFI or symbols)."""
     on_stack = {id(m): m for _t, _c, _r, frames in raw_threads for f in frames if (m := finder.at(f.lookup))}
-    absent = [m.path for m in on_stack.values() if m.file is None]
+    absent = [m for m in on_stack.values() if m.file is None]
     if absent:
+        guessed = ("the stack past them is guessed (frame pointers or a scan)" if any(not m.in_core for m in absent)
+                   else "their CFI was read from the core's memory")
         result.diagnostics.append(
-            f"{len(absent)} module(s) on the stacks not found on this machine ({', '.join(sorted(absent)[:5])}): "
-            "their frames have no symbols and the stack past them is guessed (frame pointers or a scan); "
+            f"{len(absent)} module(s) on the stacks not found on this machine "
+            f"({', '.join(sorted(m.path for m in absent)[:5])}): their frames have no symbols and {guessed}; "
             "pass --sysroot DIR with a copy of the crashed machine's files")
 
 
@@ -525,8 +616,7 @@ def _with_python(threads: list[Thread], memory: Memory, modules: list[Module], v
     if len(cut) > MAX_THREAD_NOTES:
         result.diagnostics.append(f"{len(cut) - MAX_THREAD_NOTES} more Python stacks cut short")
     by_tid = {stack.thread_id: stack for stack in stacks}
-    return [Thread(t.tid, t.crashed, t.registers, t.frames, by_tid[t.tid].frames) if t.tid in by_tid else t
-            for t in threads]
+    return [replace(t, python_frames=by_tid[t.tid].frames) if t.tid in by_tid else t for t in threads]
 
 
 def _crash_site(result: CoreRead, threads: list[Thread], finder: _ModuleFinder) -> None:

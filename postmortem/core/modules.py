@@ -7,8 +7,9 @@ Files are looked up under `--sysroot` when one is given, else at the path the
 core names, then by base name beside the core (how the committed test cores
 find the libraries they were made with); the first candidate whose build-id
 matches the core wins, and a file that does not match is still used for its
-symbols, with a warning. Separate debug files (`.build-id/xx/rest.debug`) only
-lend their symbol table.
+symbols, with a warning. Separate debug files (by build-id, debuginfod's cache
+or `.gnu_debuglink`) only lend their symbol table, DWARF (core/lines.py) and
+`.debug_frame`.
 
 The core names its paths, so they are hostile: only regular files are opened,
 never anything under /proc, /sys or /dev (judged on the real path), and a file
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import os
 import stat
+import zlib
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -28,7 +30,7 @@ from .elf import ElfError, Read
 from .memory import Memory
 from .notes import FileMapping
 from .symbols import SymbolTable
-from .unwind import CfiError, EhFrame
+from .unwind import CfiError, CfiTables, EhFrame
 
 DEBUG_ROOT = "/usr/lib/debug"
 PSEUDO_ROOTS = ("/proc", "/sys", "/dev")
@@ -36,7 +38,17 @@ PSEUDO_ROOTS = ("/proc", "/sys", "/dev")
 MAX_PAGE = 1 << 16
 """The largest page size Linux uses (arm64, ppc64): the last mapping of a file may run this far past its end."""
 HEADER_BYTES = 4096
+PT_GNU_EH_FRAME = 0x6474E550
+"""The program header naming `.eh_frame_hdr` (how libgcc's unwinder finds a module's CFI at run time)."""
+EH_PE_PCREL_SDATA4 = 0x1B
+"""How every linker encodes `.eh_frame_hdr`'s pointer to `.eh_frame`."""
 """How much of a file's start is compared with the core's copy of it (the ELF and program headers)."""
+MAX_DEBUGLINK = 4096
+"""Bytes of a `.gnu_debuglink` section read: a file name (NAME_MAX is 255) and a CRC."""
+MAX_CRC_BYTES = 4 << 30
+"""Largest debug file checksummed when its module has no build-id to match (reading it all is the only check)."""
+CRC_CHUNK = 1 << 24
+"""Bytes read at a time while checksumming a debug file."""
 
 
 class Image:
@@ -66,11 +78,15 @@ class Image:
         return SymbolTable(self.read, self.sections)
 
     @cached_property
-    def eh_frame(self) -> EhFrame | None:
-        try:
-            return EhFrame(self.read, self.sections)
-        except CfiError:
-            return None
+    def cfi(self) -> tuple[EhFrame, ...]:
+        """The image's CFI tables, `.eh_frame` first (what the unwinder at run time used), then `.debug_frame`."""
+        found = []
+        for debug in (False, True):
+            try:
+                found.append(EhFrame(self.read, self.sections, debug))
+            except CfiError:
+                pass
+        return tuple(found)
 
 
 class Files:
@@ -118,13 +134,27 @@ class Files:
         root = os.path.realpath(self.sysroot)
         return os.path.commonpath([root, os.path.realpath(path)]) == root
 
-    def debug_image(self, build_id: str | None) -> Image | None:
-        """The separate debug file for a build-id, if one is installed or given."""
-        if not build_id or len(build_id) < 4:
-            return None
-        for root in self.debug_dirs:
-            image = self.image(os.path.join(root, ".build-id", build_id[:2], build_id[2:] + ".debug"))
-            if image is not None:
+    def debug_image(self, build_id: str | None, file: Image | None = None, resolved: str | None = None) -> Image | None:
+        """The separate debug file of a module, where gdb looks for one: by build-id under each debug
+        directory, in debuginfod's cache, then by `file`'s `.gnu_debuglink` beside `resolved`, in its
+        `.debug/` and under each debug directory. A candidate is only taken when it is that build
+        (same build-id; without one, the CRC32 the link names): another build's symbols would lie.
+        """
+        found: list[str] = []
+        if build_id and len(build_id) >= 4 and all(c in "0123456789abcdef" for c in build_id):
+            found += [os.path.join(root, ".build-id", build_id[:2], f"{build_id[2:]}.debug")
+                      for root in self.debug_dirs]
+            found.append(os.path.join(debuginfod_cache(), build_id, "debuginfo"))
+        link = _debuglink(file) if file is not None else None
+        if link is not None and resolved is not None:
+            here = os.path.dirname(os.path.realpath(resolved))
+            found += [os.path.join(here, link[0]), os.path.join(here, ".debug", link[0])]
+            found += [os.path.join(root, here.lstrip("/"), link[0]) for root in self.debug_dirs]
+        for path in found:
+            image = self.image(path)
+            if image is None or image is file:
+                continue
+            if (image.build_id == build_id if build_id else link is not None and _crc32(image) == link[1]):
                 return image
         return None
 
@@ -132,6 +162,40 @@ class Files:
         for fd in self._fds:
             os.close(fd)
         self._fds.clear()
+
+
+def debuginfod_cache() -> str:
+    """debuginfod's client cache, where `debuginfod-find` (and gdb) put what they fetched."""
+    if os.environ.get("DEBUGINFOD_CACHE_PATH"):
+        return os.environ["DEBUGINFOD_CACHE_PATH"]
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "debuginfod_client")
+
+
+def _debuglink(image: Image) -> tuple[str, int] | None:
+    """`.gnu_debuglink`: the debug file's base name and its CRC32; None when absent or naming a path."""
+    section = image.sections.get(".gnu_debuglink")
+    if section is None or not 5 < section.size <= MAX_DEBUGLINK:
+        return None
+    data = image.read(section.offset, section.size)
+    name, _, _ = data.partition(b"\0")
+    crc_at = (len(name) + 4) // 4 * 4
+    if len(data) < crc_at + 4 or not name:
+        return None
+    text = name.decode("utf-8", "replace")
+    if text != os.path.basename(text) or text in (".", ".."):
+        return None
+    return text, int.from_bytes(data[crc_at:crc_at + 4], "little")
+
+
+def _crc32(image: Image) -> int | None:
+    """The CRC32 of a whole file (what `.gnu_debuglink` names), None past MAX_CRC_BYTES."""
+    if image.size is None or image.size > MAX_CRC_BYTES:
+        return None
+    crc = 0
+    for offset in range(0, image.size, CRC_CHUNK):
+        crc = zlib.crc32(image.read(offset, CRC_CHUNK), crc)
+    return crc
 
 
 def _open_regular(real: str) -> tuple[int, int] | None:
@@ -181,6 +245,9 @@ class Module:
     build_id_on_disk: str | None = None
     file: Image | None = None
     debug: Image | None = None
+    in_core: tuple[EhFrame, ...] = ()
+    """CFI read from the core's own memory (found through the dumped headers' PT_GNU_EH_FRAME): a deleted
+    or missing file's last source, when the core holds those pages (coredump_filter bit 2)."""
     resolved: str | None = None
     warnings: list[str] = field(default_factory=list)
 
@@ -192,12 +259,18 @@ class Module:
     def symbols(self) -> SymbolTable | None:
         for image in (self.debug, self.file):
             if image is not None and image.symbols:
+                if image is self.debug and self.file is not None:
+                    image.symbols.take_plt(self.file.symbols)  # the debug file's PLT is NOBITS
                 return image.symbols
         return None
 
-    @property
-    def eh_frame(self) -> EhFrame | None:
-        return self.file.eh_frame if self.file is not None else None
+    @cached_property
+    def cfi(self) -> CfiTables | None:
+        """The CFI of the module's file, then of its separate debug file (which may hold the only
+        `.debug_frame`); None when neither has any."""
+        tables = tuple(table for image in (self.file, self.debug) if image is not None for table in image.cfi)
+        tables += self.in_core if self.file is None else ()
+        return CfiTables(tables) if tables else None
 
 
 def group_mappings(files: list[FileMapping]) -> list[tuple[str, list[FileMapping]]]:
@@ -218,11 +291,13 @@ def load_module(path: str, mappings: list[FileMapping], memory: Memory, files: F
         module.bias = _bias(in_core, first.start)
         module.build_id = _build_id_in_memory(in_core, memory, module.bias)
     _attach_file(module, files, in_core is None)
+    if in_core is not None and module.file is None:
+        module.in_core = _cfi_in_memory(in_core, module.bias - first.start)
     if module.file is not None and in_core is None:
         module.is_elf = True
         module.bias = _bias(module.file, first.start)
     if module.is_elf:
-        module.debug = files.debug_image(module.build_id or module.build_id_on_disk)
+        module.debug = files.debug_image(module.build_id or module.build_id_on_disk, module.file, module.resolved)
     return module
 
 
@@ -277,6 +352,28 @@ def _image_in_memory(memory: Memory, base: int, name: str) -> Image | None:
         return image
     except ElfError:
         return None
+
+
+def _cfi_in_memory(image: Image, shift: int) -> tuple[EhFrame, ...]:
+    """`.eh_frame` as the process's own unwinder found it: PT_GNU_EH_FRAME names `.eh_frame_hdr`, whose
+    first pointer is `.eh_frame`; `shift` turns a link-time address into an offset of `image`.
+    Nothing when the core did not dump those pages."""
+    hdr = next((s for s in image.segments if s.type == PT_GNU_EH_FRAME), None)
+    head = image.read(hdr.vaddr + shift, 8) if hdr is not None else b""
+    if hdr is None or len(head) < 8 or head[0] != 1 or head[1] != EH_PE_PCREL_SDATA4:
+        return ()
+    frame_at = (hdr.vaddr + 4 + int.from_bytes(head[4:8], "little", signed=True)) & ((1 << 64) - 1)
+    load = next((s for s in image.segments if s.type == elf.PT_LOAD and s.vaddr <= frame_at < s.vaddr + s.memsz),
+                None)
+    if load is None:
+        return ()
+    sections = {".eh_frame_hdr": elf.Section(".eh_frame_hdr", 1, hdr.vaddr, hdr.vaddr + shift, hdr.memsz),
+                ".eh_frame": elf.Section(".eh_frame", 1, frame_at, frame_at + shift,
+                                         load.vaddr + load.memsz - frame_at)}
+    try:
+        return (EhFrame(image.read, sections),)
+    except CfiError:
+        return ()
 
 
 def _bias(image: Image, base: int) -> int:

@@ -14,10 +14,22 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class InlineFrame:
+    """A function the compiler inlined at a frame's pc: gdb lists it as a frame of its own, same pc."""
+
+    function: str | None
+    file: str | None
+    line: int | None
+
+
+@dataclass(frozen=True)
 class Frame:
     """One stack frame: where (pc, module + offset), what (symbol + offset) and how it was found.
 
     `how` is "registers" for frame 0, then "cfi", "fp" or "scan" (the last two are guesses).
+    `file`/`line` come from DWARF (for a return address, of the call: pc-1, as gdb does);
+    `inlined` lists the functions inlined there, innermost first, each with its own line, and
+    then `file`/`line` are where the outermost of them was called.
     """
 
     pc: str
@@ -26,17 +38,29 @@ class Frame:
     symbol: str | None
     symbol_offset: int | None
     how: str
+    file: str | None = None
+    line: int | None = None
+    inlined: tuple[InlineFrame, ...] = ()
 
 
 @dataclass(frozen=True)
 class Thread:
-    """One thread: its id, whether it took the signal, registers, native frames and Python frames."""
+    """One thread: its id, whether it took the signal, registers, native frames and Python frames.
+
+    `truncated` says why the native frames stop short of the outermost one (a bound, never silently);
+    `stack_left` is the bytes of stack past the last frame, `frames_left` about how many frames they
+    hold. `guessed_from` is the first frame found without CFI: from it on the stack is a guess.
+    """
 
     tid: int
     crashed: bool
     registers: Mapping[str, str]
     frames: tuple[Frame, ...]
     python_frames: tuple[PythonFrame, ...] | None = None
+    truncated: str | None = None
+    stack_left: int | None = None
+    frames_left: int | None = None
+    guessed_from: int | None = None
 
 
 @dataclass(frozen=True)
@@ -50,6 +74,25 @@ class Signal:
     address: str | None
     mapping: str | None
     sender_pid: int | None
+    in_stack_guard: bool = False
+    """The address lies in the guard gap just below the faulting thread's stack: a stack overflow."""
+
+
+@dataclass(frozen=True)
+class OriginalFault:
+    """The signal a crash handler caught before it re-raised it or aborted (postmortem.core.signal_frame).
+
+    Read from the kernel's rt_sigframe under the handler: the fault's siginfo, the registers it
+    interrupted and the stack unwound from them. `handler` names who re-raised it ("faulthandler",
+    else module!function); `frame_address` is where the sigframe lies on the (alternate) stack.
+    """
+
+    signal: Signal
+    frame_address: str
+    handler: str
+    handler_frame: Frame
+    registers: Mapping[str, str]
+    frames: tuple[Frame, ...]
 
 
 @dataclass(frozen=True)
@@ -82,3 +125,4 @@ class Core:
     environment: Mapping[str, Any] = field(default_factory=dict)
     python_version: str | None = None
     gpu: Mapping[str, str] = field(default_factory=dict)
+    original_fault: OriginalFault | None = None

@@ -1,17 +1,22 @@
 """Native stack unwinding for x86-64: DWARF CFI first, then frame pointers, then stack scanning.
 
 CFI comes from `.eh_frame`: the FDE for a pc is found by binary search in
-`.eh_frame_hdr` and only that FDE (and its CIE) is parsed, then its
+`.eh_frame_hdr` (or, in a static binary that has none, in an index made by one
+pass over `.eh_frame`), else from `.debug_frame` (Go binaries, -fno-asynchronous-
+unwind-tables), of the file, its separate debug file, or the core's own memory
+(modules.Module.cfi); only that FDE (and its CIE) is parsed, then its
 instructions are run up to the pc to get the row (CFA rule and register
 rules). Signal trampolines (CIE augmentation "S", glibc's __restore_rt)
 restore the interrupted registers from the sigcontext through DW_CFA_expression
 rules; the frame after one is looked up at its exact pc, every other caller
 at pc-1 (the call instruction, not the one after it).
 
-Where a module has no CFI (JIT code, hand-written assembly, a missing file),
-the rbp chain is followed, and failing that the stack is scanned for a
-return address (a value just after a call instruction in executable memory).
-Every frame records how it was found: "registers" (frame 0), "cfi", "fp" or "scan".
+Frame 0 at pc 0 or an unmapped pc (a call through a bad function pointer) has
+its caller's address at the stack pointer. Where a module has no CFI (JIT
+code, hand-written assembly, a missing file), the rbp chain is followed, and
+failing that the stack is scanned for a return address (a value just after a
+call instruction in executable memory). Every frame records how it was found:
+"registers" (frame 0), "cfi", "fp" or "scan" (the last two, GUESSES).
 
 The CFI and the stacks come from the core and the files it names, so every loop
 here is bounded: LEB128 numbers by their length, a CFI program by its
@@ -24,6 +29,7 @@ frame pointers; past the core's budget the threads keep the frames found so far.
 
 from __future__ import annotations
 
+import bisect
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,8 +40,11 @@ RSP, RBP, RA = 7, 6, 16
 DWARF_REGS = ("rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp", "r8", "r9", "r10", "r11", "r12", "r13", "r14",
               "r15", "rip")
 """DWARF register numbers 0..16 of the x86-64 psABI (16 is the return address)."""
-MAX_FRAMES = 512
-"""Frames per thread: deeper than any real native stack gdb users read, short of a runaway recursion's."""
+GUESSES = ("fp", "scan")
+"""How frames found without CFI are marked: from here on a thread's stack may be wrong."""
+MAX_FRAMES = 1 << 18
+"""Frames per thread: a runaway recursion fills the default 8 MiB stack with as few as 32 bytes a frame.
+Past it the thread is marked truncated (never cut silently); 200,000 frames unwind in about 2 s."""
 SCAN_WORDS = 2048
 """Stack words searched for a return address when a frame has neither CFI nor a frame pointer (16 KiB)."""
 MAX_LEB128_BYTES = 10
@@ -49,8 +58,15 @@ MAX_EXPRESSION_STEPS = 1_000
 MAX_CORE_STEPS = 2_000_000
 """CFI instructions, DWARF operations and scanned stack words for all the threads of one core (about 3 s).
 Rows are cached by pc, so the threads of a real process, which share their pcs, take a fraction of it."""
-MAX_CORE_FRAMES = 100_000
-"""Frames for all the threads of one core: a thousand threads' worth of deep stacks."""
+MAX_CORE_FRAMES = 4 * MAX_FRAMES
+"""Frames for all the threads of one core: four threads that overflowed their stacks, or thousands of real ones."""
+
+MAX_CFI_SECTION = 64 << 20
+"""Bytes of an .eh_frame or .debug_frame indexed by one pass (no .eh_frame_hdr): libLLVM's .eh_frame is ~10 MiB."""
+MAX_INDEXED_FDES = 1_000_000
+"""FDEs indexed by that pass; a real section has one per function (a static binary a few thousand)."""
+SHT_NOBITS = 8
+"""A section with no bytes in the file (a separate debug file's copy of .eh_frame)."""
 
 MASK = (1 << 64) - 1
 
@@ -179,27 +195,40 @@ class _Cursor:
 
 
 class EhFrame:
-    """The `.eh_frame` of one ELF image, searched through `.eh_frame_hdr`."""
+    """The CFI of one ELF section: `.eh_frame`, searched through `.eh_frame_hdr` when the image has one,
+    else through an index made by one pass over its entries (static binaries have no header), or
+    `.debug_frame` (`debug=True`: all that Go binaries and gcc -fno-asynchronous-unwind-tables -g
+    carry). The two differ in how an FDE names its CIE and in the CIE's id."""
 
-    def __init__(self, read: Read, sections: dict[str, Section]):
-        self._read = read
-        hdr, frame = sections.get(".eh_frame_hdr"), sections.get(".eh_frame")
-        if hdr is None or frame is None or frame.type == 8 or hdr.type == 8:
-            raise CfiError("no .eh_frame_hdr/.eh_frame in this file")
-        self._hdr, self._frame = hdr, frame
-        head = read(hdr.offset, 12)
-        if len(head) < 12 or head[0] != 1:
-            raise CfiError("unsupported .eh_frame_hdr")
-        self._table_enc = head[3]
-        cursor = _Cursor(head, 4, hdr.addr)
-        cursor.pointer(head[1])
-        self._count = cursor.pointer(head[2], hdr.addr) if head[2] != 0xFF else 0
-        self._table_at = hdr.offset + cursor.pos
-        if self._table_enc != 0x3B:
-            raise CfiError(f".eh_frame_hdr table encoding {self._table_enc:#x} not supported")
+    def __init__(self, read: Read, sections: dict[str, Section], debug: bool = False):
+        self._read, self._debug = read, debug
+        name = ".debug_frame" if debug else ".eh_frame"
+        frame = sections.get(name)
+        hdr = None if debug else sections.get(".eh_frame_hdr")
+        if frame is None or frame.type == SHT_NOBITS or not frame.size:
+            raise CfiError(f"no {name} in this file")
+        self._frame = frame
+        self._hdr = hdr if hdr is not None and hdr.type != SHT_NOBITS else None
+        self._count = 0
+        if self._hdr is not None:
+            self._table_at = self._header(self._hdr)
+        self._index: tuple[list[int], list[int]] | None = None
+        """FDE start addresses and offsets, sorted: the pass over a section without a header, made once."""
         self._cies: dict[int, _Cie] = {}
         self._rows: dict[int, Row | str | None] = {}
         """Rows by address; a string is why that address's CFI is unusable (asked again, it stays so)."""
+
+    def _header(self, hdr: Section) -> int:
+        """Check `.eh_frame_hdr`, note its FDE count; the file offset of its search table."""
+        head = self._read(hdr.offset, 12)
+        if len(head) < 12 or head[0] != 1:
+            raise CfiError("unsupported .eh_frame_hdr")
+        if head[3] != 0x3B:
+            raise CfiError(f".eh_frame_hdr table encoding {head[3]:#x} not supported")
+        cursor = _Cursor(head, 4, hdr.addr)
+        cursor.pointer(head[1])
+        self._count = cursor.pointer(head[2], hdr.addr) if head[2] != 0xFF else 0
+        return hdr.offset + cursor.pos
 
     def row(self, vaddr: int, budget: Budget | None = None) -> Row | None:
         """The CFI row for a link-time address, or None when no FDE covers it; CfiError when its CFI is unusable.
@@ -217,6 +246,10 @@ class EhFrame:
         return found
 
     def _find_row(self, vaddr: int, budget: Budget) -> Row | None:
+        if self._hdr is None:
+            starts, offsets = self._indexed(budget)
+            at = bisect.bisect_right(starts, vaddr)
+            return self._fde_row(offsets[at - 1], vaddr, budget) if at else None
         lo, hi = 0, self._count
         while lo < hi:
             mid = (lo + hi) // 2
@@ -232,13 +265,49 @@ class EhFrame:
 
     def _entry(self, index: int) -> tuple[int, int]:
         raw = self._read(self._table_at + index * 8, 8)
-        if len(raw) < 8:
+        if len(raw) < 8 or self._hdr is None:
             raise CfiError(".eh_frame_hdr table cut off")
         start, fde = struct.unpack("<ii", raw)
         return (start + self._hdr.addr) & MASK, (fde + self._hdr.addr) & MASK
 
-    def _entry_bytes(self, offset: int) -> tuple[_Cursor, int]:
-        """A cursor over one CIE/FDE (after its length field) and its end position."""
+    def _indexed(self, budget: Budget) -> tuple[list[int], list[int]]:
+        """Every FDE's start address, by one pass over the section (MAX_INDEXED_FDES of them at most).
+
+        An FDE whose CIE does not parse is left out; an entry length that leaves the section ends the pass."""
+        if self._index is None:
+            if self._frame.size > MAX_CFI_SECTION:
+                raise CfiError(f"CFI section of {self._frame.size:,} bytes without an index: past "
+                               f"{MAX_CFI_SECTION >> 20} MiB it is not read")
+            found: list[tuple[int, int]] = []
+            offset = 0
+            while offset < self._frame.size and len(found) < MAX_INDEXED_FDES:
+                budget.step()
+                cursor, end, wide = self._entry_bytes(offset)
+                if end == 4:
+                    break  # the zero terminator of .eh_frame
+                ident = cursor.take("<Q" if wide else "<I")
+                if not self._is_cie(ident, wide):
+                    try:
+                        cie = self._cie(self._cie_offset(offset, cursor.pos - (8 if wide else 4), ident), budget)
+                        found.append((cursor.pointer(cie.fde_encoding), offset))
+                    except CfiError:
+                        pass
+                offset += end
+            found.sort()
+            self._index = [start for start, _ in found], [at for _, at in found]
+        return self._index
+
+    def _is_cie(self, ident: int, wide: bool) -> bool:
+        if not self._debug:
+            return ident == 0
+        return ident == (MASK if wide else 0xFFFFFFFF)
+
+    def _cie_offset(self, offset: int, pointer_at: int, ident: int) -> int:
+        """Where an FDE's CIE is: .debug_frame names its section offset, .eh_frame its distance back."""
+        return ident if self._debug else offset + pointer_at - ident
+
+    def _entry_bytes(self, offset: int) -> tuple[_Cursor, int, bool]:
+        """A cursor over one CIE/FDE (after its length field), its end position, and whether it is 64-bit DWARF."""
         if not 0 <= offset < self._frame.size:
             raise CfiError("FDE offset outside .eh_frame")
         head = self._read(self._frame.offset + offset, 12)
@@ -253,17 +322,19 @@ class EhFrame:
         if length > 1 << 20:
             raise CfiError("implausible CFI entry length")
         data = self._read(self._frame.offset + offset, skip + length)
-        return _Cursor(data, skip, self._frame.addr + offset), skip + length
+        return _Cursor(data, skip, self._frame.addr + offset), skip + length, skip == 12
 
     def _cie(self, offset: int, budget: Budget) -> _Cie:
         if offset not in self._cies:
-            cursor, end = self._entry_bytes(offset)
-            if cursor.take("<I") != 0:
+            cursor, end, wide = self._entry_bytes(offset)
+            if not self._is_cie(cursor.take("<Q" if wide else "<I"), wide):
                 raise CfiError("CIE pointer does not lead to a CIE")
             version = cursor.take("<B")
             augmentation = cursor.cstr().decode("ascii", "replace")
             if "eh" in augmentation:
                 cursor.take("<Q")
+            if version >= 4:
+                cursor.take("<H")  # address size, segment selector size (.debug_frame version 4)
             code_align, data_align = cursor.uleb(), cursor.sleb()
             ra_reg = cursor.take("<B") if version == 1 else cursor.uleb()
             fde_encoding, augmented = 0, augmentation.startswith("z")
@@ -283,12 +354,12 @@ class EhFrame:
         return self._cies[offset]
 
     def _fde_row(self, offset: int, vaddr: int, budget: Budget) -> Row | None:
-        cursor, end = self._entry_bytes(offset)
+        cursor, end, wide = self._entry_bytes(offset)
         pointer_at = cursor.pos
-        cie_pointer = cursor.take("<I")
-        if cie_pointer == 0:
+        ident = cursor.take("<Q" if wide else "<I")
+        if self._is_cie(ident, wide):
             return None
-        cie = self._cie(offset + pointer_at - cie_pointer, budget)
+        cie = self._cie(self._cie_offset(offset, pointer_at, ident), budget)
         start = cursor.pointer(cie.fde_encoding)
         span = cursor.pointer(cie.fde_encoding & 0x0F)
         if not start <= vaddr < start + span:
@@ -300,6 +371,22 @@ class EhFrame:
         row = Row(initial.cfa_reg, initial.cfa_offset, initial.cfa_expr, dict(initial.rules), cie.signal_frame)
         _run(cursor.data[cursor.pos:end], cie, row, initial, start, vaddr, budget)
         return row
+
+
+@dataclass(frozen=True)
+class CfiTables:
+    """Every CFI table of one module, asked in turn: a pc one lacks (a binary built with
+    -fno-asynchronous-unwind-tables -g has crt code in .eh_frame, its own in .debug_frame) may be in the next."""
+
+    tables: tuple[EhFrame, ...]
+
+    def row(self, vaddr: int, budget: Budget | None = None) -> Row | None:
+        """The first table's row for `vaddr`; CfiError from a table whose CFI for it is unusable."""
+        for table in self.tables:
+            found = table.row(vaddr, budget)
+            if found is not None:
+                return found
+        return None
 
 
 def _run(program: bytes, cie: _Cie, row: Row, initial: Row | None, loc: int, target: int | None,

@@ -108,13 +108,16 @@ def signature(frames: Iterable[Any], top: int = TOP_FRAMES) -> str | None:
 
 
 def report_signature(cores: Sequence[Any], events: Sequence[Any]) -> str | None:
-    """The stack signature of one analysis: the crashed thread of a core, else the first native stack in an event."""
+    """The stack signature of one analysis: the crashed thread of a core (the stack of the fault under
+    a handler that re-raised it, when there is one), else the first native stack in an event."""
     for core in cores:
-        for thread in getattr(core, "threads", ()) or ():
-            if getattr(thread, "crashed", False):
-                frames = [{"module": f.module, "function": f.symbol, "offset": f.offset} for f in thread.frames]
-                if found := signature(frames):
-                    return found
+        original = getattr(core, "original_fault", None)
+        stacks = [original.frames] if original is not None else \
+            [thread.frames for thread in getattr(core, "threads", ()) or () if getattr(thread, "crashed", False)]
+        for stack in stacks:
+            frames = [{"module": f.module, "function": f.symbol, "offset": f.offset} for f in stack]
+            if found := signature(frames):
+                return found
     order = {kind: i for i, kind in enumerate(STACK_KINDS)}
     for event in sorted((e for e in events if e.kind in order), key=lambda e: order[e.kind]):
         frames = event.fields.get("frames")

@@ -58,6 +58,7 @@ def render(report: Report, lang: str = "en", color: bool = False) -> str:
         where=view.where,
         suspects=[event for event in map(report.event, report.suspects) if event is not None],
         safe=view.safe,
+        fold_frames=view.fold_frames,
     )
 
 

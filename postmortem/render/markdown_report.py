@@ -15,6 +15,7 @@ import regex
 
 from ..model import Event, Finding, Report
 from . import view
+from .frames import source
 from .i18n import Translator
 
 EVIDENCE_OPEN = 3
@@ -175,6 +176,11 @@ def _core(core, t: Translator) -> list[str]:
         sig = core.signal
         body.append(f"- {text(t('signal'))}: `{sig.name}` ({text(sig.code_meaning)})"
                     + (f", {text(t('fault_address'))} `{sig.address}`" if sig.address else ""))
+    if core.original_fault is not None:
+        fault = core.original_fault
+        body.append(f"- {text(t('original_fault'))}: `{fault.signal.name}` ({text(fault.signal.code_meaning)})"
+                    + (f" `{fault.signal.address}`" if fault.signal.address else "")
+                    + f": {text(t('reraised_by', handler=fault.handler))}")
     for thread in core.threads:
         title = t("crashing_thread", tid=thread.tid) if thread.crashed else t("thread", tid=thread.tid)
         frames = "\n".join(f"#{i:<2} {view.safe(_frame(frame))}" for i, frame in enumerate(thread.frames))
@@ -195,7 +201,7 @@ def _frame(frame) -> str:
     name = f"{frame.module or '?'}!{frame.symbol or '??'}"
     if frame.symbol_offset:
         name += f"+{frame.symbol_offset:#x}"
-    return f"{frame.pc} {name}" + ("" if frame.how in ("registers", "cfi") else f"  [{frame.how}]")
+    return f"{frame.pc} {name}{source(frame)}" + ("" if frame.how in ("registers", "cfi") else f"  [{frame.how}]")
 
 
 def _facts(report: Report, t: Translator) -> list[str]:

@@ -16,8 +16,9 @@ import click
 import regex
 
 from ..model import Event, Finding, Report
+from .frames import source
 from .i18n import Translator
-from .view import GPU_KINDS, fact_value, safe, where as _where
+from .view import GPU_KINDS, fact_value, fold_frames, safe, where as _where
 
 EVIDENCE_SHOWN = 5
 """Evidence lines printed per finding; the rest are counted."""
@@ -131,13 +132,16 @@ def _core(core, t: Translator, style: Style) -> list[str]:
         place = f" @ {sig.address} ({mapping})" if sig.address else ""
         sender = ", " + t("sent_by", pid=sig.sender_pid) if sig.sender_pid else ""
         lines.append(f"  {t('signal')} {style(sig.name, fg='red', bold=True)} ({sig.code_meaning}){place}{sender}")
+    if core.original_fault is not None:
+        fault = core.original_fault
+        lines.append(f"  {t('original_fault')} {style(fault.signal.name, fg='red', bold=True)} "
+                     f"({fault.signal.code_meaning}){f' @ {fault.signal.address}' if fault.signal.address else ''}: "
+                     + t("reraised_by", handler=safe(fault.handler)))
     for thread in core.threads:
         if not thread.crashed:
             continue
         lines.append(f"  {t('crashing_thread', tid=thread.tid)}:")
-        lines.extend(f"    #{i:<2} {_frame(frame, t)}" for i, frame in enumerate(thread.frames[:CORE_FRAMES]))
-        if len(thread.frames) > CORE_FRAMES:
-            lines.append("    " + t("more_frames", count=len(thread.frames) - CORE_FRAMES))
+        lines.extend(_stack(thread, t))
         if thread.python_frames:
             lines.append(f"    {t('python_stack')}:")
             lines.extend(f"      {safe(f.file)}:{f.line} in {safe(f.function)}"
@@ -156,12 +160,31 @@ def _core(core, t: Translator, style: Style) -> list[str]:
     return lines
 
 
+def _stack(thread, t: Translator) -> list[str]:
+    """The thread's frames with runs of recursion folded (CORE_FRAMES lines at most), then why the
+    stack stops short of its outermost frame and from which frame on it is a guess."""
+    runs = fold_frames(thread.frames)
+    lines = [f"    #{run.first:<2} {_frame(run.cycle[0], t)}" if run.repeats == 1 else
+             "    " + t("frames_run", first=f"{run.first:,}", last=f"{run.last:,}", count=f"{run.repeats:,}",
+                        cycle=" <- ".join(safe(f.symbol or f.pc) for f in run.cycle))
+             for run in runs[:CORE_FRAMES]]
+    if len(runs) > CORE_FRAMES:
+        lines.append("    " + t("more_frames", count=len(thread.frames) - runs[CORE_FRAMES].first))
+    if thread.truncated:
+        lines.append("    " + t("frames_truncated", reason=thread.truncated))
+        if thread.frames_left is not None:
+            lines.append("    " + t("frames_left", count=f"{thread.frames_left:,}", size=f"{thread.stack_left:,}"))
+    if thread.guessed_from is not None:
+        lines.append("    " + t("frames_guessed", index=thread.guessed_from))
+    return lines
+
+
 def _frame(frame, t: Translator) -> str:
     where = f"{safe(frame.module or '?')}!{safe(frame.symbol or '??')}"
     if frame.symbol_offset:
         where += f"+{frame.symbol_offset:#x}"
-    return f"{frame.pc} {where}" + ("" if frame.how in ("registers", "cfi")
-                                    else f"  [{t('frame_guess', how=frame.how)}]")
+    return f"{frame.pc} {where}{safe(source(frame))}" + ("" if frame.how in ("registers", "cfi")
+                                                     else f"  [{t('frame_guess', how=frame.how)}]")
 
 
 def _facts(report: Report, t: Translator, style: Style) -> list[str]:

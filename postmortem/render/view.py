@@ -418,3 +418,47 @@ def _plot(gpu: str, metric: str, unit: str, series: list[tuple[datetime, float]]
         (x(times[e.id]), e.kind) for e in report.events if e.id in times and start <= times[e.id] <= end
     )
     return Plot(gpu, metric, unit, points, low, high, _label(start), _label(end), marks)
+
+
+MAX_CYCLE = 8
+"""Longest cycle of frames folded as one run: mutual recursion through up to this many functions."""
+MIN_REPEATS = 3
+"""A cycle shown once with a count when it repeats at least this often in a row."""
+
+
+@dataclass(frozen=True)
+class FrameRun:
+    """Frames `first`..`last` of a stack: one cycle of frames (innermost first) repeated `repeats` times;
+    a lone frame is a run of one."""
+
+    first: int
+    cycle: tuple[Any, ...]
+    repeats: int
+
+    @property
+    def last(self) -> int:
+        return self.first + len(self.cycle) * self.repeats - 1
+
+
+def fold_frames(frames: Sequence[Any]) -> list[FrameRun]:
+    """Runs of recursion folded, so a 200,000-frame overflow reads as a few lines and its outer frames show.
+
+    Frames are the same function when module and symbol match (the pc for an unnamed frame). At each
+    frame the cycle of up to MAX_CYCLE frames covering the most frames wins; the work is about
+    MAX_CYCLE comparisons a frame.
+    """
+    keys = [(f.module, f.symbol) if f.symbol else (f.module, f.pc) for f in frames]
+    runs: list[FrameRun] = []
+    at = 0
+    while at < len(keys):
+        best, best_covered = 1, 1
+        for size in range(1, MAX_CYCLE + 1):
+            end = at + size
+            while end < len(keys) and keys[end] == keys[end - size]:
+                end += 1
+            covered = (end - at) // size * size
+            if covered // size >= MIN_REPEATS and covered > best_covered:
+                best, best_covered = size, covered
+        runs.append(FrameRun(at, tuple(frames[at:at + best]), best_covered // best))
+        at += best_covered
+    return runs

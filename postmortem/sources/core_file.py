@@ -16,6 +16,7 @@ from typing import Any
 
 from ..core import gpu
 from ..core.analysis import CoreRead, read_core
+from ..core.report import Signal
 from ..debugging import functions_of
 from ..model import Event, Location, Options
 from ..reader import ByteReader
@@ -90,7 +91,7 @@ def _core_dir(path: str) -> str | None:
 def _signal_event(found: CoreRead, path: str) -> Event:
     core = found.core
     assert core is not None and core.signal is not None  # read() makes a signal event only for a core with a signal
-    signal = core.signal
+    signal = _fault(found)
     crashed = next((t for t in core.threads if t.crashed), None)
     frame = found.crash_frame
     fields: dict[str, Any] = {
@@ -98,6 +99,11 @@ def _signal_event(found: CoreRead, path: str) -> Event:
         "code_meaning": signal.code_meaning, "address": signal.address, "pid": core.pid,
         "process": os.path.basename(core.executable) if core.executable else None, "executable": core.executable,
     }
+    if core.original_fault is not None:  # a handler caught the fault, then re-raised it or aborted
+        fields["reraised_by"] = core.original_fault.handler
+        fields["delivered_signal"] = core.signal.name
+    if signal.in_stack_guard:  # the fault is just below the thread's stack: it overflowed
+        fields["stack_overflow"] = True
     if signal.sender_pid is not None:
         fields["sender_pid"] = signal.sender_pid
     if found.fault_module is not None:
@@ -129,7 +135,7 @@ def _kind(module) -> str:
 def _summary(found: CoreRead) -> str:
     """"SIGSEGV (SEGV_MAPERR) at 0x0 in libcuda.so.570.124.06!cuLaunchKernel+0x1a2"."""
     assert found.core is not None and found.core.signal is not None  # as in _signal_event
-    signal = found.core.signal
+    signal = _fault(found)
     text = signal.name
     if signal.code_meaning.split(":")[0] != f"si_code {signal.code}":
         text += f" ({signal.code_meaning.split(':')[0]})"
@@ -142,4 +148,13 @@ def _summary(found: CoreRead) -> str:
         place = (frame.symbol + (f"+{frame.symbol_offset:#x}" if frame.symbol_offset else "")
                  if frame.symbol else frame.pc)
         text += f" in {frame.module or '??'}!{place}"
+    if found.core.original_fault is not None:
+        text += f"; {found.core.original_fault.handler} re-raised it as {found.core.signal.name}"
     return text
+
+
+def _fault(found: CoreRead) -> Signal:
+    """The signal the verdict is about: the fault under a handler that re-raised it, else the core's own."""
+    assert found.core is not None and found.core.signal is not None  # as in _signal_event
+    original = found.core.original_fault
+    return original.signal if original is not None else found.core.signal

@@ -33,7 +33,9 @@ run torch ../gpu_crash ../site-packages/torch/lib/libtorch_cuda.so at_cuda_launc
 run extension ../gpu_crash ../site-packages/myext/_ops.cpython-311-x86_64-linux-gnu.so my_op_forward
 run cudart-abort ../gpu_crash ../libcudart.so.12.4.127 cudaLaunchKernel
 run null-write ../crash
+gcc -O0 -g $map -o recurse "$here/src/recurse.c"
+run stack-overflow sh -c 'ulimit -s 256 && exec ../recurse'
 for f in gpu_crash libcuda.so.570.124.06 libcublasLt.so.12.4.5.8 site-packages/torch/lib/libtorch_cuda.so \
-         site-packages/myext/_ops.cpython-311-x86_64-linux-gnu.so libcudart.so.12.4.127 libcrash.so crash; do
+         site-packages/myext/_ops.cpython-311-x86_64-linux-gnu.so libcudart.so.12.4.127 libcrash.so crash recurse; do
     cp "$f" "$here/"
 done

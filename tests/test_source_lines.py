@@ -1,0 +1,278 @@
+"""Source lines and inlined frames (postmortem.core.lines), compared with gdb and addr2line.
+
+Programs are built with gcc -g at test time (-O0, and -O2 with static functions
+inlined), crashed, and every frame of every thread -- gdb's INLINE frames
+included, each with gdb's pc and `at file:line` -- is compared with ours:
+an inlined function is listed before the physical frame that holds it, with
+the same pc. addr2line -i -f on the same addresses is the second oracle.
+Separate debug files are found by build-id, .gnu_debuglink, debuginfod's cache
+and --debug-dir, and only when they are that build.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hostile import core_craft
+from postmortem.debugging import short_name
+from postmortem.model import Options
+from test_core import DATA, GCC, GDB, PROGRAMS, core_of, crash
+
+GDB_LINES = DATA / "gdb_lines.py"
+ADDR2LINE = shutil.which("addr2line")
+OBJCOPY = shutil.which("objcopy")
+
+LINE_PROGRAMS = {
+    "crash": PROGRAMS["crash"],
+    "crash_o2": PROGRAMS["crash_o2"],
+    "mt_abort": PROGRAMS["mt_abort"],
+    "sighandler": PROGRAMS["sighandler"],
+    "inline_crash": ("gcc -g -O2 -o inline_crash {src}/inline_crash.c", ["./inline_crash"]),
+}
+
+Row = tuple[str, str | None, str | None]
+"""(pc, function, basename:line) of one frame as gdb lists it."""
+
+
+@pytest.fixture(scope="module")
+def cores(tmp_path_factory) -> dict[str, Path]:
+    if GCC is None:
+        pytest.skip("gcc not installed: the test programs cannot be built")
+    root = tmp_path_factory.mktemp("lines")
+    return {name: crash(root / name, name, programs=LINE_PROGRAMS) for name in LINE_PROGRAMS}
+
+
+def _place(file: str | None, line: int | None) -> str | None:
+    return f"{os.path.basename(file)}:{line}" if file and line else None
+
+
+def ours(core: dict) -> dict[int, list[Row]]:
+    """Our frames per thread, each inlined function first (innermost first), cut after main as gdb is."""
+    threads = {}
+    for thread in core["threads"]:
+        rows: list[Row] = []
+        for frame in thread["frames"]:
+            for inlined in frame["inlined"]:
+                rows.append((frame["pc"], short_name(inlined["function"]), _place(inlined["file"], inlined["line"])))
+            rows.append((frame["pc"], short_name(frame["symbol"]) if frame["symbol"] else None,
+                         _place(frame["file"], frame["line"])))
+        names = [row[1] for row in rows]
+        threads[thread["tid"]] = rows[: names.index("main") + 1] if "main" in names else rows
+    return threads
+
+
+def theirs(exe: Path, core: Path) -> dict[int, list[Row]]:
+    """gdb's frames per thread with its file:line (tail-call frames, which only gdb synthesises, left out)."""
+    out = subprocess.run([GDB, "-q", "-batch", "-nx", "-ex", "set debuginfod enabled off", "-x", str(GDB_LINES),
+                          str(exe), str(core)], capture_output=True, check=False, text=True, timeout=60).stdout
+    threads: dict[int, list[Row]] = {}
+    current: list[Row] = []
+    for line in out.splitlines():
+        if line.startswith("THREAD "):
+            current = threads.setdefault(int(line.split()[1]), [])
+        elif line.startswith("FRAME "):
+            _, pc, kind, where, name = line.split(" ", 4)
+            if kind == "tailcall":
+                continue
+            file, _, number = where.rpartition(":")
+            current.append((pc, "<signal handler called>" if kind == "sigtramp" else
+                            None if name == "None" else short_name(name),
+                            None if where == "None" else _place(file, int(number))))
+    return threads
+
+
+@pytest.mark.skipif(GDB is None, reason="gdb not installed: no reference backtrace to compare with")
+@pytest.mark.parametrize("name", list(LINE_PROGRAMS))
+def test_lines_and_inline_frames_equal_gdb(cores, name):
+    core = cores[name]
+    expected = theirs(core.parent / name, core)
+    assert expected and all(expected.values()), "gdb printed no frames"
+    assert any(place for rows in expected.values() for _pc, _name, place in rows), "gdb knows no lines"
+    assert ours(core_of(core)) == expected
+
+
+def test_inlined_frames_are_gdbs(cores):
+    """The -O2 crash inside two inlined functions, and main's return address inside a third."""
+    frames = core_of(cores["inline_crash"])["threads"][0]["frames"]
+    assert [(i["function"], i["line"]) for i in frames[0]["inlined"]] == [("store", 7), ("twice", 8)]
+    assert (frames[0]["symbol"], frames[0]["line"]) == ("outer", 9)
+    assert [(i["function"], i["line"]) for i in frames[1]["inlined"]] == [("run", 10)]
+    assert (frames[1]["symbol"], frames[1]["line"]) == ("main", 14)
+
+
+def addr2line(binary: Path, vaddr: int) -> list[tuple[str, str]]:
+    """addr2line -i -f: (function, basename:line) innermost first; discriminators dropped."""
+    out = subprocess.run([ADDR2LINE, "-i", "-f", "-e", str(binary), hex(vaddr)], capture_output=True, text=True,
+                         check=True, timeout=30).stdout.split("\n")
+    pairs = zip(out[0::2], out[1::2], strict=False)
+    return [(function, _place(where.split(" ")[0].rpartition(":")[0], int(where.split(" ")[0].rpartition(":")[2])))
+            for function, where in pairs if function]
+
+
+@pytest.mark.skipif(ADDR2LINE is None, reason="addr2line not installed")
+@pytest.mark.parametrize("name", ["crash", "inline_crash"])
+def test_lines_equal_addr2line(cores, name):
+    core = core_of(cores[name])
+    modules = {Path(m["path"]).name: m for m in core["modules"]}
+    for number, frame in enumerate(core["threads"][0]["frames"]):
+        binary = cores[name].parent / frame["module"]
+        if not binary.exists() or frame["symbol"] == "_start":
+            continue
+        base = int(modules[frame["module"]]["start"], 16)
+        vaddr = int(frame["pc"], 16) - base - (1 if number else 0)  # both are PIE: link-time address = offset
+        mine = [(i["function"], _place(i["file"], i["line"])) for i in frame["inlined"]]
+        mine.append((frame["symbol"], _place(frame["file"], frame["line"])))
+        assert mine == addr2line(binary, vaddr)
+
+
+def _split_debug(directory: Path, library: str) -> tuple[Path, str]:
+    """Strip `library` in place, its DWARF moved to `library.debug` (linked by .gnu_debuglink); its build-id."""
+    if OBJCOPY is None:
+        pytest.skip("objcopy not installed")
+    lib = directory / library
+    debug = directory / f"{library}.debug"
+    subprocess.run([OBJCOPY, "--only-keep-debug", str(lib), str(debug)], check=True)
+    subprocess.run([OBJCOPY, "--strip-debug", "--strip-unneeded", f"--add-gnu-debuglink={debug}", str(lib)],
+                   check=True, cwd=directory)
+    note = subprocess.run(["readelf", "-n", str(lib)], capture_output=True, text=True, check=True).stdout
+    return debug, note.split("Build ID:")[1].split()[0]
+
+
+@pytest.fixture
+def stripped(tmp_path) -> tuple[Path, Path, str]:
+    """The committed null-write core beside its program and a stripped libcrash.so + libcrash.so.debug."""
+    (tmp_path / "core").write_bytes(bytes(core_craft.committed("null-write")))
+    for name in ("crash", "libcrash.so"):
+        shutil.copy(DATA / name, tmp_path / name)
+    debug, build_id = _split_debug(tmp_path, "libcrash.so")
+    return tmp_path / "core", debug, build_id
+
+
+def _lib_lines(core: Path, options: Options = Options()) -> list[tuple[str | None, int | None]]:
+    frames = core_of(core, options)["threads"][0]["frames"][:3]
+    return [(f["symbol"], f["line"]) for f in frames]
+
+
+LIB_LINES = [("lib_c", 3), ("lib_b", 4), ("lib_a", 5)]
+
+
+def test_committed_core_has_lines(tmp_path):
+    (tmp_path / "core").write_bytes(bytes(core_craft.committed("null-write")))
+    for name in ("crash", "libcrash.so"):
+        shutil.copy(DATA / name, tmp_path / name)
+    frames = core_of(tmp_path / "core")["threads"][0]["frames"]
+    assert [(f["symbol"], _place(f["file"], f["line"])) for f in frames[:4]] == [
+        ("lib_c", "libcrash.c:3"), ("lib_b", "libcrash.c:4"), ("lib_a", "libcrash.c:5"), ("main", "crash.c:4")]
+
+
+def test_debug_file_by_gnu_debuglink(stripped):
+    core, _debug, _build_id = stripped
+    assert _lib_lines(core) == LIB_LINES
+
+
+def test_debug_file_by_build_id_under_debug_dir(stripped, tmp_path_factory):
+    core, debug, build_id = stripped
+    root = tmp_path_factory.mktemp("debugroot")
+    target = root / ".build-id" / build_id[:2] / f"{build_id[2:]}.debug"
+    target.parent.mkdir(parents=True)
+    debug.rename(target)
+    assert _lib_lines(core)[0] == ("lib_c", None)
+    assert _lib_lines(core, Options(debug_dirs=[str(root)])) == LIB_LINES
+
+
+def test_debug_file_in_debuginfod_cache(stripped, tmp_path_factory, monkeypatch):
+    core, debug, build_id = stripped
+    home = tmp_path_factory.mktemp("home")
+    target = home / ".cache" / "debuginfod_client" / build_id / "debuginfo"
+    target.parent.mkdir(parents=True)
+    debug.rename(target)
+    monkeypatch.delenv("DEBUGINFOD_CACHE_PATH", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    assert _lib_lines(core) == LIB_LINES
+
+
+def test_debug_file_of_another_build_is_not_used(stripped):
+    """A `libcrash.so.debug` rebuilt from other source: build-id differs, so its lines are not shown."""
+    core, debug, _build_id = stripped
+    other = debug.parent / "other"
+    other.mkdir()
+    (other / "libcrash.c").write_text("\n\n\n\n\nvoid lib_c(int *p) { *p = 1; }\n")
+    subprocess.run(["gcc", "-g", "-shared", "-fPIC", "-o", str(debug), str(other / "libcrash.c")], check=True)
+    assert [line for _symbol, line in _lib_lines(core)] == [None, None, None]
+
+
+def test_only_the_cu_of_the_pc_is_parsed(tmp_path):
+    """A library of 40 compilation units without .debug_aranges: one pc parses one CU, found from the CU
+    headers' top DIEs; a core whose CU budget is spent gets no more lines."""
+    if GCC is None or OBJCOPY is None:
+        pytest.skip("gcc or objcopy not installed")
+    from postmortem.core.lines import MAX_CUS, BudgetSpent, DebugInfo, LineBudget
+    from postmortem.core.modules import Files
+    from postmortem.core.symbols import find_symbol_address
+
+    sources = []
+    for i in range(40):
+        source = tmp_path / f"unit{i}.c"
+        source.write_text(f"int unit{i}(int x) {{\n  return x * {i + 2};\n}}\n")
+        sources.append(str(source))
+    lib = tmp_path / "libmany.so"
+    subprocess.run(["gcc", "-g", "-O0", "-shared", "-fPIC", "-o", str(lib), *sources], check=True)
+    subprocess.run([OBJCOPY, "--remove-section=.debug_aranges", str(lib)], check=True)
+    files = Files(None, None, ())
+    try:
+        image = files.image(str(lib))
+        assert image is not None and image.size is not None and ".debug_aranges" not in image.sections
+        info = DebugInfo(image.read, image.size)
+        vaddr = find_symbol_address(image.read, image.sections, "unit17")
+        assert vaddr is not None
+        budget = LineBudget()
+        place = info.locate(vaddr + 4, budget)
+        assert place is not None and os.path.basename(place.file or "") == "unit17.c" and place.line in (1, 2)
+        assert budget.cus == MAX_CUS - 1
+        with pytest.raises(BudgetSpent):
+            info.locate(find_symbol_address(image.read, image.sections, "unit3") or 0, LineBudget(cus=0))
+    finally:
+        files.close()
+
+
+def _add_minidebuginfo(directory: Path, program: str) -> None:
+    """Strip `program` and give it a MiniDebugInfo the way Fedora's find-debuginfo does: the function
+    symbols .dynsym lacks, in an xz-compressed ELF in .gnu_debugdata."""
+    if OBJCOPY is None or shutil.which("nm") is None:
+        pytest.skip("objcopy or nm not installed")
+    binary = directory / program
+
+    def defined(*args: str) -> set[str]:
+        out = subprocess.run(["nm", *args, "--format=posix", "--defined-only", str(binary)], capture_output=True,
+                             text=True, check=True).stdout
+        return {line.split()[0] for line in out.splitlines() if not args or line.split()[1] in "Tt"}
+
+    (directory / "keep").write_text("\n".join(sorted(defined() - defined("-D"))) + "\n")
+    mini = directory / "mini"
+    subprocess.run([OBJCOPY, "--only-keep-debug", str(binary), str(mini)], check=True)
+    subprocess.run([OBJCOPY, "-S", "--remove-section=.comment", f"--keep-symbols={directory / 'keep'}", str(mini)],
+                   check=True)
+    subprocess.run(["xz", "-f", str(mini)], check=True)
+    subprocess.run([OBJCOPY, "--strip-all", f"--add-section=.gnu_debugdata={mini}.xz", str(binary)], check=True)
+
+
+def test_minidebuginfo_names_the_functions_dynsym_lacks(tmp_path):
+    """Both files stripped, each with a MiniDebugInfo: main (in no .dynsym) is named again, as gdb names it."""
+    if GCC is None or shutil.which("xz") is None:
+        pytest.skip("gcc or xz not installed")
+    core = crash(tmp_path, "crash", programs=LINE_PROGRAMS)
+    for name in ("crash", "libcrash.so"):
+        _add_minidebuginfo(tmp_path, name)
+    frames = core_of(core)["threads"][0]["frames"]
+    assert [f["symbol"] for f in frames[:4]] == ["lib_c", "lib_b", "lib_a", "main"]
+    assert [f["line"] for f in frames[:4]] == [None] * 4  # stripped: symbols, but no lines
+    if GDB is not None and "lzma" in subprocess.run([GDB, "--configuration"], capture_output=True, text=True,
+                                                    check=False).stdout:
+        from test_core import gdb_frames, our_frames
+        assert our_frames(core_of(core)) == gdb_frames(tmp_path / "crash", core)
