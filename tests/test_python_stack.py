@@ -9,12 +9,15 @@ interpreter's own `co_lines()` / `co_positions()` over its standard library.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
 import re
 import resource
+import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,8 +39,12 @@ from postmortem.core.python_stack import (
     _ranges_310,
     _ranges_311,
     python_stacks,
+    spread,
 )
+from postmortem.core.report import Frame
 from postmortem.core.symbols import find_symbol_address
+from postmortem.pipeline import analyze
+from postmortem.render import text_report
 
 PYENV = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
 VERSIONS = [(3, 10), (3, 11), (3, 12), (3, 13)]
@@ -127,13 +134,17 @@ def load_core(path: Path, stderr: str) -> Core:
 @pytest.fixture(scope="module", params=VERSIONS, ids=lambda v: f"{v[0]}.{v[1]}")
 def crash(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[tuple[int, int], Core]:
     """A real core of the crash script under one CPython version, with faulthandler's report."""
-    version = request.param
+    return request.param, crashed_core(request.param, CRASH_SCRIPT, tmp_path_factory)
+
+
+def crashed_core(version: tuple[int, int], script: Path, tmp_path_factory: pytest.TempPathFactory) -> Core:
+    """The core `script` leaves when run by CPython `version` with faulthandler on."""
     python = interpreter(version)
     pattern = Path("/proc/sys/kernel/core_pattern").read_text().strip()
     if pattern.startswith("|"):
         pytest.skip(f"kernel core_pattern pipes cores to a program ({pattern}), no core file is written")
     directory = tmp_path_factory.mktemp(f"py{version[0]}{version[1]}")
-    (directory / "crash.py").write_text(CRASH_SCRIPT.read_text())
+    (directory / "crash.py").write_text(script.read_text())
     done = subprocess.run(
         [str(python), "-X", "faulthandler", str(directory / "crash.py")], cwd=directory, capture_output=True,
         text=True, timeout=60, check=False,
@@ -141,7 +152,7 @@ def crash(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     cores = sorted(directory.glob("core*"))
     if not cores:
         pytest.skip(f"the crash left no core in {directory} (exit {done.returncode}, core_pattern {pattern!r})")
-    return version, load_core(cores[0], done.stderr)
+    return load_core(cores[0], done.stderr)
 
 
 def faulthandler_threads(stderr: str) -> tuple[tuple[PythonFrame, ...], list[tuple[PythonFrame, ...]]]:
@@ -392,3 +403,113 @@ def _expect_error_or_threads(read: Callable[[int, int], bytes | None], find_symb
         return
     assert all(isinstance(thread, PythonThread) for thread in threads)
     assert all(isinstance(frame.file, str) for thread in threads for frame in thread.frames)
+
+
+# --- native and Python frames merged, checked against pystack --native --------------------------
+
+CALLBACK_SCRIPT = Path(__file__).parent / "data" / "core" / "src" / "pycallback.py"
+PYSTACK = shutil.which("pystack", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+PYSTACK_C = re.compile(r'^\s+\(C\) File ".*", line \d+, in (?P<function>\S+)(?: \(inlined\))? \((?P<module>.*)\)$')
+PYSTACK_PY = re.compile(r'^\s+\(Python\) File "(?P<file>.*)", line (?P<line>\d+), in (?P<function>.*)$')
+INTERPRETER = re.compile(r"(lib)?python3")
+
+Run = tuple["str | None", tuple[PythonFrame, ...]]
+"""A run of Python frames, outermost first, with the last native function outside the interpreter that
+ran before it since the previous run (None for the first run: what starts the interpreter is not compared)."""
+
+
+@pytest.fixture(scope="module", params=VERSIONS, ids=lambda v: f"{v[0]}.{v[1]}")
+def callback_crash(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+                   ) -> tuple[tuple[int, int], Core]:
+    """A real core of Python called back from C (qsort) that crashes: two eval-loop calls on one stack."""
+    return request.param, crashed_core(request.param, CALLBACK_SCRIPT, tmp_path_factory)
+
+
+def pystack_runs(output: str) -> list[Run]:
+    """`pystack core --native`'s crashing stack as runs of Python frames, outermost first."""
+    runs: list[Run] = []
+    caller: str | None = None
+    in_run = False
+    for line in output.splitlines():
+        if native := PYSTACK_C.match(line):
+            caller = caller if INTERPRETER.match(native["module"]) else native["function"]
+            in_run = False
+        elif python := PYSTACK_PY.match(line):
+            frame = PythonFrame(python["file"], python["function"], int(python["line"]))
+            runs[-1:] = [(runs[-1][0], (*runs[-1][1], frame))] if in_run else [*runs[-1:], (caller if runs else None,
+                                                                                             (frame,))]
+            caller, in_run = None, True
+    return runs
+
+
+def merged_runs(frames: tuple[Frame, ...]) -> list[Run]:
+    """The same runs from postmortem's native frames and the Python frames each eval-loop frame carries.
+
+    Eval-loop frames with only interpreter frames between them are one run, as pystack shows them
+    (3.10 has an eval-loop frame per Python frame)."""
+    runs: list[Run] = []
+    caller: str | None = None
+    in_run = False
+    for frame in reversed(frames):
+        if frame.python_frames:
+            run = tuple(reversed(frame.python_frames))
+            runs[-1:] = [(runs[-1][0], runs[-1][1] + run)] if in_run else [*runs[-1:], (caller if runs else None, run)]
+            caller, in_run = None, True
+        elif not INTERPRETER.match(Path(frame.module or "?").name):
+            caller = frame.inlined[0].function if frame.inlined else frame.symbol
+            in_run = False
+    return runs
+
+
+@pytest.mark.skipif(PYSTACK is None, reason="pystack not installed (pip install pystack): no merged stack to compare")
+def test_eval_loop_frames_carry_the_python_frames_pystack_shows(callback_crash: tuple[tuple[int, int], Core]) -> None:
+    version, core = callback_crash
+    done = read_core(_file_reader(str(core.path)), core.path.stat().st_size, str(core.path))
+    assert done.core is not None
+    crashed = done.core.threads[0]
+    assert crashed.python_frames is not None
+    loops = [frame for frame in crashed.frames if frame.python_frames]
+    expected_calls = [1] * 5 if version == (3, 10) else [3, 2]  # string_at, inner, compare | outer, <module>
+    assert [len(frame.python_frames) for frame in loops] == expected_calls
+    assert sum((frame.python_frames for frame in loops), ()) == crashed.python_frames
+    assert crashed.python_merge and "each eval-loop frame runs the call at its depth" in crashed.python_merge
+    oracle = subprocess.run([str(PYSTACK), "core", "--native", "--no-color", str(core.path), str(interpreter(version))],
+                            capture_output=True, text=True, timeout=300, check=True).stdout
+    theirs = pystack_runs(oracle)
+    assert [[f.function for f in run] for _, run in theirs] == [["<module>", "outer"],
+                                                                ["compare", "inner", "string_at"]]
+    assert merged_runs(crashed.frames) == theirs
+
+
+def test_text_report_lists_python_frames_under_their_eval_loop_frame(callback_crash: tuple[tuple[int, int], Core]
+                                                                    ) -> None:
+    version, core = callback_crash
+    text = text_report.render(analyze([str(core.path)]))
+    under = [line.split(" in ")[-1] for line in text.splitlines() if line.startswith(text_report.PYTHON_UNDER_NATIVE)]
+    innermost = ["string_at", "inner", "compare"]
+    # 3.10's eval-loop frames alternate with _PyEval_Vector and fold as recursion; in 3.11+ the outer
+    # eval-loop frame is past the frames shown: then the whole Python stack follows the note.
+    assert under == ([] if version == (3, 10) else innermost)
+    full = text[text.index("each eval-loop frame runs the call at its depth"):]
+    assert [line.split(" in ")[-1] for line in full.splitlines()[2:7]] == [*innermost, "outer", "<module>"]
+
+
+def test_entry_frames_of_3_11_split_the_chain_into_calls() -> None:
+    fake = FakeProcess()
+    table = bytes([0x80 | 13 << 3 | 3, 10])
+    code = fake.code("/srv/train.py", "step", 10, table, 4)
+    frames = [fake.frame(code, 1) for _ in range(4)]
+    for inner, outer in itertools.pairwise(frames):
+        fake.word(inner + 48, outer)
+    fake.put(frames[1] + 68, b"\x01")  # is_entry: the innermost call runs frames 0 and 1
+    fake.put(frames[3] + 68, b"\x01")
+    fake.thread(7, frames[0])
+    [thread] = python_stacks(fake.read, FakeProcess.SYMBOLS.get, (3, 11))
+    assert thread.calls == (2, 2)
+    assert spread(thread, 2, (3, 11)) == ([(0, 2), (2, 4)], (
+        "2 eval-loop frames, 2 Python calls (3.11 marks each call's outermost frame is_entry): "
+        "each eval-loop frame runs the call at its depth"))
+    slices, how = spread(thread, 1, (3, 11))
+    assert slices == [(0, 2)] and "a guess; 2 Python frames are on no eval-loop frame" in how
+    slices, how = spread(thread, 3, (3, 11))
+    assert slices == [(0, 2), (2, 4), (4, 4)] and "3 eval-loop frames but 2 Python calls" in how

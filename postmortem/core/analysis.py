@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import struct
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import regex
 
@@ -34,6 +35,9 @@ from .unwind import (
     apply_row,
     looks_like_return,
 )
+
+if TYPE_CHECKING:
+    from .python_stack import PythonThread
 
 SHOWN_ENV = regex.compile(r"^(?:CUDA_\w*|NCCL_\w*|TORCH_\w*|PYTORCH_\w*|LD_LIBRARY_PATH|NVIDIA_\w*|OMP_NUM_THREADS|"
                           r"TF_CPP_\w*|TF_GPU_\w*|TF_FORCE_GPU_\w*|XLA_FLAGS|XLA_PYTHON_CLIENT_\w*|CUBLAS_\w*|CUDNN_\w*|"
@@ -62,6 +66,15 @@ MAX_THREADS = 10_000
 STACK_GUARD_REACH = 1 << 20
 """How far below its stack's mapping an overflow faults: the kernel's stack_guard_gap (256 pages) below
 the main stack; a thread's guard page (glibc's guardsize) is smaller."""
+GO_THREAD_STARTS = frozenset({"runtime.goexit.abi0", "runtime.mstart.abi0", "runtime.rt0_go.abi0",
+                              "runtime.goexit", "runtime.mstart", "runtime.rt0_go"})
+"""The outermost frames of Go's goroutines and threads (assembly: `.abi0` in the symbol table of Go 1.17 on)."""
+GO_SIGPANIC = "runtime.sigpanic"
+"""Go turns a fault into a call of runtime.sigpanic whose return address is the faulting pc itself (not
+the byte after a call): its caller is looked up at that exact pc, as Go's own traceback does."""
+GO_SIGNAL_RESTORERS = frozenset({"runtime.sigreturn.abi0", "runtime.sigreturn__sigaction.abi0", "runtime.sigreturn"})
+"""Go's own sa_restorer (`rt_sigreturn` with no CFI): the frame under it is the interrupted one, read from
+the kernel's sigcontext as glibc's `__restore_rt` CFI has it read (gdb's sniffer wants glibc's bytes)."""
 PF_W, PF_ACCESS = 2, 7
 """Program-header flags: writable; readable, writable or executable (a PROT_NONE guard has none)."""
 
@@ -274,6 +287,7 @@ def unwind_thread(registers: dict[str, int], memory: Memory, finder: _ModuleFind
     done = Unwound([])
     frames = done.frames
     problems: list[str] = []
+    names: dict[int, str | None] = {}
     how, exact = "registers", True
     try:
         while True:
@@ -289,15 +303,17 @@ def unwind_thread(registers: dict[str, int], memory: Memory, finder: _ModuleFind
             frames.append(frame)
             step = _cfi_step(frame, regs, memory, finder, budget, problems)
             if step is None:
-                if not memory.executable(pc) and len(frames) > 1:
+                if (not memory.executable(pc) and len(frames) > 1) or \
+                        _name_of(frame.lookup, finder, names) in GO_THREAD_STARTS:
                     break
-                step = _fallback_step(regs, memory, len(frames) == 1, budget)
+                step = (_go_sigreturn_step(frame, regs, memory) if _symbol_name(pc, finder) in GO_SIGNAL_RESTORERS
+                        else _fallback_step(regs, memory, len(frames) == 1, budget))
             if step is None:
                 break
             caller, how = step
             if caller.get(RSP, 0) <= regs.get(RSP, 0) and not frame.signal_frame:
                 break
-            exact = frame.signal_frame
+            exact = frame.signal_frame or _name_of(frame.lookup, finder, names) == GO_SIGPANIC
             regs = caller
     except BudgetSpent as spent:
         done.truncated = str(spent)
@@ -305,6 +321,37 @@ def unwind_thread(registers: dict[str, int], memory: Memory, finder: _ModuleFind
     if done.truncated:
         _rest_of_stack(done, registers.get("rsp", 0), regs.get(RSP, 0), memory)
     return done
+
+
+def _symbol_name(addr: int, finder: _ModuleFinder) -> str | None:
+    """The (mangled) name of the function holding `addr`, looked up where a frame has no CFI (a signal
+    restorer is entered at its first byte, not returned to: it is looked up at the frame's exact pc)."""
+    module = finder.at(addr)
+    symbols = module.symbols if module is not None else None
+    found = symbols.lookup(addr - module.bias) if symbols is not None and module is not None else None
+    return found[0] if found is not None else None
+
+
+def _name_of(addr: int, finder: _ModuleFinder, names: dict[int, str | None]) -> str | None:
+    """`_symbol_name`, once per pc of a thread (a deep recursion repeats a few pcs)."""
+    if addr not in names:
+        names[addr] = _symbol_name(addr, finder)
+    return names[addr]
+
+
+def _go_sigreturn_step(frame: _RawFrame, regs: dict[int, int],
+                       memory: Memory) -> tuple[dict[int, int], str] | None:
+    """The interrupted registers under Go's signal restorer, from the sigcontext at its stack pointer
+    (the handler's `ret` popped pretcode, so the stack pointer is at the kernel's struct ucontext)."""
+    from .signal_frame import SIGCONTEXT_REGS, UC_MCONTEXT  # imported here: signal_frame builds on this module
+
+    names = SIGCONTEXT_REGS[:17]
+    raw = memory.read(regs.get(RSP, 0) + UC_MCONTEXT, 8 * len(names))
+    if raw is None or len(raw) < 8 * len(names):
+        return None
+    saved = dict(zip(names, struct.unpack(f"<{len(names)}Q", raw), strict=True))
+    frame.signal_frame = True
+    return {i: saved[name] for i, name in enumerate(DWARF_REGS) if name in saved} | {RA: saved["rip"]}, "cfi"
 
 
 def _rest_of_stack(done: Unwound, first_sp: int, last_sp: int, memory: Memory) -> None:
@@ -616,7 +663,20 @@ def _with_python(threads: list[Thread], memory: Memory, modules: list[Module], v
     if len(cut) > MAX_THREAD_NOTES:
         result.diagnostics.append(f"{len(cut) - MAX_THREAD_NOTES} more Python stacks cut short")
     by_tid = {stack.thread_id: stack for stack in stacks}
-    return [replace(t, python_frames=by_tid[t.tid].frames) if t.tid in by_tid else t for t in threads]
+    return [_merged(t, by_tid[t.tid], (int(major), int(minor))) if t.tid in by_tid else t for t in threads]
+
+
+def _merged(thread: Thread, stack: PythonThread, version: tuple[int, int]) -> Thread:
+    """The thread with its Python frames, each eval-loop frame carrying those it runs (pystack --native)."""
+    from . import python_stack
+
+    frames = list(thread.frames)
+    loops = [index for index, frame in enumerate(frames) if python_stack.is_eval_loop(frame.symbol)]
+    slices, how = python_stack.spread(stack, len(loops), version)
+    for index, (start, end) in zip(loops, slices, strict=True):
+        frames[index] = replace(frames[index], python_frames=stack.frames[start:end])
+    return replace(thread, frames=tuple(frames), python_frames=stack.frames,
+                   python_merge=how if loops or stack.frames else None)
 
 
 def _crash_site(result: CoreRead, threads: list[Thread], finder: _ModuleFinder) -> None:

@@ -57,6 +57,8 @@ class Section:
     addr: int
     offset: int
     size: int
+    flags: int = 0
+    """sh_flags: SHF_COMPRESSED (Go's DWARF) says the bytes are a compression header and zlib data."""
 
 
 @dataclass(frozen=True)
@@ -128,10 +130,10 @@ def sections(read: Read, head: Header) -> dict[str, Section]:
         return {}
     names = read(rows[head.shstrndx][4], min(rows[head.shstrndx][5], MAX_SECTION_NAMES))
     found: dict[str, Section] = {}
-    for name_at, stype, _flags, addr, offset, size, _link, _info, _align, _entsize in rows:
+    for name_at, stype, flags, addr, offset, size, _link, _info, _align, _entsize in rows:
         end = names.find(b"\0", name_at)
         name = names[name_at:end if end >= 0 else None].decode("ascii", "replace")
-        found.setdefault(name, Section(name, stype, addr, offset, size))
+        found.setdefault(name, Section(name, stype, addr, offset, size, flags))
     return found
 
 

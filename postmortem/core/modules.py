@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import stat
+import struct
 import zlib
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -30,7 +31,7 @@ from .elf import ElfError, Read
 from .memory import Memory
 from .notes import FileMapping
 from .symbols import SymbolTable
-from .unwind import CfiError, CfiTables, EhFrame
+from .unwind import MAX_CFI_SECTION, CfiError, CfiTables, EhFrame
 
 DEBUG_ROOT = "/usr/lib/debug"
 PSEUDO_ROOTS = ("/proc", "/sys", "/dev")
@@ -43,6 +44,9 @@ PT_GNU_EH_FRAME = 0x6474E550
 EH_PE_PCREL_SDATA4 = 0x1B
 """How every linker encodes `.eh_frame_hdr`'s pointer to `.eh_frame`."""
 """How much of a file's start is compared with the core's copy of it (the ELF and program headers)."""
+SHF_COMPRESSED, ELFCOMPRESS_ZLIB = 0x800, 1
+CHDR = struct.Struct("<IIQQ")
+"""Elf64_Chdr, before a compressed section's data: ch_type, reserved, ch_size (inflated), ch_addralign."""
 MAX_DEBUGLINK = 4096
 """Bytes of a `.gnu_debuglink` section read: a file name (NAME_MAX is 255) and a CRC."""
 MAX_CRC_BYTES = 4 << 30
@@ -83,10 +87,32 @@ class Image:
         found = []
         for debug in (False, True):
             try:
-                found.append(EhFrame(self.read, self.sections, debug))
+                found.append(EhFrame(*_inflated(self.read, self.sections, ".debug_frame" if debug else ".eh_frame"),
+                                     debug))
             except CfiError:
                 pass
         return tuple(found)
+
+
+def _inflated(read: Read, sections: dict[str, elf.Section], name: str) -> tuple[Read, dict[str, elf.Section]]:
+    """The image's reader and sections, with section `name` inflated in memory where it is SHF_COMPRESSED
+    (Go links its DWARF, `.debug_frame` included, zlib-compressed); CfiError when it does not inflate."""
+    section = sections.get(name)
+    if section is None or not section.flags & SHF_COMPRESSED:
+        return read, sections
+    head = read(section.offset, CHDR.size)
+    if len(head) < CHDR.size:
+        raise CfiError(f"{name} compression header cut off")
+    kind, _reserved, size, _align = CHDR.unpack(head)
+    if kind != ELFCOMPRESS_ZLIB or size > MAX_CFI_SECTION:
+        raise CfiError(f"{name} compressed as type {kind} to {size:,} bytes: not inflated")
+    try:
+        packed = read(section.offset + CHDR.size, min(section.size - CHDR.size, MAX_CFI_SECTION))
+        data = zlib.decompressobj().decompress(packed, size)
+    except zlib.error as exc:
+        raise CfiError(f"{name} does not inflate ({exc})") from None
+    inflated = elf.Section(name, section.type, section.addr, 0, len(data))
+    return (lambda offset, length: data[offset:offset + length]), {**sections, name: inflated}
 
 
 class Files:

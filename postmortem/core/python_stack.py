@@ -63,6 +63,13 @@ class PythonThread:
     thread_id: int
     frames: tuple[PythonFrame, ...]
     error: str | None = None
+    calls: tuple[int, ...] = ()
+    """How many of `frames` each eval-loop call runs, innermost call first (they sum to len(frames)).
+
+    Read from the chain itself: in 3.10 every frame is a call of its own, in 3.11 a call's
+    outermost frame has `is_entry` set, from 3.12 on a shim frame (owner FRAME_OWNED_BY_CSTACK)
+    lies under each call's frames. Frames under the last marker (a cut walk) are one more call.
+    """
 
 
 @dataclass(frozen=True)
@@ -87,6 +94,7 @@ class Layout:
     frame_code: int
     frame_instr: int
     frame_owner: int | None
+    frame_is_entry: int | None
     code_filename: int
     code_name: int
     code_linetable: int
@@ -107,21 +115,21 @@ TABLES: dict[tuple[int, int], Layout] = {
     (3, 10): Layout(
         runtime_interp_head=32, interp_next=0, interp_threads_head=8, tstate_next=8,
         tstate_frame=24, cframe_current=None, tstate_thread_id=176, tstate_native_id=None,
-        frame_previous=24, frame_code=32, frame_instr=96, frame_owner=None,
+        frame_previous=24, frame_code=32, frame_instr=96, frame_owner=None, frame_is_entry=None,
         code_filename=104, code_name=112, code_linetable=120, code_firstlineno=40,
         code_bytecode=None, str_state=32, str_length=16, str_ascii_size=48,
         str_compact_size=72, bytes_size=16, bytes_data=32),
     (3, 11): Layout(
         runtime_interp_head=40, interp_next=0, interp_threads_head=16, tstate_next=8,
         tstate_frame=56, cframe_current=8, tstate_thread_id=152, tstate_native_id=160,
-        frame_previous=48, frame_code=32, frame_instr=56, frame_owner=69,
+        frame_previous=48, frame_code=32, frame_instr=56, frame_owner=69, frame_is_entry=68,
         code_filename=112, code_name=120, code_linetable=136, code_firstlineno=72,
         code_bytecode=184, str_state=32, str_length=16, str_ascii_size=48,
         str_compact_size=72, bytes_size=16, bytes_data=32),
     (3, 12): Layout(
         runtime_interp_head=40, interp_next=0, interp_threads_head=72, tstate_next=8,
         tstate_frame=56, cframe_current=0, tstate_thread_id=136, tstate_native_id=144,
-        frame_previous=8, frame_code=0, frame_instr=56, frame_owner=70,
+        frame_previous=8, frame_code=0, frame_instr=56, frame_owner=70, frame_is_entry=None,
         code_filename=112, code_name=120, code_linetable=136, code_firstlineno=68,
         code_bytecode=192, str_state=32, str_length=16, str_ascii_size=40,
         str_compact_size=56, bytes_size=16, bytes_data=32),
@@ -252,6 +260,7 @@ class _Walker:
             tstate_thread_id=words["tstate.thread_id"], tstate_native_id=words["tstate.native_thread_id"],
             frame_previous=words["frame.previous"], frame_code=words["frame.executable"],
             frame_instr=words["frame.instr_ptr"], frame_owner=words["frame.owner"],
+            frame_is_entry=None,
             code_filename=words["code.filename"], code_name=words["code.name"],
             code_linetable=words["code.linetable"], code_firstlineno=words["code.firstlineno"],
             code_bytecode=words["code.co_code_adaptive"], str_state=words["unicode.state"],
@@ -296,14 +305,22 @@ class _Walker:
 
     def _thread(self, tstate: int) -> PythonThread:
         frames: list[PythonFrame] = []
+        calls: list[int] = []
+        running = 0  # frames of the innermost call not yet closed by its entry marker
         error = None
         try:
-            for frame in self._frame_chain(tstate):
+            for frame, ends_call in self._frame_chain(tstate):
                 if frame is not None:
                     frames.append(frame)
+                    running += 1
+                if ends_call:
+                    calls.append(running)
+                    running = 0
         except PythonStackError as problem:
             error = str(problem)
-        return PythonThread(self._native_id(tstate), tuple(frames), error)
+        if running:
+            calls.append(running)
+        return PythonThread(self._native_id(tstate), tuple(frames), error, tuple(calls))
 
     def _native_id(self, tstate: int) -> int:
         """The kernel thread id: a field from 3.11 on, else read from glibc's struct pthread."""
@@ -333,8 +350,9 @@ class _Walker:
 
     # --- frames ----------------------------------------------------------------------------
 
-    def _frame_chain(self, tstate: int) -> Iterator[PythonFrame | None]:
-        """Each frame of a thread, innermost first (None for frames that are not shown)."""
+    def _frame_chain(self, tstate: int) -> Iterator[tuple[PythonFrame | None, bool]]:
+        """Each frame of a thread, innermost first (None for frames that are not shown), and
+        whether it ends an eval-loop call (see PythonThread.calls)."""
         lay = self.layout
         frame = self.memory.u64(tstate + lay.tstate_frame, "PyThreadState frame pointer")
         if frame and lay.cframe_current is not None:
@@ -351,11 +369,12 @@ class _Walker:
             yield self._frame(frame)
             frame = self.memory.u64(frame + lay.frame_previous, "frame.previous")
 
-    def _frame(self, frame: int) -> PythonFrame | None:
+    def _frame(self, frame: int) -> tuple[PythonFrame | None, bool]:
         lay = self.layout
         header = self.memory.bytes(frame, max(lay.frame_code, lay.frame_instr, lay.frame_owner or 0) + 8, "frame")
         if lay.frame_owner is not None and header[lay.frame_owner] == FRAME_OWNED_BY_CSTACK and self.version >= (3, 12):
-            return None
+            return None, True
+        ends_call = lay.frame_owner is None or (lay.frame_is_entry is not None and header[lay.frame_is_entry] != 0)
         code = _u64(header, lay.frame_code)
         if lay.code_bytecode is None:
             if not self._is_type(frame, "frame"):
@@ -366,7 +385,7 @@ class _Walker:
         key = (code, offset)
         if key not in self.frames:
             self.frames[key] = self._located(code, offset)
-        return self.frames[key]
+        return self.frames[key], ends_call
 
     def _located(self, code: int, offset: int) -> PythonFrame:
         """The frame of code object `code` stopped at bytecode byte `offset`."""
@@ -454,6 +473,47 @@ class _Walker:
         if size > MAX_LINETABLE_BYTES:
             raise PythonStackError(f"{what} at {obj:#x} claims {size} bytes")
         return self.memory.bytes(obj + lay.bytes_data, size, what)
+
+
+# --- native and Python frames merged -----------------------------------------------------------
+
+EVAL_LOOP = "_PyEval_EvalFrameDefault"
+"""The interpreter's eval loop: each native frame of it runs one call of PythonThread.calls."""
+
+
+def is_eval_loop(symbol: str | None) -> bool:
+    """Whether a native frame's symbol is the eval loop (or a compiler-split part of it, `.cold`)."""
+    return symbol is not None and (symbol == EVAL_LOOP or symbol.startswith(EVAL_LOOP + "."))
+
+
+def call_marker(version: tuple[int, int]) -> str:
+    """How the frame chain of CPython `version` says where each eval-loop call starts."""
+    if version <= (3, 10):
+        return "3.10 runs each Python frame in an eval-loop call of its own"
+    if version == (3, 11):
+        return "3.11 marks each call's outermost frame is_entry"
+    return f"{version[0]}.{version[1]} puts a shim frame (owner FRAME_OWNED_BY_CSTACK) under each call's frames"
+
+
+def spread(thread: PythonThread, eval_frames: int, version: tuple[int, int]) -> tuple[list[tuple[int, int]], str]:
+    """Which Python frames each of `eval_frames` native eval-loop frames runs, and how sure that is.
+
+    The answer is one (start, end) slice of `thread.frames` per eval-loop frame, innermost
+    first. Calls and eval-loop frames are paired from the innermost: both walks start there,
+    and either may be cut short at the outer end. The pairing is certain when the counts
+    agree; when they do not, the note says so and how many Python frames are on none.
+    """
+    calls = thread.calls[:eval_frames]
+    bounds = [sum(calls[:index]) for index in range(len(calls) + 1)]
+    slices = [(bounds[index], bounds[index + 1]) for index in range(len(calls))]
+    slices += [(bounds[-1], bounds[-1])] * (eval_frames - len(calls))
+    marker = call_marker(version)
+    if len(thread.calls) == eval_frames:
+        return slices, (f"{eval_frames} eval-loop frames, {eval_frames} Python calls ({marker}): "
+                        "each eval-loop frame runs the call at its depth")
+    left = len(thread.frames) - bounds[-1]
+    return slices, (f"{eval_frames} eval-loop frames but {len(thread.calls)} Python calls ({marker}): "
+                    f"paired from the innermost, a guess; {left} Python frames are on no eval-loop frame")
 
 
 # --- line tables ------------------------------------------------------------------------------

@@ -41,6 +41,9 @@ class Frame:
     file: str | None = None
     line: int | None = None
     inlined: tuple[InlineFrame, ...] = ()
+    python_frames: tuple[PythonFrame, ...] = ()
+    """For an eval-loop frame (_PyEval_EvalFrameDefault) of CPython: the Python frames it runs,
+    innermost first, as `pystack --native` shows them; Thread.python_merge says how they were assigned."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,8 @@ class Thread:
     stack_left: int | None = None
     frames_left: int | None = None
     guessed_from: int | None = None
+    python_merge: str | None = None
+    """How `python_frames` were spread over the eval-loop frames (Frame.python_frames), and how sure that is."""
 
 
 @dataclass(frozen=True)

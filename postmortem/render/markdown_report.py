@@ -183,8 +183,13 @@ def _core(core, t: Translator) -> list[str]:
                     + f": {text(t('reraised_by', handler=fault.handler))}")
     for thread in core.threads:
         title = t("crashing_thread", tid=thread.tid) if thread.crashed else t("thread", tid=thread.tid)
-        frames = "\n".join(f"#{i:<2} {view.safe(_frame(frame))}" for i, frame in enumerate(thread.frames))
-        if thread.python_frames:
+        frames = "\n".join(f"#{i:<2} {view.safe(_frame(frame))}" + "".join(
+            f"\n      py {view.safe(f.file)}:{f.line} in {view.safe(f.function)}" for f in frame.python_frames)
+            for i, frame in enumerate(thread.frames))
+        if thread.python_merge:
+            frames += f"\n\n[{view.safe(thread.python_merge)}]"
+        if thread.python_frames and sum(len(frame.python_frames) for frame in thread.frames) < len(
+                thread.python_frames):  # some Python frames sit on no eval-loop frame: list them all
             frames += f"\n\n{t('python_stack')}:\n" + "\n".join(
                 f"  {view.safe(f.file)}:{f.line} in {view.safe(f.function)}" for f in thread.python_frames)
         block = ["", f"{text(title)}:", "", fence(frames)]

@@ -25,6 +25,8 @@ EVIDENCE_SHOWN = 5
 
 CORE_FRAMES = 16
 """Frames of the crashing thread printed; the JSON has them all."""
+PYTHON_UNDER_NATIVE = "        py "
+"""Leads each Python frame listed under the eval-loop frame that runs it (as pystack --native shows them)."""
 SEVERITY_COLOURS = {"critical": "red", "error": "red", "warning": "yellow", "info": "blue"}
 
 Style = Callable[..., str]
@@ -141,11 +143,14 @@ def _core(core, t: Translator, style: Style) -> list[str]:
         if not thread.crashed:
             continue
         lines.append(f"  {t('crashing_thread', tid=thread.tid)}:")
-        lines.extend(_stack(thread, t))
-        if thread.python_frames:
+        stack = _stack(thread, t)
+        lines.extend(stack)
+        if thread.python_merge:
+            lines.append(f"    [{safe(thread.python_merge)}]")
+        if thread.python_frames and sum(line.startswith(PYTHON_UNDER_NATIVE) for line in stack) < len(
+                thread.python_frames):  # some Python frames sit on no shown eval-loop frame: list them all
             lines.append(f"    {t('python_stack')}:")
-            lines.extend(f"      {safe(f.file)}:{f.line} in {safe(f.function)}"
-                         for f in thread.python_frames[:CORE_FRAMES])
+            lines.extend(f"      {_python_frame(f)}" for f in thread.python_frames[:CORE_FRAMES])
     others = [th for th in core.threads if not th.crashed]
     if others:
         lines.append("  " + t("other_threads_hint", count=len(others)))
@@ -164,10 +169,15 @@ def _stack(thread, t: Translator) -> list[str]:
     """The thread's frames with runs of recursion folded (CORE_FRAMES lines at most), then why the
     stack stops short of its outermost frame and from which frame on it is a guess."""
     runs = fold_frames(thread.frames)
-    lines = [f"    #{run.first:<2} {_frame(run.cycle[0], t)}" if run.repeats == 1 else
-             "    " + t("frames_run", first=f"{run.first:,}", last=f"{run.last:,}", count=f"{run.repeats:,}",
-                        cycle=" <- ".join(safe(f.symbol or f.pc) for f in run.cycle))
-             for run in runs[:CORE_FRAMES]]
+    lines = []
+    for run in runs[:CORE_FRAMES]:
+        if run.repeats > 1:
+            cycle = " <- ".join(safe(f.symbol or f.pc) for f in run.cycle)
+            lines.append("    " + t("frames_run", first=f"{run.first:,}", last=f"{run.last:,}",
+                                    count=f"{run.repeats:,}", cycle=cycle))
+            continue
+        lines.append(f"    #{run.first:<2} {_frame(run.cycle[0], t)}")
+        lines.extend(PYTHON_UNDER_NATIVE + _python_frame(f) for f in run.cycle[0].python_frames[:CORE_FRAMES])
     if len(runs) > CORE_FRAMES:
         lines.append("    " + t("more_frames", count=len(thread.frames) - runs[CORE_FRAMES].first))
     if thread.truncated:
@@ -177,6 +187,10 @@ def _stack(thread, t: Translator) -> list[str]:
     if thread.guessed_from is not None:
         lines.append("    " + t("frames_guessed", index=thread.guessed_from))
     return lines
+
+
+def _python_frame(frame) -> str:
+    return f"{safe(frame.file)}:{frame.line} in {safe(frame.function)}"
 
 
 def _frame(frame, t: Translator) -> str:
