@@ -1,8 +1,11 @@
-"""The source part of a native frame's line, shared by the text and Markdown reports."""
+"""A native frame's line and its source part, shared by the text and Markdown reports."""
 
 from __future__ import annotations
 
 from ..core.report import Frame
+from ..core.unwind import GUESSES
+from .i18n import Translator
+from .view import safe
 
 INLINE_MARK = " > "
 """Between a frame and each function inlined into it, outermost to innermost (gdb's INLINE frames)."""
@@ -18,3 +21,13 @@ def source(frame: Frame) -> str:
 
 def _at(file: str | None, line: int | None) -> str:
     return f" ({file}:{line})" if file and line else ""
+
+
+def frame_line(frame: Frame, t: Translator) -> str:
+    """`pc module!symbol+offset (file:line)` as gdb's `bt` reads, input text made safe; a frame found
+    without CFI is marked as the guess it is."""
+    where = f"{safe(frame.module or '?')}!{safe(frame.symbol or '??')}"
+    if frame.symbol_offset:
+        where += f"+{frame.symbol_offset:#x}"
+    return f"{frame.pc} {where}{safe(source(frame))}" + (f"  [{t('frame_guess', how=frame.how)}]"
+                                                     if frame.how in GUESSES else "")

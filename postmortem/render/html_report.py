@@ -14,6 +14,7 @@ from typing import Any
 
 import jinja2
 
+from ..core.unwind import GUESSES
 from ..model import Finding, Report
 from . import view
 from .i18n import Translator
@@ -59,6 +60,7 @@ def render(report: Report, lang: str = "en", color: bool = False) -> str:
         suspects=[event for event in map(report.event, report.suspects) if event is not None],
         safe=view.safe,
         fold_frames=view.fold_frames,
+        guesses=GUESSES,
     )
 
 

@@ -15,13 +15,18 @@ import regex
 
 from ..model import Event, Finding, Report
 from . import view
-from .frames import source
+from .frames import frame_line
 from .i18n import Translator
 
 EVIDENCE_OPEN = 3
 """Evidence events of the verdict shown unfolded; the rest go into <details>."""
 EVIDENCE_LINES = 30
 """Lines per evidence block."""
+THREAD_FRAMES = 16
+"""Lines of native frames per thread (a run of recursion is one line), and of Python frames under each: a
+GitHub comment holds at most 65,536 characters and a GitLab note a million; the JSON report has every frame."""
+OTHER_THREADS = 8
+"""Threads besides the crashing one listed (folded); the rest are counted."""
 
 _PUNCTUATION = regex.compile(r"([\\`*_\[\]|~])")
 """Characters that start emphasis, code, links or table cells anywhere in a line."""
@@ -181,19 +186,15 @@ def _core(core, t: Translator) -> list[str]:
         body.append(f"- {text(t('original_fault'))}: `{fault.signal.name}` ({text(fault.signal.code_meaning)})"
                     + (f" `{fault.signal.address}`" if fault.signal.address else "")
                     + f": {text(t('reraised_by', handler=fault.handler))}")
-    for thread in core.threads:
-        title = t("crashing_thread", tid=thread.tid) if thread.crashed else t("thread", tid=thread.tid)
-        frames = "\n".join(f"#{i:<2} {view.safe(_frame(frame))}" + "".join(
-            f"\n      py {view.safe(f.file)}:{f.line} in {view.safe(f.function)}" for f in frame.python_frames)
-            for i, frame in enumerate(thread.frames))
-        if thread.python_merge:
-            frames += f"\n\n[{view.safe(thread.python_merge)}]"
-        if thread.python_frames and sum(len(frame.python_frames) for frame in thread.frames) < len(
-                thread.python_frames):  # some Python frames sit on no eval-loop frame: list them all
-            frames += f"\n\n{t('python_stack')}:\n" + "\n".join(
-                f"  {view.safe(f.file)}:{f.line} in {view.safe(f.function)}" for f in thread.python_frames)
-        block = ["", f"{text(title)}:", "", fence(frames)]
-        body += block if thread.crashed else _folded(title, block)
+    crashed = [thread for thread in core.threads if thread.crashed]
+    others = [thread for thread in core.threads if not thread.crashed]
+    for thread in crashed:
+        body += _thread(thread, t, t("crashing_thread", tid=thread.tid))
+    for thread in others[:OTHER_THREADS]:
+        title = t("thread", tid=thread.tid)
+        body += _folded(title, _thread(thread, t, title))
+    if len(others) > OTHER_THREADS:
+        body += ["", text(t("more_threads", count=len(others) - OTHER_THREADS))]
     gpu_modules = [m for m in core.modules if m.kind in view.GPU_KINDS]
     if gpu_modules:
         body += ["", f"{text(t('gpu_libraries'))}:", ""]
@@ -202,11 +203,33 @@ def _core(core, t: Translator) -> list[str]:
     return _folded(t("core_file", path=core.path), body)
 
 
-def _frame(frame) -> str:
-    name = f"{frame.module or '?'}!{frame.symbol or '??'}"
-    if frame.symbol_offset:
-        name += f"+{frame.symbol_offset:#x}"
-    return f"{frame.pc} {name}{source(frame)}" + ("" if frame.how in ("registers", "cfi") else f"  [{frame.how}]")
+def _thread(thread, t: Translator, title: str) -> list[str]:
+    """A thread's stack in a fence, runs of recursion folded (THREAD_FRAMES lines, Python frames under
+    their eval-loop frames aside), then why it stops short and from which frame on it is a guess."""
+    runs, rest = view.shown_runs(thread.frames, THREAD_FRAMES)
+    lines: list[str] = []
+    for run in runs:
+        if run.repeats > 1:
+            lines.append(view.run_words(run, t))
+            continue
+        lines.append(f"#{run.first:<2} {frame_line(run.cycle[0], t)}")
+        lines += [f"      py {_python_frame(f)}" for f in run.cycle[0].python_frames[:THREAD_FRAMES]]
+    if rest:
+        lines.append(t("more_frames", count=f"{rest:,}"))
+    if thread.python_merge:
+        lines += ["", f"[{view.safe(thread.python_merge)}]"]
+    if thread.python_frames and sum(len(frame.python_frames) for frame in thread.frames) < len(
+            thread.python_frames):  # some Python frames sit on no eval-loop frame: list them all
+        lines += ["", f"{t('python_stack')}:"]
+        lines += [f"  {_python_frame(f)}" for f in thread.python_frames[:THREAD_FRAMES]]
+        if len(thread.python_frames) > THREAD_FRAMES:
+            lines.append(t("more_frames", count=f"{len(thread.python_frames) - THREAD_FRAMES:,}"))
+    notes = [f"- {text(note)}" for note in view.stack_notes(thread, t)]
+    return ["", f"{text(title)}:", "", fence("\n".join(lines))] + (["", *notes] if notes else [])
+
+
+def _python_frame(frame) -> str:
+    return f"{view.safe(frame.file)}:{frame.line} in {view.safe(frame.function)}"
 
 
 def _facts(report: Report, t: Translator) -> list[str]:

@@ -16,9 +16,9 @@ import click
 import regex
 
 from ..model import Event, Finding, Report
-from .frames import source
+from .frames import frame_line
 from .i18n import Translator
-from .view import GPU_KINDS, fact_value, fold_frames, safe, where as _where
+from .view import GPU_KINDS, fact_value, run_words, safe, shown_runs, stack_notes, where as _where
 
 EVIDENCE_SHOWN = 5
 """Evidence lines printed per finding; the rest are counted."""
@@ -168,37 +168,21 @@ def _core(core, t: Translator, style: Style) -> list[str]:
 def _stack(thread, t: Translator) -> list[str]:
     """The thread's frames with runs of recursion folded (CORE_FRAMES lines at most), then why the
     stack stops short of its outermost frame and from which frame on it is a guess."""
-    runs = fold_frames(thread.frames)
+    runs, rest = shown_runs(thread.frames, CORE_FRAMES)
     lines = []
-    for run in runs[:CORE_FRAMES]:
+    for run in runs:
         if run.repeats > 1:
-            cycle = " <- ".join(safe(f.symbol or f.pc) for f in run.cycle)
-            lines.append("    " + t("frames_run", first=f"{run.first:,}", last=f"{run.last:,}",
-                                    count=f"{run.repeats:,}", cycle=cycle))
+            lines.append("    " + run_words(run, t))
             continue
-        lines.append(f"    #{run.first:<2} {_frame(run.cycle[0], t)}")
+        lines.append(f"    #{run.first:<2} {frame_line(run.cycle[0], t)}")
         lines.extend(PYTHON_UNDER_NATIVE + _python_frame(f) for f in run.cycle[0].python_frames[:CORE_FRAMES])
-    if len(runs) > CORE_FRAMES:
-        lines.append("    " + t("more_frames", count=len(thread.frames) - runs[CORE_FRAMES].first))
-    if thread.truncated:
-        lines.append("    " + t("frames_truncated", reason=thread.truncated))
-        if thread.frames_left is not None:
-            lines.append("    " + t("frames_left", count=f"{thread.frames_left:,}", size=f"{thread.stack_left:,}"))
-    if thread.guessed_from is not None:
-        lines.append("    " + t("frames_guessed", index=thread.guessed_from))
-    return lines
+    if rest:
+        lines.append("    " + t("more_frames", count=f"{rest:,}"))
+    return lines + ["    " + note for note in stack_notes(thread, t)]
 
 
 def _python_frame(frame) -> str:
     return f"{safe(frame.file)}:{frame.line} in {safe(frame.function)}"
-
-
-def _frame(frame, t: Translator) -> str:
-    where = f"{safe(frame.module or '?')}!{safe(frame.symbol or '??')}"
-    if frame.symbol_offset:
-        where += f"+{frame.symbol_offset:#x}"
-    return f"{frame.pc} {where}{safe(source(frame))}" + ("" if frame.how in ("registers", "cfi")
-                                                     else f"  [{t('frame_guess', how=frame.how)}]")
 
 
 def _facts(report: Report, t: Translator, style: Style) -> list[str]:

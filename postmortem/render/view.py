@@ -17,7 +17,9 @@ from typing import Any
 
 import regex
 
+from ..core.report import Thread
 from ..model import Event, Finding, Report
+from .i18n import Translator
 
 GPU_KINDS = ("nvidia-driver", "cuda-library", "framework", "user-extension")
 """Module kinds that belong to the GPU stack; highlighted in core sections."""
@@ -462,3 +464,28 @@ def fold_frames(frames: Sequence[Any]) -> list[FrameRun]:
         runs.append(FrameRun(at, tuple(frames[at:at + best]), best_covered // best))
         at += best_covered
     return runs
+
+
+def shown_runs(frames: Sequence[Any], limit: int) -> tuple[list[FrameRun], int]:
+    """The first `limit` runs of the folded stack (one line each in a report), and how many frames follow them."""
+    runs = fold_frames(frames)
+    return runs[:limit], (len(frames) - runs[limit].first if len(runs) > limit else 0)
+
+
+def run_words(run: FrameRun, t: Translator) -> str:
+    """A run of recursion in the reader's words: `frames 12-174,600: recurse x 58,196`."""
+    cycle = " <- ".join(safe(f.symbol or f.pc) for f in run.cycle)
+    return t("frames_run", first=f"{run.first:,}", last=f"{run.last:,}", count=f"{run.repeats:,}", cycle=cycle)
+
+
+def stack_notes(thread: Thread, t: Translator) -> list[str]:
+    """Why the stack stops short of its outermost frame, and from which frame on it is a guess: a reader
+    must not take a cut or guessed stack for the whole, certain one."""
+    notes = []
+    if thread.truncated:
+        notes.append(t("frames_truncated", reason=safe(thread.truncated)))
+        if thread.frames_left is not None:
+            notes.append(t("frames_left", count=f"{thread.frames_left:,}", size=f"{thread.stack_left or 0:,}"))
+    if thread.guessed_from is not None:
+        notes.append(t("frames_guessed", index=thread.guessed_from))
+    return notes
