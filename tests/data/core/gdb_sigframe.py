@@ -2,11 +2,13 @@
 
 The signal the core records ($_siginfo: the same in every frame, the handler's re-raise), the
 handler frame (the one newer than gdb's <signal handler called>), the siginfo the kernel passed
-it (its `info` argument, when the handler has one and debug info), the registers gdb unwinds in
-the frame under the trampoline, and the physical frames from there on.
+it (its `info` argument, when the handler has one and debug info) and the registers gdb unwinds in
+the frame under the trampoline, all in the thread gdb selects (the crashed one), which it names;
+tests/data/core/gdb_frames.py gives that thread's frames.
 """
 import gdb
 
+print("CRASHED", gdb.selected_thread().ptid[1])
 delivered = gdb.parse_and_eval("$_siginfo")
 print("DELIVERED", int(delivered["si_signo"]), int(delivered["si_code"]))
 
@@ -26,7 +28,3 @@ if frame is not None:
     frame = frame.older()
     for name in REGISTERS:
         print("REG", name, hex(int(frame.read_register(name)) & (1 << 64) - 1))
-    while frame is not None:
-        if frame.type() == gdb.NORMAL_FRAME:
-            print("FRAME", hex(frame.pc()), frame.name())
-        frame = frame.older()
