@@ -8,22 +8,29 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 
-def measure(command: list[str], output: Path) -> tuple[float, int, int]:
+def measure(command: list[str], output: Path, timeout: float | None = None) -> tuple[float, int, int]:
     """Wall seconds, peak RSS (bytes) and exit status of one run.
 
     Output goes to a real file: GNU grep stops at its first match when its
-    output is /dev/null, which would time nothing.
+    output is /dev/null, which would time nothing. A run past `timeout`
+    seconds is killed (status -9), so a slow tool is bounded, not waited for.
     """
     with open(output, "wb") as sink:
         start = time.perf_counter()
         child = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
+        timer = threading.Timer(timeout, child.kill) if timeout is not None else None
+        if timer:
+            timer.start()
         _pid, status, usage = os.wait4(child.pid, 0)
         wall = time.perf_counter() - start
+        if timer:
+            timer.cancel()
     return wall, usage.ru_maxrss * 1024, os.waitstatus_to_exitcode(status)
 
 

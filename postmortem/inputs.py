@@ -306,7 +306,7 @@ def _expand(display: str, reader: ByteReader, depth: int, diagnostics: list[str]
         yield from _zip_members(display, reader, depth, unpack)
     elif head.startswith(ELF_MAGIC):
         yield Blob(display, reader, kind="elf", diagnostics=diagnostics)
-    elif head.startswith((b"\xff\xfe", b"\xfe\xff")):
+    elif head.startswith(UTF16_BOMS) and b"\0" in head[2:]:
         limit = unpack.allowed(None)
         if not limit:
             yield Blob(display, None, diagnostics=diagnostics + [
@@ -316,6 +316,11 @@ def _expand(display: str, reader: ByteReader, depth: int, diagnostics: list[str]
         yield Blob(display, spooled.reader, diagnostics=diagnostics + _take(spooled, limit, "re-encoded text", unpack))
     else:
         yield Blob(display, reader, diagnostics=diagnostics)
+
+
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+"""A UTF-16 byte-order mark is trusted only with a NUL after it in the head: text in UTF-16 holds one in every
+space, digit or newline, while junk or a Latin-1 file may start with the same two bytes."""
 
 
 def _take(spooled: Spooled, limit: int, what: str, unpack: Unpacking) -> list[str]:

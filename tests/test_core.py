@@ -3,8 +3,8 @@
 Programs from tests/data/core/src are built with gcc and crashed with core
 dumps enabled (the kernel's core_pattern must write `core` in the working
 directory; where it does not, gdb's gcore takes the core instead). gdb's own
-frame list (tests/data/core/gdb_frames.py prints each frame with gdb's frame
-type) is the oracle: postmortem must list exactly gdb's NORMAL and SIGTRAMP
+frame list (tests/gdb_oracle.py gives each frame with gdb's frame type) is
+the oracle: postmortem must list exactly gdb's NORMAL and SIGTRAMP
 frames, names and order, per thread. gdb's INLINE frames (same pc as the
 frame that holds them) and TAILCALL frames (synthesised from DWARF call-site
 info) need .debug_info and are not physical frames, so they are the only gdb
@@ -26,16 +26,16 @@ from pathlib import Path
 
 import pytest
 
+from gdb_oracle import GDB, gdb_threads, labels, on_the_stack
 from hostile import core_craft
 from postmortem.debugging import short_name
 from postmortem.model import Options
 from postmortem.pipeline import analyze
+from postmortem.render import text_report
 
 DATA = Path(__file__).parent / "data" / "core"
 SRC = DATA / "src"
-GDB_FRAMES = Path(__file__).parent / "data" / "core" / "gdb_frames.py"
 GCC = shutil.which("gcc")
-GDB = shutil.which("gdb")
 
 PROGRAMS = {
     # name: (compile commands, run arguments)
@@ -103,22 +103,9 @@ def our_frames(core: dict) -> dict[int, list[str]]:
     return found
 
 
-def gdb_frames(exe: Path, core: Path) -> dict[int, list[str]]:
+def gdb_frames(exe: Path, core: Path) -> dict[int, list[str | None]]:
     """gdb's physical frames per thread (inline and tail-call frames left out, see the module docstring)."""
-    out = subprocess.run([GDB, "-q", "-batch", "-nx", "-ex", "set debuginfod enabled off", "-x", str(GDB_FRAMES),
-                          str(exe), str(core)], capture_output=True, check=False, text=True, timeout=60).stdout
-    threads: dict[int, list[str]] = {}
-    current: list[str] = []
-    for line in out.splitlines():
-        if line.startswith("THREAD "):
-            current = threads.setdefault(int(line.split()[1]), [])
-        elif line.startswith("FRAME "):
-            _, _pc, kind, name = line.split(" ", 3)
-            if kind in ("inline", "tailcall"):
-                continue
-            current.append("<signal handler called>" if kind == "sigtramp" else
-                           None if name == "None" else short_name(name))
-    return threads
+    return labels(on_the_stack(gdb_threads(exe, core)), short_name)
 
 
 @pytest.mark.skipif(GDB is None, reason="gdb not installed: no reference backtrace to compare with")
@@ -152,7 +139,7 @@ def test_signal_threads_and_modules(cores, name):
                if not f["module"].startswith(("libc.so", "libstdc++")) or f["symbol"] == "<signal handler called>"]
     assert [f["symbol"] for f in program[: len(expected)]] == expected
     assert crashed["frames"][0]["how"] == "registers"
-    assert all(f["how"] == "cfi" for f in crashed["frames"][1:])
+    assert all(f["how"] in ("cfi", "sigcontext") for f in crashed["frames"][1:])
     assert set(crashed["registers"]) >= {"rip", "rsp", "rbp", "rax"}
     assert core["modules"][0]["build_id"] == core["modules"][0]["build_id_on_disk"]
     assert core["executable"].endswith("/" + name)
@@ -393,6 +380,17 @@ def test_python_interpreter_frames_equal_gdb(python_core):
         {tid: [glibc_spelling(n) for n in names] for tid, names in theirs.items()}
 
 
+def test_pythons_own_extension_modules_are_not_user_extensions(python_core):
+    """_ctypes and _struct come with the interpreter (lib-dynload): not a custom op to rebuild, not a GPU library."""
+    report = analyze([str(python_core)])
+    [core] = report.cores
+    own = [m for m in core.modules if "/lib-dynload/" in m.path]
+    assert any("_ctypes" in m.path for m in own) and {m.kind for m in own} == {"python-stdlib"}
+    assert report.verdict.signature != "core-crash-in-user-extension"
+    listed = text_report.render(report).split("GPU libraries loaded", 1)
+    assert len(listed) == 1 or "_ctypes" not in listed[1].split("\n\n", 1)[0]
+
+
 def test_python_core_shows_the_python_stack_of_the_crash(python_core):
     core = core_of(python_core)
     crashed = core["threads"][0]
@@ -404,16 +402,20 @@ def test_python_core_shows_the_python_stack_of_the_crash(python_core):
     assert next(frame["function"] for frame in background["python_frames"]) == "background"
 
 
-def test_a_core_of_another_architecture_says_what_it_could_read():
-    """A real aarch64 core (qemu-user, static tests/data/core/src/crash-aarch64.c, no NT_SIGINFO note)."""
+def test_an_aarch64_core_without_its_program_is_unwound_by_frame_records():
+    """A real aarch64 core (qemu-user, static tests/data/core/src/crash-aarch64.c, no NT_SIGINFO or NT_FILE
+    note) whose program is not here: no symbols or CFI, so the x29 frame records give lib_c's callers
+    (lib_b, lib_a, main and libc's start), each marked the guess it is. tests/test_aarch64_core.py
+    compares such cores, with their programs, with gdb-multiarch."""
     report = analyze([str(DATA / "crash-aarch64.core.zst")])
     [core] = report.cores
     assert core.signal.name == "SIGSEGV"
     assert core.executable.endswith("crash-aarch64")
-    assert [t.frames for t in core.threads] == [()]
+    [thread] = core.threads
+    assert [f.how for f in thread.frames[:5]] == ["registers", "fp", "fp", "fp", "fp"]
+    assert thread.guessed_from == 1 and len({f.pc for f in thread.frames}) == len(thread.frames)
     diagnostics = " ".join(report.inputs[0].diagnostics)
-    assert "aarch64 core" in diagnostics and "only decoded for x86-64" in diagnostics
-    assert "no NT_SIGINFO note" in diagnostics
+    assert "no NT_SIGINFO note" in diagnostics and "is not on this machine" in diagnostics
     assert report.verdict.cause == "native-crash"
 
 
@@ -485,11 +487,19 @@ def test_only_the_mapped_elf_fills_the_pages_the_core_left_out(tmp_path):
     shutil.copy(DATA / "libcuda.so.570.124.06", tmp_path / "libcrash.so")  # an ELF, but another one
     module, filled = _module_and_source(tmp_path / "core", "libcrash.so")
     assert module.file is not None and filled is None
-    shutil.copy(DATA / "libcrash.so", tmp_path / "libcrash.so")
     root = tmp_path / "root"
     root.mkdir()
-    module, filled = _module_and_source(tmp_path / "core", "libcrash.so", str(root))  # beside the core, outside it
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.copy(DATA / "libcrash.so", elsewhere / "libcrash.so")
+    (tmp_path / "libcrash.so").unlink()
+    (tmp_path / "libcrash.so").symlink_to(elsewhere / "libcrash.so")
+    module, filled = _module_and_source(tmp_path / "core", "libcrash.so", str(root))  # a link out of both places
     assert module.file is not None and filled is None
+    (tmp_path / "libcrash.so").unlink()
+    shutil.copy(DATA / "libcrash.so", tmp_path / "libcrash.so")
+    module, filled = _module_and_source(tmp_path / "core", "libcrash.so", str(root))  # beside the core: looked at
+    assert module.resolved == str(tmp_path / "libcrash.so") and filled is not None
     inside = root / "tmp" / "postmortem-cores" / "libcrash.so"
     inside.parent.mkdir(parents=True)
     shutil.copy(DATA / "libcrash.so", inside)
@@ -561,7 +571,7 @@ def test_a_million_aliases_of_one_address_cost_each_lookup_little():
     import struct
     import time
 
-    from postmortem.core.elf import Section
+    from postmortem.core.elf import EM_X86_64, Section
     from postmortem.core.symbols import SymbolTable
 
     strings = b"\0" + b"".join(b"f%d\0" % i for i in range(1_000_000))
@@ -572,7 +582,7 @@ def test_a_million_aliases_of_one_address_cost_each_lookup_little():
     blob = symtab + strings
     sections = {".symtab": Section(".symtab", 2, 0, 0, len(symtab)),
                 ".strtab": Section(".strtab", 3, 0, len(symtab), len(strings))}
-    table = SymbolTable(lambda offset, length: blob[offset:offset + length], sections)
+    table = SymbolTable(lambda offset, length: blob[offset:offset + length], sections, EM_X86_64)
     started = time.perf_counter()
     names = {table.lookup(0x1000 + pc % 0x100) for pc in range(2000)}
     assert time.perf_counter() - started < 5

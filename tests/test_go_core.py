@@ -18,11 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from gdb_oracle import GDB, gdb_threads, pairs, run_gdb
 from postmortem.core import elf
 from postmortem.core.modules import CHDR, SHF_COMPRESSED, _inflated
 from postmortem.core.unwind import MAX_CFI_SECTION, CfiError
 from postmortem.debugging import short_name
-from test_core import GDB, GDB_FRAMES, SRC, _allow_cores, core_of
+from test_core import SRC, _allow_cores, core_of
 
 GO = shutil.which("go")
 NEVER_MAPPED = 0x10000
@@ -49,28 +50,18 @@ def aborted(directory: Path, name: str, *flags: str) -> Path:
     return directory / "core"
 
 
-def gdb_frames(exe: Path, core: Path) -> dict[int, list[tuple[str, str | None]]]:
-    """gdb's physical frames per thread as (pc, name), inline frames and never-mapped pcs left out."""
-    out = subprocess.run([str(GDB), "-q", "-batch", "-nx", "-ex", "set debuginfod enabled off", "-x", str(GDB_FRAMES),
-                          str(exe), str(core)], capture_output=True, check=False, text=True, timeout=60).stdout
-    threads: dict[int, list[tuple[str, str | None]]] = {}
-    current: list[tuple[str, str | None]] = []
-    for line in out.splitlines():
-        if line.startswith("THREAD "):
-            current = threads.setdefault(int(line.split()[1]), [])
-        elif line.startswith("FRAME "):
-            _, pc, kind, name = line.split(" ", 3)
-            if kind != "inline" and int(pc, 16) >= NEVER_MAPPED:
-                current.append((pc, None if name == "None" else name))
-    return threads
+def gdb_frames(exe: Path, core: Path) -> dict[int, list[tuple[int, str | None]]]:
+    """gdb's frames per thread as (pc, name), inline frames and never-mapped pcs left out."""
+    return pairs({tid: [f for f in frames if f.kind != "inline" and f.pc >= NEVER_MAPPED]
+                  for tid, frames in gdb_threads(exe, core).items()})
 
 
-def our_frames(core: dict) -> dict[int, list[tuple[str, str | None]]]:
+def our_frames(core: dict) -> dict[int, list[tuple[int, str | None]]]:
     """Ours per thread as (pc, name), cut after main.main; `.abi0` (the assembly functions' ELF symbol
     names) dropped, as gdb names them from DWARF."""
     found = {}
     for thread in core["threads"]:
-        frames = [(f["pc"], short_name(f["symbol"]).removesuffix(".abi0") if f["symbol"] else None)
+        frames = [(int(f["pc"], 16), short_name(f["symbol"]).removesuffix(".abi0") if f["symbol"] else None)
                   for f in thread["frames"]]
         names = [name for _, name in frames]
         found[thread["tid"]] = frames[: names.index("main.main") + 1] if "main.main" in names else frames
@@ -82,8 +73,7 @@ def test_frames_at_the_fault_equal_gdb(tmp_path):
     """gdb stops the program at the SIGSEGV, before Go's handler runs, and writes the core: the crashing
     thread is leaf <- third <- second <- first <- main.main, leaf without a frame of its own."""
     program = build(tmp_path, "go_crash")
-    subprocess.run([str(GDB), "-q", "-batch", "-nx", "-ex", "run", "-ex", "gcore core", str(program)], cwd=tmp_path,
-                   capture_output=True, check=False, timeout=120)
+    run_gdb([f"file {program}", "run", "gcore core"], cwd=tmp_path, timeout=120)
     theirs = gdb_frames(program, tmp_path / "core")
     core = core_of(tmp_path / "core")
     ours = our_frames(core)

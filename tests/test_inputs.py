@@ -159,6 +159,18 @@ def test_undecodable_and_utf16_text(tmp_path, plain_report):
         assert kinds(report) == kinds(plain_report), path.name
 
 
+@pytest.mark.parametrize("log", [DATA / "offbus-dmesg.txt",
+                                 Path(__file__).parent / "corpus" / "drv-xid119-gsp-rpc-525-01" / "dmesg-T.txt"],
+                         ids=["offbus", "xid119"])
+def test_ff_fe_without_nul_bytes_is_not_utf16(tmp_path, log):
+    """Junk that starts with a UTF-16 byte-order mark, then a real kernel log: read as the bytes it is,
+    every event of the log kept (taken for UTF-16, it decoded into CJK noise and lost them all)."""
+    path = tmp_path / "junk-first.log"
+    path.write_bytes(b"\xff\xfe junk\n" + log.read_bytes())
+    expected = [(e.kind, e.fields.get("xid")) for e in analyze([str(log)]).events]
+    assert expected and [(e.kind, e.fields.get("xid")) for e in analyze([str(path)]).events] == expected
+
+
 def test_gb18030_lines_decode(tmp_path):
     chinese = "环境：5090\n报错：\n".encode("gb18030") * 20
     path = tmp_path / "gbk.log"

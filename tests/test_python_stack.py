@@ -1,10 +1,14 @@
-"""Python stacks read from real cores of CPython 3.10-3.13, checked against faulthandler.
+"""Python stacks read from real cores of CPython 3.10-3.14, checked against faulthandler.
 
 Each test run crashes a small script (a background thread, and a main thread three
-functions deep in `ctypes.string_at(0)`) under every pyenv interpreter it finds, with
+functions deep in `ctypes.string_at(0)`) under every interpreter it finds, with
 `-X faulthandler`: what faulthandler printed on stderr at the crash is the ground truth
 for the frames read back from the core. The line-table decoders are checked against the
 interpreter's own `co_lines()` / `co_positions()` over its standard library.
+
+Interpreters are found by the environment variable PYTHON3<minor> (PYTHON314=/path/python3.14),
+else under pyenv, else as python3.<minor> on PATH. With no pyenv 3.14, `tools/python314.sh DIR`
+makes one from Debian sid's packages (.ci/run does, and sets PYTHON314).
 """
 
 from __future__ import annotations
@@ -30,14 +34,17 @@ from postmortem.core import elf, notes
 from postmortem.core.analysis import process_memory, read_core
 from postmortem.core.modules import Files
 from postmortem.core.python_stack import (
+    DEBUG_COOKIE,
     MAX_FRAMES,
     MAX_THREADS,
     MAX_TOTAL_FRAMES,
     PythonFrame,
     PythonStackError,
     PythonThread,
+    _Memory,
     _ranges_310,
     _ranges_311,
+    _Walker,
     python_stacks,
     spread,
 )
@@ -47,7 +54,7 @@ from postmortem.pipeline import analyze
 from postmortem.render import text_report
 
 PYENV = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
-VERSIONS = [(3, 10), (3, 11), (3, 12), (3, 13)]
+VERSIONS = [(3, 10), (3, 11), (3, 12), (3, 13), (3, 14)]
 
 CRASH_SCRIPT = Path(__file__).parent / "data" / "core" / "src" / "pycrash.py"
 
@@ -67,7 +74,7 @@ out = []
 for path in sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py")):
     try:
         top = compile(path.read_bytes(), str(path), "exec")
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, OSError):  # OSError: a dangling link (Debian's sitecustomize.py)
         continue
     for code in codes(top):
         units = len(code.co_code) // 2
@@ -84,9 +91,16 @@ FRAME_LINE = re.compile(r'^  File "(?P<file>.*)", line (?P<line>\d+|\?\?\?) in (
 
 
 def interpreter(version: tuple[int, int]) -> Path:
-    found = sorted(PYENV.glob(f"{version[0]}.{version[1]}.*/bin/python{version[0]}.{version[1]}"))
+    """CPython `version`: $PYTHON3<minor>, else the newest under pyenv, else python3.<minor> on PATH."""
+    name = f"python{version[0]}.{version[1]}"
+    given = os.environ.get(f"PYTHON{version[0]}{version[1]}")
+    found = [Path(given)] if given else sorted(PYENV.glob(f"{version[0]}.{version[1]}.*/bin/{name}"))
+    on_path = shutil.which(name)
+    if not found and on_path:
+        found = [Path(on_path)]
     if not found:
-        pytest.skip(f"no CPython {version[0]}.{version[1]} under {PYENV} (pyenv install it to run this test)")
+        pytest.skip(f"no CPython {version[0]}.{version[1]} (set PYTHON{version[0]}{version[1]}, pyenv install it "
+                    f"or put {name} on PATH to run this test)")
     return found[-1]
 
 
@@ -117,7 +131,7 @@ def load_core(path: Path, stderr: str) -> Core:
     read_core = _file_reader(str(path))
     segments = elf.segments(read_core, elf.header(read_core))
     found = [n for s in segments if s.type == elf.PT_NOTE for n in elf.notes(read_core(s.offset, s.filesz))]
-    tids = [notes.thread_status(n.desc).tid for n in found if n.type == notes.NT_PRSTATUS]
+    tids = [status.tid for n in found if n.type == notes.NT_PRSTATUS and (status := notes.thread_status(n.desc, None))]
     mappings = next(notes.file_mappings(n.desc) for n in found if n.type == notes.NT_FILE)
     memory, modules = process_memory(read_core, segments, mappings, Files(None, None, ()), [])
     interpreter = [m for m in modules if re.match(r"(lib)?python3", Path(m.path).name)]
@@ -354,7 +368,7 @@ def test_missing_memory_and_symbols_raise_the_documented_error() -> None:
         python_stacks(lambda a, n: None, lambda name: 0x7F0000001000, (3, 11))
     with pytest.raises(PythonStackError, match="cookie"):
         python_stacks(lambda a, n: bytes(n), lambda name: 0x7F0000001000, (3, 13))
-    for version in ((3, 9), (3, 14)):
+    for version in ((3, 9), (3, 15)):
         with pytest.raises(PythonStackError, match="not supported"):
             python_stacks(lambda a, n: bytes(n), lambda name: 0x7F0000001000, version)
 
@@ -372,7 +386,7 @@ def test_junk_memory_gives_the_error_or_a_partial_result(seed: int) -> None:
             return None
         if choice < 0.5:
             return b"".join(rng.choice(pointers).to_bytes(8, "little") for _ in range(size // 8 + 1))[:size]
-        if version == (3, 13) and choice < 0.6:
+        if version >= (3, 13) and choice < 0.6:
             return (b"xdebugpy" + rng.randbytes(size))[:size]
         return rng.randbytes(rng.randrange(size + 1))
     _expect_error_or_threads(junk, lambda name: rng.choice([None, *pointers]), version)
@@ -432,7 +446,8 @@ def pystack_runs(output: str) -> list[Run]:
     in_run = False
     for line in output.splitlines():
         if native := PYSTACK_C.match(line):
-            caller = caller if INTERPRETER.match(native["module"]) else native["function"]
+            function = None if native["function"] == "???" else native["function"]  # no symbol, as ours: None
+            caller = caller if INTERPRETER.match(native["module"]) else function
             in_run = False
         elif python := PYSTACK_PY.match(line):
             frame = PythonFrame(python["file"], python["function"], int(python["line"]))
@@ -513,3 +528,65 @@ def test_entry_frames_of_3_11_split_the_chain_into_calls() -> None:
     assert slices == [(0, 2)] and "a guess; 2 Python frames are on no eval-loop frame" in how
     slices, how = spread(thread, 3, (3, 11))
     assert slices == [(0, 2), (2, 4), (4, 4)] and "3 eval-loop frames but 2 Python calls" in how
+
+
+# --- every thread's Python frames, checked against plain `pystack core` --------------------------
+
+PYSTACK_THREAD = re.compile(r"^Traceback for thread (?P<tid>\d+)")
+
+
+def pystack_threads(output: str) -> dict[int, tuple[PythonFrame, ...]]:
+    """`pystack core`'s Python frames of each thread, innermost first as python_stacks gives them."""
+    threads: dict[int, list[PythonFrame]] = {}
+    frames: list[PythonFrame] = []
+    for line in output.splitlines():
+        if thread := PYSTACK_THREAD.match(line):
+            frames = threads.setdefault(int(thread["tid"]), [])
+        elif python := PYSTACK_PY.match(line):
+            frames.insert(0, PythonFrame(python["file"], python["function"], int(python["line"])))
+    return {tid: tuple(frames) for tid, frames in threads.items()}
+
+
+@pytest.mark.skipif(PYSTACK is None, reason="pystack not installed (pip install pystack): no stacks to compare")
+def test_every_thread_equals_pystack(crash: tuple[tuple[int, int], Core]) -> None:
+    version, core = crash
+    oracle = subprocess.run([str(PYSTACK), "core", "--no-color", str(core.path), str(interpreter(version))],
+                            capture_output=True, text=True, timeout=300, check=True).stdout
+    theirs = pystack_threads(oracle)
+    assert sorted(theirs) == sorted(core.tids) and all(theirs.values()), oracle
+    ours = {thread.thread_id: thread.frames for thread in python_stacks(core.read, core.find_symbol, version)}
+    assert ours == theirs
+
+
+def test_3_14_code_references_carry_stackref_tags(crash: tuple[tuple[int, int], Core]) -> None:
+    """A 3.14 frame's f_executable is a _PyStackRef: a deferred reference has its low bit set."""
+    version, core = crash
+    if version < (3, 14):
+        pytest.skip("frames hold their code as a tagged _PyStackRef from 3.14 on")
+    memory = _Memory(core.read)
+    walker = _Walker(memory, core.find_symbol, version)
+    layout = walker.layout
+    interp = memory.u64(walker.runtime + layout.runtime_interp_head, "interpreter")
+    frame = memory.u64(memory.u64(interp + layout.interp_threads_head, "tstate") + layout.tstate_frame, "frame")
+    frames: set[int] = set()
+    while frame and len(frames) < MAX_FRAMES:
+        frames.add(frame)
+        frame = memory.u64(frame + layout.frame_previous, "previous")
+
+    def tagged(address: int, size: int) -> bytes | None:
+        data = core.read(address, size)
+        if data is None or address not in frames or len(data) < 8:
+            return data
+        return (int.from_bytes(data[:8], "little") | 1).to_bytes(8, "little") + data[8:]
+    assert len(frames) > 2
+    assert python_stacks(tagged, core.find_symbol, version) == python_stacks(core.read, core.find_symbol, version)
+
+
+def test_free_threaded_3_14_is_refused_not_misread() -> None:
+    runtime = 0x7F0000001000
+    offsets = DEBUG_COOKIE + (0x030E00F0).to_bytes(8, "little") + (1).to_bytes(8, "little")
+
+    def read(address: int, size: int) -> bytes | None:
+        return (offsets + bytes(size))[:size] if address == runtime else None
+    with pytest.raises(PythonStackError, match=r"free-threaded 3\.14 builds are not supported"):
+        python_stacks(read, lambda name: runtime if name == "_PyRuntime" else None, (3, 14))

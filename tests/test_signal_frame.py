@@ -17,12 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from postmortem.core import signal_frame
+from gdb_oracle import GDB, SCRIPT, loading, parse_frames, run_gdb
+from postmortem.core import notes, signal_frame
 from postmortem.core.analysis import _RawFrame
+from postmortem.core.arch import AARCH64, X86_64
 from postmortem.debugging import short_name
 from postmortem.pipeline import analyze
 from postmortem.render import render
-from test_core import DATA, GDB, PYTHON, SRC, _allow_cores, core_of, glibc_spelling
+from test_core import DATA, PYTHON, SRC, _allow_cores, core_of, glibc_spelling
 
 GDB_SIGFRAME = DATA / "gdb_sigframe.py"
 BUILD = ("gcc -g -O0 -fno-omit-frame-pointer -shared -fPIC -o libcrash.so {src}/libcrash.c && "
@@ -62,12 +64,14 @@ def cores(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
 
 def gdb_fault(executable: Path, core: Path) -> dict:
     """gdb's handler, siginfo, registers and frames under the crashed thread's signal frame."""
-    out = subprocess.run([GDB, "-q", "-batch", "-nx", "-ex", "set debuginfod enabled off", "-x", str(GDB_SIGFRAME),
-                          str(executable), str(core)], capture_output=True, check=False, text=True, timeout=60).stdout
+    out = run_gdb([*loading(executable, core), f"source {GDB_SIGFRAME}", f"source {SCRIPT}"])
     fault: dict = {"registers": {}, "frames": []}
+    crashed = None
     for line in out.splitlines():
         word, _, rest = line.partition(" ")
-        if word == "HANDLER":
+        if word == "CRASHED":
+            crashed = int(rest)
+        elif word == "HANDLER":
             fault["handler"] = rest
         elif word == "DELIVERED":
             fault["delivered"] = tuple(int(value) for value in rest.split())
@@ -77,15 +81,17 @@ def gdb_fault(executable: Path, core: Path) -> dict:
         elif word == "REG":
             name, value = rest.split()
             fault["registers"][name] = value
-        elif word == "FRAME":
-            pc, name = rest.split(" ", 1)
-            fault["frames"].append((pc, None if name == "None" else glibc_spelling(short_name(name))))
+    frames = parse_frames(out).get(crashed, []) if crashed is not None else []
+    kinds = [frame.kind for frame in frames]
+    if "sigtramp" in kinds:
+        fault["frames"] = [(f.pc, None if f.name is None else glibc_spelling(short_name(f.name)))
+                           for f in frames[kinds.index("sigtramp") + 1:] if f.kind == "normal"]
     return fault
 
 
-def ours(frames: list[dict]) -> list[tuple[str, str | None]]:
+def ours(frames: list[dict]) -> list[tuple[int, str | None]]:
     """(pc, function) per frame, cut after main as gdb stops there."""
-    found = [(f["pc"], glibc_spelling(short_name(f["symbol"])) if f["symbol"] else None) for f in frames]
+    found = [(int(f["pc"], 16), glibc_spelling(short_name(f["symbol"])) if f["symbol"] else None) for f in frames]
     names = [name for _pc, name in found]
     return found[: names.index("main") + 1] if "main" in names else found
 
@@ -152,30 +158,51 @@ class _Stack:
 TRAMPOLINE, FAULT_PC, BASE = 0x7F0000001000, 0x7F0000002000, 0x7FFF00000000
 
 
-def _frame(rip: int, siginfo: bytes, trapno: int = 0, err: int = 0, cr2: int = 0) -> bytes:
+def _x86_64_context(rip: int, siginfo: bytes, trapno: int = 0, err: int = 0, cr2: int = 0) -> bytes:
+    """The bytes at __restore_rt's stack pointer: struct ucontext, then the siginfo."""
     registers = [0] * 16 + [rip, 0x202]
     # uc_flags, uc_link, uc_stack; sigcontext: 18 registers, csgsfs err trapno oldmask cr2, fpstate and
     # reserved1[8]; uc_sigmask
     context = struct.pack("<40x18Q5Q72x8x", *registers, 0x33, err, trapno, 0, cr2)
-    assert len(context) == signal_frame.UCONTEXT_SIZE
-    return struct.pack("<Q", TRAMPOLINE) + context + siginfo.ljust(signal_frame.SIGINFO_SIZE, b"\0")
+    assert len(context) == X86_64.sigframe_info
+    return context + siginfo.ljust(signal_frame.SIGINFO_SIZE, b"\0")
 
 
-def test_the_frame_must_resume_where_the_unwinder_went():
-    frames = [_RawFrame(1, "registers", 1), _RawFrame(TRAMPOLINE, "cfi", TRAMPOLINE, True),
-              _RawFrame(FAULT_PC, "cfi", FAULT_PC, True)]
-    siginfo = struct.pack("<iii4xQ", 11, 0, 1, 0x10)
-    decoy = _frame(0x1234, siginfo)  # the trampoline's address in a frame that resumes elsewhere
-    stack = _Stack(BASE, bytes(64) + decoy + _frame(FAULT_PC, siginfo))
-    address, info, registers = signal_frame.find_frame({"rsp": BASE}, frames, stack)
-    assert address == BASE + 64 + len(decoy) and registers["rip"] == FAULT_PC
+def _aarch64_context(pc: int, siginfo: bytes, fault_address: int) -> bytes:
+    """The bytes at the trampoline's stack pointer: siginfo, struct ucontext (its sigcontext at 176)."""
+    sigcontext = struct.pack("<Q31QQQQ", fault_address, *range(100, 131), BASE + 0x1000, pc, 0x60000000)
+    return siginfo.ljust(signal_frame.SIGINFO_SIZE, b"\0") + bytes(176) + sigcontext + bytes(512)
+
+
+SEGV_MAPERR_AT_0X10 = struct.pack("<iii4xQ", 11, 0, 1, 0x10)
+
+
+@pytest.mark.parametrize("arch", [X86_64, AARCH64], ids=lambda arch: arch.name)
+def test_the_frame_must_resume_where_the_unwinder_went(arch):
+    """The kernel's frame at the trampoline's stack pointer is the fault's only when its saved pc is
+    where the unwinder went on from the trampoline."""
+    make = (lambda pc: _x86_64_context(pc, SEGV_MAPERR_AT_0X10)) if arch is X86_64 else \
+        (lambda pc: _aarch64_context(pc, SEGV_MAPERR_AT_0X10, 0x10))
+    frames = [_RawFrame(1, "registers", 1), _RawFrame(TRAMPOLINE, "cfi", TRAMPOLINE, True, BASE),
+              _RawFrame(FAULT_PC, "sigcontext", FAULT_PC, False, BASE + 0x1000)]
+    assert signal_frame.find_frame(frames, _Stack(BASE, make(0x1234)), arch, 6) is None
+    address, info, registers = signal_frame.find_frame(frames, _Stack(BASE, make(FAULT_PC)), arch, 6)
+    assert address == BASE + arch.sigframe_start and registers[arch.pc] == FAULT_PC
     assert (info.number, info.code, info.address) == (11, 1, 0x10)
 
 
-def test_a_stack_full_of_the_trampoline_address_costs_max_candidates_checks():
-    frames = [_RawFrame(1, "registers", 1), _RawFrame(TRAMPOLINE, "cfi", TRAMPOLINE, True)]
-    stack = _Stack(BASE, struct.pack("<Q", TRAMPOLINE) * (signal_frame.MAX_SCAN // 8))
-    assert signal_frame.find_frame({"rsp": BASE}, frames, stack) is None
+def test_aarch64_registers_come_from_the_sigcontext_after_fault_address():
+    _info, registers = signal_frame.decode(_aarch64_context(FAULT_PC, SEGV_MAPERR_AT_0X10, 0), AARCH64, 11)
+    assert [registers[f"x{i}"] for i in range(31)] == list(range(100, 131))
+    assert (registers["sp"], registers["pc"]) == (BASE + 0x1000, FAULT_PC)
+
+
+@pytest.mark.parametrize(("reraised", "told"), [(11, (11, notes.CODE_UNKNOWN, 0x20)), (6, None)])
+def test_without_sa_siginfo_aarch64_tells_the_fault_address(reraised, told):
+    """No siginfo was written (stale bytes there): the sigcontext's fault_address, under the signal the
+    handler re-raised when that is a fault's; a re-raised SIGABRT says nothing of a fault."""
+    decoded = signal_frame.decode(_aarch64_context(FAULT_PC, b"\xe0\x89\xd2\xcd" * 8, 0x20), AARCH64, reraised)
+    assert (decoded and (decoded[0].number, decoded[0].code, decoded[0].address)) == told
 
 
 @pytest.mark.parametrize(("trapno", "err", "cr2", "told"), [
@@ -183,5 +210,5 @@ def test_a_stack_full_of_the_trampoline_address_costs_max_candidates_checks():
     (6, 0, 0, (4, 2, None)), (14, 2, 0x10, None), (0, 0, 0, None)])
 def test_without_sa_siginfo_the_fault_is_told_by_the_cpu_exception(trapno, err, cr2, told):
     """The kernel leaves `info` unwritten for a plain handler: stale bytes there give way to trapno/err/cr2."""
-    decoded = signal_frame.decode(_frame(FAULT_PC, b"\xe0\x89\xd2\xcd" * 8, trapno, err, cr2))
+    decoded = signal_frame.decode(_x86_64_context(FAULT_PC, b"\xe0\x89\xd2\xcd" * 8, trapno, err, cr2), X86_64, 11)
     assert (decoded and (decoded[0].number, decoded[0].code, decoded[0].address)) == (told if told else None)

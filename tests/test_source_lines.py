@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from gdb_oracle import GDB, Threads, gdb_threads
 from hostile import core_craft
 from postmortem.debugging import short_name
 from postmortem.model import Options
-from test_core import DATA, GCC, GDB, PROGRAMS, core_of, crash
+from test_core import DATA, GCC, PROGRAMS, core_of, crash
 
-GDB_LINES = DATA / "gdb_lines.py"
 ADDR2LINE = shutil.which("addr2line")
 OBJCOPY = shutil.which("objcopy")
 
@@ -35,7 +35,7 @@ LINE_PROGRAMS = {
     "inline_crash": ("gcc -g -O2 -o inline_crash {src}/inline_crash.c", ["./inline_crash"]),
 }
 
-Row = tuple[str, str | None, str | None]
+Row = tuple[int, str | None, str | None]
 """(pc, function, basename:line) of one frame as gdb lists it."""
 
 
@@ -57,9 +57,10 @@ def ours(core: dict) -> dict[int, list[Row]]:
     for thread in core["threads"]:
         rows: list[Row] = []
         for frame in thread["frames"]:
+            pc = int(frame["pc"], 16)
             for inlined in frame["inlined"]:
-                rows.append((frame["pc"], short_name(inlined["function"]), _place(inlined["file"], inlined["line"])))
-            rows.append((frame["pc"], short_name(frame["symbol"]) if frame["symbol"] else None,
+                rows.append((pc, short_name(inlined["function"]), _place(inlined["file"], inlined["line"])))
+            rows.append((pc, short_name(frame["symbol"]) if frame["symbol"] else None,
                          _place(frame["file"], frame["line"])))
         names = [row[1] for row in rows]
         threads[thread["tid"]] = rows[: names.index("main") + 1] if "main" in names else rows
@@ -67,23 +68,14 @@ def ours(core: dict) -> dict[int, list[Row]]:
 
 
 def theirs(exe: Path, core: Path) -> dict[int, list[Row]]:
-    """gdb's frames per thread with its file:line (tail-call frames, which only gdb synthesises, left out)."""
-    out = subprocess.run([GDB, "-q", "-batch", "-nx", "-ex", "set debuginfod enabled off", "-x", str(GDB_LINES),
-                          str(exe), str(core)], capture_output=True, check=False, text=True, timeout=60).stdout
-    threads: dict[int, list[Row]] = {}
-    current: list[Row] = []
-    for line in out.splitlines():
-        if line.startswith("THREAD "):
-            current = threads.setdefault(int(line.split()[1]), [])
-        elif line.startswith("FRAME "):
-            _, pc, kind, where, name = line.split(" ", 4)
-            if kind == "tailcall":
-                continue
-            file, _, number = where.rpartition(":")
-            current.append((pc, "<signal handler called>" if kind == "sigtramp" else
-                            None if name == "None" else short_name(name),
-                            None if where == "None" else _place(file, int(number))))
-    return threads
+    """gdb's frames per thread of `core` with its file:line."""
+    return rows(gdb_threads(exe, core))
+
+
+def rows(threads: Threads) -> dict[int, list[Row]]:
+    """gdb's frames as `ours` has them (tail-call frames, which only gdb synthesises, left out)."""
+    return {tid: [(f.pc, None if f.label is None else short_name(f.label), f.where and os.path.basename(f.where))
+                  for f in frames if f.kind != "tailcall"] for tid, frames in threads.items()}
 
 
 @pytest.mark.skipif(GDB is None, reason="gdb not installed: no reference backtrace to compare with")

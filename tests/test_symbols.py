@@ -19,15 +19,17 @@ from pathlib import Path
 
 import pytest
 
+from gdb_oracle import GDB, gdb_threads, on_the_stack, pairs, run_gdb
 from postmortem.core.demangle import demangle_one
 from postmortem.core.modules import Image
 from postmortem.model import to_plain
 from postmortem.pipeline import analyze
 
 SRC = Path(__file__).parent / "data" / "core" / "src"
-GDB_FRAMES = Path(__file__).parent / "data" / "core" / "gdb_frames.py"
-GCC, GDB, CXXFILT, NM = (shutil.which(tool) for tool in ("gcc", "gdb", "c++filt", "nm"))
-RUSTC = shutil.which("rustc") or next((p for p in ["/root/.cargo/bin/rustc"] if os.access(p, os.X_OK)), None)
+GCC, CXXFILT, NM = (shutil.which(tool) for tool in ("gcc", "c++filt", "nm"))
+RUSTUP_RUSTC = Path.home() / ".cargo" / "bin" / "rustc"
+"""Where rustup installs rustc when its bin directory is not on PATH."""
+RUSTC = shutil.which("rustc") or (str(RUSTUP_RUSTC) if os.access(RUSTUP_RUSTC, os.X_OK) else None)
 LIBC = Path("/lib/x86_64-linux-gnu/libc.so.6")
 LIBSTDCXX = Path("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")
 CODE = (".init", ".plt", ".plt.got", ".plt.sec", ".text", ".fini")
@@ -39,17 +41,13 @@ PLT_LAYOUTS = {
     "ibt": "-fcf-protection=full -Wl,-z,ibtplt,-z,lazy",  # .plt.sec, 16-byte .plt.got
     "ibt_now": "-fcf-protection=full -Wl,-z,ibt,-z,now",
 }
+HIDE_DEBUG_FILES = "set debug-file-directory /nonexistent"
+"""gdb names from the symbol tables alone, as postmortem does without debug files."""
 INFO_SYMBOL = """
 import gdb
 for line in open({path!r}):
     print("AT", line.strip(), gdb.execute("info symbol " + line.strip(), to_string=True).strip())
 """
-
-
-def _gdb(*args: str, timeout: int = 120) -> str:
-    return subprocess.run([GDB, "-q", "-batch", "-nx", "-iex", "set debuginfod enabled off",
-                           "-iex", "set debug-file-directory /nonexistent", *args],
-                          capture_output=True, text=True, check=False, timeout=timeout).stdout
 
 
 def gdb_info_symbol(binary: Path, addresses: list[int], work: Path) -> dict[int, tuple[str, int] | None]:
@@ -58,7 +56,7 @@ def gdb_info_symbol(binary: Path, addresses: list[int], work: Path) -> dict[int,
     listing.write_text("".join(f"{a:#x}\n" for a in addresses))
     script.write_text(INFO_SYMBOL.format(path=str(listing)))
     found: dict[int, tuple[str, int] | None] = {}
-    for line in _gdb("-x", str(script), str(binary)).splitlines():
+    for line in run_gdb([HIDE_DEBUG_FILES, f"file {binary}", f"source {script}"]).splitlines():
         if line.startswith("AT "):
             _, at, said = line.split(" ", 2)
             match = re.fullmatch(r"(.*?)(?: \+ (\d+))? in section \S+", said)
@@ -150,16 +148,7 @@ def _allow_cores() -> None:
 
 def gdb_frames(binary: Path, core: Path) -> dict[int, list[tuple[int, str | None]]]:
     """gdb's physical frames per thread, (pc, name)."""
-    threads: dict[int, list[tuple[int, str | None]]] = {}
-    current: list[tuple[int, str | None]] = []
-    for line in _gdb("-x", str(GDB_FRAMES), str(binary), str(core)).splitlines():
-        if line.startswith("THREAD "):
-            current = threads.setdefault(int(line.split()[1]), [])
-        elif line.startswith("FRAME "):
-            _, pc, kind, name = line.split(" ", 3)
-            if kind not in ("inline", "tailcall"):
-                current.append((int(pc, 16), None if name == "None" else name))
-    return threads
+    return pairs(on_the_stack(gdb_threads(binary, core, before=[HIDE_DEBUG_FILES])))
 
 
 def our_frames(core: Path, upto: int) -> dict[int, list[tuple[int, str | None]]]:
@@ -174,7 +163,8 @@ def test_a_core_stopped_inside_a_plt_stub_has_gdb_frames(tmp_path, layout):
     """gdb stops the program on `puts@plt` (in .plt, or .plt.sec with IBT) and writes the core."""
     build(f"gcc -O0 {PLT_LAYOUTS[layout]} -o plt_calls {{src}}/plt_calls.c", tmp_path)
     core = tmp_path / "core"
-    _gdb("-ex", "break puts@plt", "-ex", "run", "-ex", f"gcore {core}", str(tmp_path / "plt_calls"))
+    run_gdb([HIDE_DEBUG_FILES, f"file {tmp_path / 'plt_calls'}", "break puts@plt", "run", f"gcore {core}"],
+            check=False)
     if not core.exists():
         pytest.skip("gdb could not run the program and write a core here")
     theirs = gdb_frames(tmp_path / "plt_calls", core)
@@ -204,7 +194,7 @@ def test_rust_frames_equal_gdb(tmp_path, mangling):
     subprocess.run(["./rust_crash"], cwd=tmp_path, preexec_fn=_allow_cores, capture_output=True, check=False)
     core = tmp_path / "core"
     if not core.exists():
-        _gdb("-ex", "run", "-ex", f"gcore {core}", str(tmp_path / "rust_crash"))
+        run_gdb([HIDE_DEBUG_FILES, f"file {tmp_path / 'rust_crash'}", "run", f"gcore {core}"], check=False)
     if not core.exists():
         pytest.skip("no core file was written")
     theirs = {tid: [(pc, _rust_spelling(name)) for pc, name in frames]

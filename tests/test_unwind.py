@@ -7,17 +7,16 @@ time, and gdb's frames (function and pc, per thread) are the oracle.
 from __future__ import annotations
 
 import shutil
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
+from gdb_oracle import GDB, gdb_threads, on_the_stack, pairs, run_gdb
 from postmortem.core.report import Frame
 from postmortem.debugging import short_name
 from postmortem.pipeline import analyze
 from postmortem.render import html_report, text_report
-from test_core import GCC, GDB, GDB_FRAMES, crash, glibc_spelling
+from test_core import GCC, crash, glibc_spelling
 
 DEBUG_ONLY = "-O2 -g -fomit-frame-pointer -fno-asynchronous-unwind-tables"
 PROGRAMS = {
@@ -51,30 +50,18 @@ def cores(tmp_path_factory) -> dict[str, Path]:
     return {name: crash(root / name, name, programs=PROGRAMS) for name in PROGRAMS if name != "recurse_deep"}
 
 
-def gdb_pcs(exe: Path, core: Path) -> dict[int, list[tuple[str, str | None]]]:
+def gdb_pcs(exe: Path, core: Path) -> dict[int, list[tuple[int, str | None]]]:
     """gdb's (pc, function) per frame per thread; inline and tail-call frames (not physical, see
-    tests/test_core.py) left out.
+    tests/gdb_oracle.py) left out.
     gdb runs where the program ran: it finds a dlopen()ed library by the relative name it was loaded by."""
-    out = subprocess.run([GDB, "-q", "-batch", "-nx", "-ex", "set debuginfod enabled off", "-x", str(GDB_FRAMES),
-                          str(exe), str(core)], cwd=exe.parent, capture_output=True, check=False, text=True,
-                         timeout=120).stdout
-    threads: dict[int, list[tuple[str, str | None]]] = {}
-    current: list[tuple[str, str | None]] = []
-    for line in out.splitlines():
-        if line.startswith("THREAD "):
-            current = threads.setdefault(int(line.split()[1]), [])
-        elif line.startswith("FRAME "):
-            _, pc, kind, name = line.split(" ", 3)
-            if kind not in ("inline", "tailcall"):
-                current.append((pc, None if name == "None" else short_name(name)))
-    return threads
+    return pairs(on_the_stack(gdb_threads(exe, core, cwd=exe.parent)), short_name)
 
 
-def our_pcs(report) -> dict[int, list[tuple[str, str | None]]]:
+def our_pcs(report) -> dict[int, list[tuple[int, str | None]]]:
     """(pc, function) per frame per thread, cut after main (gdb does not show frames past main)."""
     found = {}
     for thread in report.cores[0].threads:
-        frames = [(f.pc, short_name(f.symbol) if f.symbol else None) for f in thread.frames]
+        frames = [(int(f.pc, 16), short_name(f.symbol) if f.symbol else None) for f in thread.frames]
         names = [name for _, name in frames]
         found[thread.tid] = frames[: names.index("main") + 1] if "main" in names else frames
     return found
@@ -195,34 +182,16 @@ def test_frames_past_the_bound_are_counted_not_dropped(cores, monkeypatch):
 
 
 @pytest.mark.skipif(GCC is None, reason="gcc not installed")
-def test_two_hundred_thousand_frames_unwind_in_under_five_seconds(tmp_path):
-    """The default-sized stack of a runaway recursion (about 213,000 frames here): all of them, main
-    at the end as gdb has it, and the unwinding (all threads) in under 5 s."""
-    from postmortem.core import analysis
+def test_two_hundred_thousand_frames_all_unwind_to_main_as_gdb_has_it(tmp_path):
+    """The default-sized stack of a runaway recursion (about 213,000 frames here): all of them, with main
+    at the end where gdb has it (how fast is benchmarks/bench_core.py's promise, not a unit test's)."""
     core = crash(tmp_path, "recurse_deep", programs=PROGRAMS)
-    spent: list[float] = []
-    unwind = analysis.unwind_thread
-
-    def timed(*args):
-        started = time.perf_counter()
-        try:
-            return unwind(*args)
-        finally:
-            spent.append(time.perf_counter() - started)
-
-    analysis.unwind_thread = timed
-    try:
-        report = analyze([str(core)])
-    finally:
-        analysis.unwind_thread = unwind
+    report = analyze([str(core)])
     [thread] = report.cores[0].threads
     names = [f.symbol for f in thread.frames]
     assert len(names) > 200_000 and names[names.index("main") - 1] == "recurse" and thread.truncated is None
-    assert sum(spent) < 5, spent
     if GDB is not None:  # gdb's last frames and count ("bt -3" numbers them from the outermost)
-        out = subprocess.run([GDB, "-q", "-batch", "-nx", "-ex", "set debuginfod enabled off", "-ex", "bt -3",
-                              str(core.parent / "recurse_deep"), str(core)], capture_output=True, text=True,
-                             timeout=300, check=False).stdout
+        out = run_gdb([f"file {core.parent / 'recurse_deep'}", f"core-file {core}", "bt -3"])
         last = [line.split()[0] for line in out.splitlines() if line.startswith("#")]
         assert last and int(last[-1][1:]) == names.index("main")
 

@@ -8,13 +8,15 @@ signal and threads; a core without its libraries still gives partial stacks).
 from __future__ import annotations
 
 import bisect
+import os
 import struct
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import regex
 
-from . import elf, gpu, notes
+from . import elf, gpu, link_map, notes
+from .arch import AARCH64, BY_MACHINE, Arch
 from .elf import ElfError, Read
 from .lines import SourceLines
 from .memory import Memory
@@ -22,18 +24,14 @@ from .modules import Files, Module, group_mappings, load_module, memory_source, 
 from .report import Core, Frame, InlineFrame, ModuleInfo, Signal, Thread
 from .symbols import demangle, find_symbol_address
 from .unwind import (
-    DWARF_REGS,
     GUESSES,
     MAX_FRAMES,
-    RA,
-    RBP,
-    RSP,
     SCAN_WORDS,
     Budget,
     BudgetSpent,
     CfiError,
     apply_row,
-    looks_like_return,
+    strip,
 )
 
 if TYPE_CHECKING:
@@ -57,7 +55,8 @@ MAX_THREAD_NOTES = 20
 MAX_NOTE_BYTES = 64 << 20
 """Note bytes read from one core, all PT_NOTE segments together. Real notes take a few MiB: about 3 KiB
 of registers a thread, 100 bytes an NT_FILE mapping."""
-USED_NOTES = frozenset({notes.NT_PRSTATUS, notes.NT_PRPSINFO, notes.NT_SIGINFO, notes.NT_AUXV, notes.NT_FILE})
+USED_NOTES = frozenset({notes.NT_PRSTATUS, notes.NT_PRPSINFO, notes.NT_SIGINFO, notes.NT_AUXV, notes.NT_FILE,
+                        notes.NT_ARM_PAC_MASK})
 """The notes read; the others (floating-point and xsave registers) are not kept in memory."""
 MAX_MODULES = 20_000
 """Mapped files read as modules (headers, build-id, the file on disk): a PyTorch process maps a few thousand."""
@@ -72,9 +71,9 @@ GO_THREAD_STARTS = frozenset({"runtime.goexit.abi0", "runtime.mstart.abi0", "run
 GO_SIGPANIC = "runtime.sigpanic"
 """Go turns a fault into a call of runtime.sigpanic whose return address is the faulting pc itself (not
 the byte after a call): its caller is looked up at that exact pc, as Go's own traceback does."""
-GO_SIGNAL_RESTORERS = frozenset({"runtime.sigreturn.abi0", "runtime.sigreturn__sigaction.abi0", "runtime.sigreturn"})
-"""Go's own sa_restorer (`rt_sigreturn` with no CFI): the frame under it is the interrupted one, read from
-the kernel's sigcontext as glibc's `__restore_rt` CFI has it read (gdb's sniffer wants glibc's bytes)."""
+BL_MASK, BL = 0xFC000000, 0x94000000
+"""aarch64 `bl imm26`: frame 0 without CFI whose link register returns just after a `bl` to its own start
+was entered by that call and returns there (a PLT stub, a leaf without CFI), as gdb's prologue analysis has it."""
 PF_W, PF_ACCESS = 2, 7
 """Program-header flags: writable; readable, writable or executable (a PROT_NONE guard has none)."""
 
@@ -127,7 +126,12 @@ def _read(read: Read, size: int, path: str, head: elf.Header, files: Files, show
     signal = next((notes.signal_info(n.desc) for n in found if n.type == notes.NT_SIGINFO), None)
     auxv = next((notes.auxv(n.desc) for n in found if n.type == notes.NT_AUXV), {})
     mappings = next((notes.file_mappings(n.desc) for n in found if n.type == notes.NT_FILE), [])
-    statuses = [status for n in found if n.type == notes.NT_PRSTATUS and (status := notes.thread_status(n.desc))]
+    arch = BY_MACHINE.get(head.machine)
+    pac = next((notes.code_address_bits(n.desc) for n in found if n.type == notes.NT_ARM_PAC_MASK), None)
+    if arch is AARCH64 and pac is not None:
+        arch = replace(arch, address_bits=pac)  # the kernel's own mask, where it wrote one (PAC in use)
+    statuses = [status for n in found
+                if n.type == notes.NT_PRSTATUS and (status := notes.thread_status(n.desc, arch))]
     if signal is None and statuses and statuses[0].cursig:
         # no NT_SIGINFO (kernels before 3.7, qemu-user cores): the first thread's pr_cursig still names the signal
         signal = notes.SignalInfo(statuses[0].cursig, notes.CODE_UNKNOWN, None, None, None)
@@ -139,19 +143,22 @@ def _read(read: Read, size: int, path: str, head: elf.Header, files: Files, show
         result.diagnostics.append(f"core cut off: it is {size} bytes but its headers describe "
                                   f"{max(s.offset + s.filesz for s in segments)}; memory past the cut is missing, "
                                   "so stacks may end early")
+    if not mappings and auxv:
+        mappings = link_map.mappings(auxv, Memory(read, segments, []), files, result.diagnostics)
     memory, modules = process_memory(read, segments, mappings, files, result.diagnostics)
     vdso = vdso_module(auxv[notes.AT_SYSINFO_EHDR], memory) if notes.AT_SYSINFO_EHDR in auxv else None
     finder = _ModuleFinder(modules + ([vdso] if vdso else []))
-    x86 = head.machine == elf.EM_X86_64
-    if not x86:
+    if arch is None:
+        known = " and ".join(a.name for a in BY_MACHINE.values())
         result.diagnostics.append(f"{head.machine_name} core: process, signal, threads and modules are read; "
-                                  "registers and stacks are only decoded for x86-64 cores")
+                                  f"registers and stacks are decoded for {known} cores only")
     crashed_tid = _crashed_tid(statuses, signal)
-    raw_threads, unwound = _unwind_all(statuses, crashed_tid, memory, finder, x86, result.diagnostics)
+    raw_threads, unwound = _unwind_all(statuses, crashed_tid, memory, finder, arch, result.diagnostics)
     symbolized, names = _symbolize(raw_threads, finder)
     plain = demangle(names)
+    made: dict[tuple, Frame] = {}
     threads = [Thread(tid, crashed, {k: hex(v) for k, v in regs.items()},
-                      tuple(_named(frame, plain) for frame in frames))
+                      tuple(_named(frame, plain, made) for frame in frames))
                for tid, crashed, regs, frames in symbolized]
     threads = [_cut_short(thread, done) for thread, done in zip(threads, unwound)]
     argv, environ = _argv_environ(memory, auxv, result.diagnostics)
@@ -159,11 +166,14 @@ def _read(read: Read, size: int, path: str, head: elf.Header, files: Files, show
     for module in modules:
         result.diagnostics.extend(module.warnings)
     paths = [m.path for m in modules]
-    python = gpu.python_version([m.path for m in modules if gpu.classify(m.path) == "python"]
+    # the real files too: a program started by a link (/usr/bin/python3) is named so by AT_EXECFN
+    names = paths + [os.path.realpath(m.resolved) for m in modules if m.resolved]
+    python = gpu.python_version([name for name in names if gpu.classify(name) == "python"]
                                 + ([process.fname] if process else []))
     threads = _with_python(threads, memory, modules, python, result)
     sig_record = signal_record(signal, finder) if signal is not None else None
-    sig_record = _in_stack_guard(sig_record, segments, statuses, crashed_tid) if sig_record else None
+    sig_record = _in_stack_guard(sig_record, segments, statuses, crashed_tid, arch) if sig_record and arch else \
+        sig_record
     executable = _executable(modules, auxv, memory, process)
     result.core = Core(
         path=path,
@@ -182,7 +192,8 @@ def _read(read: Read, size: int, path: str, head: elf.Header, files: Files, show
     _crash_site(result, threads, finder)
     from .signal_frame import add_original_fault  # imported here: signal_frame builds on this module
 
-    add_original_fault(result, raw_threads, memory, finder)
+    if arch is not None:
+        add_original_fault(result, raw_threads, memory, finder, arch)
 
 
 def signal_record(signal: notes.SignalInfo, finder: _ModuleFinder) -> Signal:
@@ -261,6 +272,7 @@ class _RawFrame:
     how: str
     lookup: int
     signal_frame: bool = False
+    sp: int | None = None
 
 
 @dataclass
@@ -275,23 +287,33 @@ class Unwound:
     frames_left: int | None = None
 
 
-def unwind_thread(registers: dict[str, int], memory: Memory, finder: _ModuleFinder, budget: Budget) -> Unwound:
-    """The frames of one thread: CFI where a module has it, else frame pointers, else a stack scan.
+Step = tuple[dict[int, int], str]
+"""The caller's registers (DWARF numbers, and the arch's pc slot) and how they were found."""
+
+
+def unwind_thread(registers: dict[str, int], memory: Memory, finder: _ModuleFinder, budget: Budget,
+                  arch: Arch) -> Unwound:
+    """The frames of one thread: a signal trampoline by its code, else CFI where a module has it, else
+    frame pointers, else a stack scan.
 
     Frame 0 may be at pc 0 or an unmapped pc (a call through a NULL or wild function pointer): its
-    caller is the return address at the stack pointer, as gdb finds it. A thread cut at MAX_FRAMES
-    or by the core's `budget` keeps the frames found so far and says so in `truncated`.
+    caller is the return address the call left (at the stack pointer, or in the link register), as gdb
+    finds it. A caller's stack pointer may equal its callee's (an aarch64 leaf keeps its return address
+    in x30), but not at a pc already seen there. A thread cut at MAX_FRAMES or by the core's `budget`
+    keeps the frames found so far and says so in `truncated`.
     """
-    regs = {i: registers[name] for i, name in enumerate(DWARF_REGS[:16]) if name in registers}
-    regs[RA] = registers.get("rip", 0)
+    regs = {i: registers[name] for i, name in enumerate(arch.dwarf_registers) if name in registers}
+    regs[arch.pc_reg] = registers.get(arch.pc, 0)
     done = Unwound([])
     frames = done.frames
     problems: list[str] = []
     names: dict[int, str | None] = {}
+    trampolines: dict[int, bool] = {}
+    seen_at_sp: set[int] = set()
     how, exact = "registers", True
     try:
         while True:
-            pc = regs.get(RA)
+            pc = regs.get(arch.pc_reg)
             if pc is None or (not pc and frames):
                 break
             if len(frames) >= MAX_FRAMES:
@@ -299,59 +321,68 @@ def unwind_thread(registers: dict[str, int], memory: Memory, finder: _ModuleFind
                 break
             if frames:
                 budget.frame()
-            frame = _RawFrame(pc, how, pc if exact else pc - 1)
+            frame = _RawFrame(pc, how, pc if exact else pc - 1, sp=regs.get(arch.sp_reg))
             frames.append(frame)
-            step = _cfi_step(frame, regs, memory, finder, budget, problems)
+            step = _sigreturn_step(frame, regs, memory, arch, trampolines) or \
+                _cfi_step(frame, regs, memory, finder, budget, problems, arch)
             if step is None:
                 if (not memory.executable(pc) and len(frames) > 1) or \
                         _name_of(frame.lookup, finder, names) in GO_THREAD_STARTS:
                     break
-                step = (_go_sigreturn_step(frame, regs, memory) if _symbol_name(pc, finder) in GO_SIGNAL_RESTORERS
-                        else _fallback_step(regs, memory, len(frames) == 1, budget))
+                step = _fallback_step(regs, memory, len(frames) == 1, budget, arch, finder)
             if step is None:
                 break
             caller, how = step
-            if caller.get(RSP, 0) <= regs.get(RSP, 0) and not frame.signal_frame:
-                break
+            sp, caller_sp = regs.get(arch.sp_reg, 0), caller.get(arch.sp_reg, 0)
+            if not frame.signal_frame:
+                if caller_sp < sp or (caller_sp == sp and caller.get(arch.pc_reg) in seen_at_sp | {pc}):
+                    break
+                seen_at_sp = seen_at_sp | {pc} if caller_sp == sp else set()
             exact = frame.signal_frame or _name_of(frame.lookup, finder, names) == GO_SIGPANIC
             regs = caller
     except BudgetSpent as spent:
         done.truncated = str(spent)
     done.problem = problems[0] if problems else None
     if done.truncated:
-        _rest_of_stack(done, registers.get("rsp", 0), regs.get(RSP, 0), memory)
+        _rest_of_stack(done, registers.get(arch.sp, 0), regs.get(arch.sp_reg, 0), memory)
     return done
 
 
-def _symbol_name(addr: int, finder: _ModuleFinder) -> str | None:
-    """The (mangled) name of the function holding `addr`, looked up where a frame has no CFI (a signal
-    restorer is entered at its first byte, not returned to: it is looked up at the frame's exact pc)."""
+def _symbol_at(addr: int, finder: _ModuleFinder) -> tuple[str, int] | None:
+    """The (mangled) name of the function holding `addr` and its start address (a PLT stub's included)."""
     module = finder.at(addr)
     symbols = module.symbols if module is not None else None
     found = symbols.lookup(addr - module.bias) if symbols is not None and module is not None else None
-    return found[0] if found is not None else None
+    return (found[0], found[1] + module.bias) if found is not None and module is not None else None
 
 
 def _name_of(addr: int, finder: _ModuleFinder, names: dict[int, str | None]) -> str | None:
-    """`_symbol_name`, once per pc of a thread (a deep recursion repeats a few pcs)."""
+    """The name of `_symbol_at`, once per pc of a thread (a deep recursion repeats a few pcs)."""
     if addr not in names:
-        names[addr] = _symbol_name(addr, finder)
+        names[addr] = found[0] if (found := _symbol_at(addr, finder)) is not None else None
     return names[addr]
 
 
-def _go_sigreturn_step(frame: _RawFrame, regs: dict[int, int],
-                       memory: Memory) -> tuple[dict[int, int], str] | None:
-    """The interrupted registers under Go's signal restorer, from the sigcontext at its stack pointer
-    (the handler's `ret` popped pretcode, so the stack pointer is at the kernel's struct ucontext)."""
-    from .signal_frame import SIGCONTEXT_REGS, UC_MCONTEXT  # imported here: signal_frame builds on this module
-
-    names = SIGCONTEXT_REGS[:17]
-    raw = memory.read(regs.get(RSP, 0) + UC_MCONTEXT, 8 * len(names))
+def _sigreturn_step(frame: _RawFrame, regs: dict[int, int], memory: Memory, arch: Arch,
+                    trampolines: dict[int, bool]) -> Step | None:
+    """At a signal trampoline (known by its code: glibc's __restore_rt, Go's runtime.sigreturn, the
+    aarch64 vDSO's __kernel_rt_sigreturn, qemu-user's), the interrupted registers from the kernel's
+    sigcontext at its stack pointer, as gdb's sigtramp unwinders read them. Checked before CFI: the
+    aarch64 vDSO's CFI describes only its frame record (the interrupted lr, not the pc). The code is
+    read once per pc of a thread (`trampolines`): a deep recursion repeats a few pcs."""
+    if frame.pc not in trampolines:
+        code = memory.read(frame.pc, max(len(c) for c in arch.sigreturn_code))
+        trampolines[frame.pc] = code is not None and any(code.startswith(c) for c in arch.sigreturn_code)
+    if not trampolines[frame.pc]:
+        return None
+    names = arch.sigcontext_registers
+    raw = memory.read(regs.get(arch.sp_reg, 0) + arch.sigframe_registers, 8 * len(names))
     if raw is None or len(raw) < 8 * len(names):
         return None
     saved = dict(zip(names, struct.unpack(f"<{len(names)}Q", raw), strict=True))
     frame.signal_frame = True
-    return {i: saved[name] for i, name in enumerate(DWARF_REGS) if name in saved} | {RA: saved["rip"]}, "cfi"
+    caller = {i: saved[name] for i, name in enumerate(arch.dwarf_registers) if name in saved}
+    return caller | {arch.pc_reg: saved[arch.pc]}, "sigcontext"
 
 
 def _rest_of_stack(done: Unwound, first_sp: int, last_sp: int, memory: Memory) -> None:
@@ -367,7 +398,7 @@ def _rest_of_stack(done: Unwound, first_sp: int, last_sp: int, memory: Memory) -
 
 
 def _cfi_step(frame: _RawFrame, regs: dict[int, int], memory: Memory, finder: _ModuleFinder, budget: Budget,
-              problems: list[str]) -> tuple[dict[int, int], str] | None:
+              problems: list[str], arch: Arch) -> Step | None:
     """The caller's registers by CFI; `{}` means CFI says this is the outermost frame.
 
     None when the module has no CFI for this pc, or when its CFI is unusable (why goes to `problems`).
@@ -381,71 +412,112 @@ def _cfi_step(frame: _RawFrame, regs: dict[int, int], memory: Memory, finder: _M
         if row is None:
             return None
         frame.signal_frame = row.signal_frame
-        if row.rules.get(RA, ("",))[0] == "undefined":
+        if row.rules.get(arch.ra_column, ("",))[0] == "undefined":
             return {}, "cfi"
-        return apply_row(row, regs, memory.word, budget), "cfi"
+        return apply_row(row, regs, memory.word, arch, budget), "cfi"
     except CfiError as exc:
         problems.append(f"the unwind table (CFI) of {module.name} at {frame.pc:#x} is unusable ({exc}); the frames "
                         "past it come from frame pointers or a stack scan")
         return None
 
 
-def _fallback_step(regs: dict[int, int], memory: Memory, first: bool,
-                   budget: Budget) -> tuple[dict[int, int], str] | None:
-    """No CFI: a call through a bad pointer (frame 0 outside code), the rbp chain, or a stack scan."""
-    rsp, rbp = regs.get(RSP, 0), regs.get(RBP, 0)
-    if first and not memory.executable(regs.get(RA, 0)):
-        ret = memory.word(rsp)
-        if ret and memory.executable(ret):
-            return {**regs, RSP: rsp + 8, RA: ret}, "scan"
-    if rsp <= rbp < rsp + (1 << 24):
-        ret, saved = memory.word(rbp + 8), memory.word(rbp)
-        if ret and saved is not None and memory.executable(ret):
-            return {**regs, RSP: rbp + 16, RBP: saved, RA: ret}, "fp"
+def _fallback_step(regs: dict[int, int], memory: Memory, first: bool, budget: Budget, arch: Arch,
+                   finder: _ModuleFinder) -> Step | None:
+    """No CFI: a call through a bad pointer (frame 0 outside code), frame 0 entered by the call the
+    link register returns to, the frame-pointer chain (x86-64's rbp and aarch64's x29 frame records
+    alike hold the caller's frame pointer, then the return address), or a stack scan for a return
+    address (just after a call instruction in executable memory)."""
+    sp, fp, pc = regs.get(arch.sp_reg, 0), regs.get(arch.fp_reg, 0), arch.pc_reg
+    if first and not memory.executable(regs.get(pc, 0)):
+        linked = arch.link_reg is not None
+        left = regs.get(arch.link_reg, 0) if arch.link_reg is not None else memory.word(sp)
+        if left and memory.executable(strip(left, arch)):
+            return {**regs, arch.sp_reg: sp if linked else sp + 8, pc: strip(left, arch)}, "lr" if linked else "scan"
+    if first and arch.link_reg is not None:
+        returns_to = strip(regs.get(arch.link_reg, 0), arch)
+        called, symbol = _calls(memory, returns_to, arch), _symbol_at(regs.get(pc, 0), finder)
+        if called is not None and symbol is not None and called == symbol[1]:
+            return {**regs, pc: returns_to}, "lr"
+    if sp <= fp < sp + (1 << 24):
+        ret, saved = memory.word(fp + 8), memory.word(fp)
+        if ret and saved is not None and memory.executable(strip(ret, arch)):
+            return {**regs, arch.sp_reg: fp + 16, arch.fp_reg: saved, pc: strip(ret, arch)}, "fp"
     budget.step(SCAN_WORDS)
-    block = memory.read(rsp, SCAN_WORDS * 8) or b""
-    for i, (value,) in enumerate(struct.iter_unpack("<Q", block[: len(block) // 8 * 8])):
-        if value > 0x1000 and memory.executable(value) and looks_like_return(memory.read(value - 7, 7)):
-            return {**regs, RSP: rsp + 8 * i + 8, RA: value}, "scan"
+    block = memory.read(sp, SCAN_WORDS * 8) or b""
+    for i, (word,) in enumerate(struct.iter_unpack("<Q", block[: len(block) // 8 * 8])):
+        value = strip(word, arch)
+        if value > 0x1000 and memory.executable(value) and \
+                arch.is_return(memory.read(value - arch.return_window, arch.return_window) or b""):
+            return {**regs, arch.sp_reg: sp + 8 * i + 8, pc: value}, "scan"
     return None
 
 
+def _calls(memory: Memory, returns_to: int, arch: Arch) -> int | None:
+    """The target of the direct call (aarch64 `bl`) just before `returns_to`, or None."""
+    code = memory.read(returns_to - arch.return_window, arch.return_window)
+    word = int.from_bytes(code, "little") if code is not None and len(code) == 4 else 0
+    if word & BL_MASK != BL:
+        return None
+    offset = word & 0x3FFFFFF
+    return returns_to - 4 + 4 * (offset - (1 << 26) if offset >> 25 else offset)
+
+
 def _symbolize(raw_threads, finder: _ModuleFinder):
-    """Module, offset, (still mangled) symbol and source line of every frame; the set of names to demangle."""
+    """Module, offset, (still mangled) symbol and source line of every frame; the set of names to demangle.
+
+    Each distinct (pc, signal frame or not) is looked up once: a deep recursion repeats a few pcs
+    200,000 times, and its frames then share their answers."""
     names: set[str] = set()
     done = []
     sources = SourceLines()
+    known: dict[tuple[int, bool], tuple] = {}
     for tid, crashed, regs, frames in raw_threads:
         rows = []
         for frame in frames:
-            module = finder.at(frame.lookup)
-            symbol = None
-            if module is not None:
-                symbol = sources.symbol(module, frame.lookup - module.bias)
-            if frame.signal_frame:
-                symbol = (SIGNAL_FRAME, frame.lookup - (module.bias if module else 0))
-            if symbol:
-                names.add(symbol[0])
-            where = sources.locate(module, frame.lookup - module.bias) if module and not frame.signal_frame else None
-            names.update(place.function for place in (where.inlined if where else ()) if place.function)
-            rows.append((frame, module, symbol, where))
+            key = (frame.lookup, frame.signal_frame)
+            if key not in known:
+                known[key] = _lookup(frame, finder, sources, names)
+            rows.append((frame, *known[key]))
         done.append((tid, crashed, regs, rows))
     return done, names
 
 
-def _named(row, plain: dict[str, str]) -> Frame:
+def _lookup(frame: _RawFrame, finder: _ModuleFinder, sources: SourceLines, names: set[str]) -> tuple:
+    """(module, symbol, location) of one frame's pc; the names it holds go to `names`."""
+    module = finder.at(frame.lookup)
+    symbol = None
+    if module is not None:
+        symbol = sources.symbol(module, frame.lookup - module.bias)
+    if frame.signal_frame:
+        symbol = (SIGNAL_FRAME, frame.lookup - (module.bias if module else 0))
+    if symbol:
+        names.add(symbol[0])
+    where = sources.locate(module, frame.lookup - module.bias) if module and not frame.signal_frame else None
+    names.update(place.function for place in (where.inlined if where else ()) if place.function)
+    return module, symbol, where
+
+
+def _named(row, plain: dict[str, str], made: dict[tuple, Frame] | None = None) -> Frame:
+    """The Frame of one row of `_symbolize`; with `made`, one shared (frozen) Frame per distinct pc, how
+    and lookup of the rows of one `_symbolize` (a deep recursion's frames are a few distinct ones)."""
     frame, module, symbol, where = row
+    key = (frame.pc, frame.how, frame.lookup, frame.signal_frame)
+    if made is not None and key in made:
+        return made[key]
     name = plain.get(symbol[0], symbol[0]) if symbol else None
     inlined = tuple(InlineFrame(plain.get(p.function, p.function) if p.function else None, p.file, p.line)
                     for p in (where.inlined if where else ()))
-    return Frame(pc=hex(frame.pc), module=module.name if module else None,
-                 offset=hex(frame.pc - module.start) if module else None, symbol=name,
-                 symbol_offset=(frame.pc - module.bias - symbol[1]) if symbol and module else None, how=frame.how,
-                 file=where.file if where else None, line=where.line if where else None, inlined=inlined)
+    named = Frame(pc=hex(frame.pc), module=module.name if module else None,
+                  offset=hex(frame.pc - module.start) if module else None, symbol=name,
+                  symbol_offset=(frame.pc - module.bias - symbol[1]) if symbol and module else None, how=frame.how,
+                  file=where.file if where else None, line=where.line if where else None, inlined=inlined)
+    if made is not None:
+        made[key] = named
+    return named
 
 
 def _unwind_all(statuses: list[notes.ThreadStatus], crashed_tid: int | None, memory: Memory, finder: _ModuleFinder,
-                x86: bool, diagnostics: list[str]) -> tuple[list[tuple], list[Unwound]]:
+                arch: Arch | None, diagnostics: list[str]) -> tuple[list[tuple], list[Unwound]]:
     """(tid, crashed, registers, frames) of every thread, the crashed one first (it gets the budget first),
     and each one's `Unwound` (in the same order) for what cut it short.
 
@@ -457,8 +529,8 @@ def _unwind_all(statuses: list[notes.ThreadStatus], crashed_tid: int | None, mem
     found, cut, unwound = [], [], []
     problems: dict[str, list[int]] = {}
     for status in ordered:
-        done = unwind_thread(status.registers, memory, finder, budget) if x86 else Unwound([])
-        found.append((status.tid, status.tid == crashed_tid, status.registers if x86 else {}, done.frames))
+        done = unwind_thread(status.registers, memory, finder, budget, arch) if arch else Unwound([])
+        found.append((status.tid, status.tid == crashed_tid, status.registers, done.frames))
         unwound.append(done)
         if done.problem:
             problems.setdefault(done.problem, []).append(status.tid)
@@ -482,16 +554,16 @@ def _unwind_all(statuses: list[notes.ThreadStatus], crashed_tid: int | None, mem
 
 
 def _in_stack_guard(record: Signal, segments: list[elf.Segment], statuses: list[notes.ThreadStatus],
-                    crashed_tid: int | None) -> Signal:
+                    crashed_tid: int | None, arch: Arch) -> Signal:
     """The signal, marked when its address lies in the guard gap just below the crashed thread's stack.
 
     The gap is what the core's PT_LOADs leave unmapped (or map with no access: a thread's guard
     page) below a writable mapping, with the stack pointer in that mapping or in the gap: a stack overflow.
     """
     status = next((s for s in statuses if s.tid == crashed_tid), None)
-    if record.address is None or status is None or "rsp" not in status.registers:
+    if record.address is None or status is None or arch.sp not in status.registers:
         return record
-    address, sp = int(record.address, 16), status.registers["rsp"]
+    address, sp = int(record.address, 16), status.registers[arch.sp]
     usable = [s for s in segments if s.type == elf.PT_LOAD and s.memsz and s.flags & PF_ACCESS]
     if any(s.vaddr <= address < s.vaddr + s.memsz for s in usable):
         return record

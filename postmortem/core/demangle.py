@@ -1,33 +1,26 @@
 """Mangled symbol names spelled as gdb prints them: C++ (Itanium), Rust legacy and Rust v0.
 
-C++ goes to the C++ runtime's own `__cxa_demangle` (through the cxxfilt
-package): it is libiberty's demangler, which gdb and c++filt use. They ask it
-for the verbose spelling, which differs in one way only: the four standard
-abbreviations are spelled out (`std::basic_ostream<char, std::char_traits<char>
->`, never `std::ostream`), so those are expanded here. Rust's legacy names are
-Itanium-shaped and would come out with their `::h<hash>` and `$LT$` escapes, so
-they are decoded here first, as gdb does from DWARF and rustfilt does; v0 names
-(`_R...`) are in `rust_v0`. Go and C names are never touched.
+C++ goes to the `demangle` package's Itanium reader in its "gnu" style: it
+spells names as libiberty does, which gdb and c++filt use (verbose, so
+`std::basic_ostream<char, std::char_traits<char> >`, never `std::ostream`).
+It is pure Python with bounded depth, output and substitutions, and equal to
+c++filt on every symbol of libstdc++, libLLVM, libclang-cpp and libjvm, where
+the C++ runtime's own `__cxa_demangle` (an older libiberty) is not
+(benchmarks/bench_demangle.py). Rust's legacy names are Itanium-shaped and
+would come out with their `::h<hash>` and `$LT$` escapes, so they are decoded
+here first, as gdb does from DWARF and rustfilt does; v0 names (`_R...`) are in
+`rust_v0`. Go and C names are never touched.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from functools import cache
 
 from .rust_v0 import demangle_v0
 
 MAX_MANGLED = 64 * 1024
 """Characters of one mangled name demangled (LLVM's longest are ~10,000; longer ones are kept as they are)."""
 
-_VERBOSE = {"string": "std::basic_string<char, std::char_traits<char>, std::allocator<char> >",
-            "istream": "std::basic_istream<char, std::char_traits<char> >",
-            "ostream": "std::basic_ostream<char, std::char_traits<char> >",
-            "iostream": "std::basic_iostream<char, std::char_traits<char> >"}
-_ABBREVIATION = re.compile(r"\bstd::(string|istream|ostream|iostream)\b(>?)")
-"""What __cxa_demangle prints for the Ss, Si, So and Sd substitutions (not std::string_view: `_` is a word char);
-a `>` after one is kept apart from the expansion's own, as libiberty writes `> >`."""
 _LEGACY_HASH = re.compile(r"17h[0-9a-f]{16}E\Z")
 """How a legacy Rust name ends: its hash as the last path element."""
 _PART = re.compile(r"(\d{1,5})")  # no part is longer than MAX_MANGLED
@@ -81,28 +74,8 @@ def _escaped(match: re.Match[str]) -> str:
 
 
 def _itanium(mangled: str) -> str | None:
-    demangler = _cxa_demangle()
-    if demangler is None:
-        return None
-    try:
-        return _ABBREVIATION.sub(lambda m: _VERBOSE[m.group(1)] + (" >" if m.group(2) else ""),
-                                 demangler(mangled))
-    except (ValueError, OSError, UnicodeDecodeError):
-        return None
+    """libiberty's spelling of a C++ name; None for one it cannot read (it gives those back as they are)."""
+    import demangle  # imported on first use: start-up without a C++ frame does not pay for it
 
-
-@cache
-def _cxa_demangle() -> Callable[[str], str] | None:
-    """cxxfilt's demangle, imported on first use (it looks for libstdc++ when imported); None without it."""
-    try:
-        import cxxfilt  # type: ignore[import-untyped]
-    except (ImportError, OSError):
-        return None
-
-    def run(mangled: str) -> str:
-        try:
-            return cxxfilt.demangle(mangled)
-        except cxxfilt.Error as error:
-            raise ValueError(mangled) from error
-
-    return run
+    plain = demangle.demangle(mangled, language="itanium", style="gnu")
+    return plain if plain != mangled else None

@@ -84,6 +84,7 @@ class Header:
     phnum: int
     shnum: int
     shstrndx: int
+    entry: int = 0
 
     @property
     def machine_name(self) -> str:
@@ -101,11 +102,11 @@ def read_exact(read: Read, offset: int, length: int, what: str) -> bytes:
 def header(read: Read) -> Header:
     """The ELF header; only 64-bit little-endian images are accepted."""
     raw = read_exact(read, 0, _EHDR.size, "ELF header")
-    ident, etype, machine, _v, _entry, phoff, shoff, _flags, _ehsize, phentsize, phnum, shentsize, shnum, shstrndx = \
+    ident, etype, machine, _v, entry, phoff, shoff, _flags, _ehsize, phentsize, phnum, shentsize, shnum, shstrndx = \
         _EHDR.unpack(raw)
     if ident[:4] != b"\x7fELF":
         raise ElfError("not an ELF file")
-    result = Header(ident[4], ident[5], etype, machine, phoff, shoff, phnum, shnum, shstrndx)
+    result = Header(ident[4], ident[5], etype, machine, phoff, shoff, phnum, shnum, shstrndx, entry)
     if ident[4] != 2 or ident[5] != 1:
         raise ElfError(f"{'32-bit' if ident[4] == 1 else 'big-endian'} ELF ({result.machine_name}): only 64-bit "
                        "little-endian files are read")

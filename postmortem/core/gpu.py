@@ -1,7 +1,7 @@
 """What the mapped files of a process say about its GPU stack.
 
 Each module gets a kind (the NVIDIA driver, a CUDA library, the framework, a
-user's extension, Python, the C runtime, other), and versions are read from the
+user's extension, Python, Python's own extension modules, the C runtime, other), and versions are read from the
 paths where packaging puts them: libcuda.so.<driver>, libcudart.so.<runtime>,
 torch-<version>.dist-info, libpython3.11.so.
 """
@@ -14,7 +14,8 @@ import regex
 
 from ..debugging import RUNTIME_MODULES
 
-KINDS = ("nvidia-driver", "cuda-library", "framework", "user-extension", "python", "runtime", "other", "data")
+KINDS = ("nvidia-driver", "cuda-library", "framework", "user-extension", "python", "python-stdlib", "runtime", "other",
+         "data")
 
 _DRIVER = regex.compile(r"(?:^|/)(?:libcuda\.so|libnvidia-[\w.-]+\.so|libnvcuvid\.so|libcudadebugger\.so)[\w.]*$")
 _CUDA = regex.compile(
@@ -26,6 +27,9 @@ _FRAMEWORK = regex.compile(
     r"libtriton\.so|libonnxruntime[\w-]*\.so)[\w.]*$|/(?:torch"
     r"|tensorflow|jaxlib|jax_cuda\w*|triton)/[\w/.-]*\.so[\w.]*$")
 _PYTHON = regex.compile(r"(?:^|/)(?:libpython(\d+)\.(\d+)\w*\.so[\w.]*|python(\d+)\.(\d+)\w*)$")
+_STDLIB_EXTENSION = regex.compile(r"/lib-dynload/[^/]+\.so[\w.]*$")
+"""The interpreter's own extension modules (_ctypes, _struct, _ssl): CPython installs them in lib/pythonX.Y/lib-dynload
+(Debian, conda, pyenv and python.org builds alike), apart from what pip puts in site-packages."""
 _EXTENSION = regex.compile(r"/(?:site-packages|dist-packages)/[^ ]+\.so[\w.]*$|\.cpython-\d+[\w-]*\.so$")
 
 _DRIVER_VERSION = regex.compile(r"(?:^|/)libcuda\.so\.(\d{3}\.\d+(?:\.\d+)?)$"
@@ -45,6 +49,8 @@ def classify(path: str, working_directory: str | None = None) -> str:
         return "framework"
     if _PYTHON.search(path):
         return "python"
+    if _STDLIB_EXTENSION.search(path):
+        return "python-stdlib"
     if RUNTIME_MODULES.search(path):
         return "runtime"
     if _EXTENSION.search(path) or (working_directory and path.startswith(working_directory.rstrip("/") + "/")

@@ -17,6 +17,7 @@ import lzma
 import os
 import struct
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cache, cached_property
@@ -25,8 +26,6 @@ from typing import IO, TYPE_CHECKING
 from .elf import ElfError, Read
 
 if TYPE_CHECKING:
-    from elftools.dwarf.aranges import ARanges
-
     from .modules import Image, Module
     from .symbols import SymbolTable
 
@@ -34,6 +33,8 @@ MAX_CUS = 512
 """Compilation units whose line program and DIEs are parsed per core (a stack touches a few dozen)."""
 MAX_CU_HEADERS = 100_000
 """CU headers read per image to find the CU of a pc when `.debug_aranges` does not say (libtorch has ~10,000)."""
+MAX_ARANGES = 4_000_000
+"""`.debug_aranges` entries read per image (libc's has about 6,000; libtorch_cuda's a few hundred thousand)."""
 MAX_OVERLAP = 64
 """CU ranges starting below a pc weighed for holding it (CUs' ranges rarely interleave)."""
 MAX_LINE_ROWS = 4_000_000
@@ -52,6 +53,11 @@ MAX_MINIDEBUGINFO = 64 << 20
 """Bytes of `.gnu_debugdata` read, and of the ELF image it inflates to (Fedora's take a few hundred KiB)."""
 BUFFER = 1 << 16
 """Read-ahead of the buffered file window pyelftools parses through."""
+INFLATE_CHUNK = 1 << 18
+"""Bytes of a compressed DWARF section inflated at a time: a CU's DIEs take a few chunks of a
+`.debug_info` that inflates to tens of MiB (Debian's libc6-dbg compresses every section)."""
+INFLATED_KEPT = 2
+"""Inflated chunks kept per compressed section (pyelftools reads mostly forward through one CU)."""
 
 _SCOPES = frozenset({"DW_TAG_subprogram", "DW_TAG_lexical_block", "DW_TAG_inlined_subroutine"})
 """DIEs that hold code: followed only when their ranges cover the pc."""
@@ -143,9 +149,93 @@ class _Window(io.RawIOBase):
         return len(data)
 
 
+class _Inflated(io.RawIOBase):
+    """A zlib stream of `packed` bytes at `start` of `read`, seen as a read-only file of its `size`
+    inflated bytes, inflated INFLATE_CHUNK bytes at a time: the inflater's state is kept at the start of
+    every chunk reached (about 40 KiB each), so a chunk read again is inflated from the one before it,
+    and only INFLATED_KEPT chunks are held, not the whole section."""
+
+    def __init__(self, read: Read, start: int, packed: int, size: int):
+        super().__init__()
+        self._read, self._end, self._size, self._pos = read, start + packed, size, 0
+        self._states: list[tuple[zlib._Decompress, int, bytes]] = [(zlib.decompressobj(), start, b"")]
+        """Per chunk reached: the inflater before it, the offset of the next packed byte, input left over."""
+        self._kept: OrderedDict[int, bytes] = OrderedDict()
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def readinto(self, buffer) -> int:
+        index, skip = divmod(self._pos, INFLATE_CHUNK)
+        data = self._chunk(index)[skip:skip + min(len(buffer), self._size - self._pos)] if self._pos < self._size \
+            else b""
+        buffer[: len(data)] = data
+        self._pos += len(data)
+        return len(data)
+
+    def _chunk(self, index: int) -> bytes:
+        if index in self._kept:
+            self._kept.move_to_end(index)
+            return self._kept[index]
+        while len(self._states) <= index:
+            if not self._inflate(len(self._states) - 1):
+                return b""
+        data = self._inflate(index)
+        self._kept[index] = data
+        if len(self._kept) > INFLATED_KEPT:
+            self._kept.popitem(last=False)
+        return data
+
+    def _inflate(self, index: int) -> bytes:
+        """Chunk `index` from its saved state; the state after it is saved as the next chunk's."""
+        state, at, left = self._states[index]
+        inflater, pieces, got = state.copy(), [], 0
+        while got < INFLATE_CHUNK and not inflater.eof:
+            if not left:
+                left = self._read(at, min(BUFFER, self._end - at)) if at < self._end else b""
+                at += len(left)
+                if not left:
+                    break
+            piece = inflater.decompress(left, INFLATE_CHUNK - got)
+            left = inflater.unconsumed_tail
+            pieces.append(piece)
+            got += len(piece)
+        if index + 1 == len(self._states) and got == INFLATE_CHUNK:
+            self._states.append((inflater, at, left))
+        return b"".join(pieces)
+
+
 def stream(read: Read, start: int, size: int) -> io.BufferedReader:
     """A buffered read-only file over `size` bytes of `read` from `start` (what pyelftools parses)."""
     return io.BufferedReader(_Window(read, start, size), BUFFER)
+
+
+def _section_stream(read: Read, section, elf) -> IO[bytes] | None:
+    """What pyelftools reads a DWARF section through: a window over the file, or for a zlib-compressed
+    (SHF_COMPRESSED) section of a little-endian 64-bit file, its chunk-wise inflation; any other
+    compressed section inflated whole up to MAX_SECTION (None past it)."""
+    from .modules import CHDR, ELFCOMPRESS_ZLIB
+
+    offset, size = section["sh_offset"], section["sh_size"]
+    if not section.compressed:
+        return stream(read, offset, size)
+    if elf.elfclass == 64 and elf.little_endian and size >= CHDR.size:
+        kind, _reserved, inflated, _align = CHDR.unpack(read(offset, CHDR.size))
+        if kind == ELFCOMPRESS_ZLIB:
+            return io.BufferedReader(_Inflated(read, offset + CHDR.size, size - CHDR.size,
+                                               min(inflated, MAX_SECTION)), BUFFER)
+    return io.BytesIO(section.data()) if section.data_size <= MAX_SECTION else None
 
 
 class SourceLines:
@@ -160,12 +250,14 @@ class SourceLines:
 
     def symbol(self, module: Module, vaddr: int) -> tuple[str, int] | None:
         """The function holding `vaddr`: the nearest start among the module's symbols and those of its
-        MiniDebugInfo (which holds only what `.dynsym` lacks, so neither table alone is right)."""
+        MiniDebugInfo (which holds only what `.dynsym` lacks, so neither table alone is right); aliases
+        are told apart as gdb's DWARF names them only where DWARF covers `vaddr`."""
         if id(module) not in self._mini:
             mini = minidebuginfo(module.file) if module.file is not None and module.debug is None else None
             self._mini[id(module)] = mini.symbols if mini is not None and mini.symbols else None
+        in_dwarf = self.locate(module, vaddr) is not None
         found = [hit for table in (module.symbols, self._mini[id(module)])
-                 if table is not None and (hit := table.lookup(vaddr)) is not None]
+                 if table is not None and (hit := table.lookup(vaddr, in_dwarf)) is not None]
         return max(found, key=lambda hit: hit[1], default=None)
 
     def locate(self, module: Module, vaddr: int) -> Location | None:
@@ -250,17 +342,14 @@ class DebugInfo:
             if section is None or section["sh_type"] == "SHT_NOBITS":
                 found[name] = None
                 continue
-            body: IO[bytes] | None
-            if section.compressed:
-                body = io.BytesIO(section.data()) if section.data_size <= MAX_SECTION else None
-            else:
-                body = stream(read, section["sh_offset"], section["sh_size"])
+            body = _section_stream(read, section, elf)
             found[name] = (DebugSectionDescriptor(body, section.name, section["sh_offset"], section.data_size,
                                                   section["sh_addr"]) if body is not None else None)
         self.has_lines = found["debug_info"] is not None and found["debug_line"] is not None
         aranges = found["debug_aranges"]
         if aranges is not None and aranges.size > MAX_SECTION:
             found["debug_aranges"] = None
+        self._endian = "<" if elf.little_endian else ">"
         self.dwarf = DWARFInfo(
             config=DwarfConfig(little_endian=elf.little_endian, default_address_size=elf.elfclass // 8,
                                machine_arch=elf.get_machine_arch()),
@@ -273,7 +362,6 @@ class DebugInfo:
             debug_rnglists_sec=found["debug_rnglists"], debug_sup_sec=None, gnu_debugaltlink_sec=None,
             debug_types_sec=None)
         self._units: dict[int, _Unit | None] = {}
-        self._cu_ranges: list[tuple[int, int, int]] | None = None
 
     def locate(self, vaddr: int, budget: LineBudget) -> Location | None:
         """file:line of link-time address `vaddr` and the functions inlined there, or None."""
@@ -299,23 +387,23 @@ class DebugInfo:
 
     def _cu_offset(self, vaddr: int) -> int | None:
         """The offset of the CU covering `vaddr`: `.debug_aranges` first, then the CUs' own ranges."""
-        aranges = self._aranges
-        if aranges is not None:
-            offset = aranges.cu_offset_at_addr(vaddr)
-            if offset is not None:
-                return offset
-        if self._cu_ranges is None:
-            self._cu_ranges = sorted(self._scan_cu_ranges())
-        i = bisect.bisect_right(self._cu_ranges, (vaddr, 1 << 64))
-        for low, high, offset in reversed(self._cu_ranges[max(0, i - MAX_OVERLAP):i]):
-            if low <= vaddr < high:
-                return offset
-        return None
+        offset = _covering(self._aranges, vaddr)
+        return offset if offset is not None else _covering(self._cu_ranges, vaddr)
 
     @cached_property
-    def _aranges(self) -> ARanges | None:
-        """`.debug_aranges`, parsed once (pyelftools parses it again on every `get_aranges`)."""
-        return self.dwarf.get_aranges() if self.dwarf.debug_aranges_sec is not None else None
+    def _aranges(self) -> list[tuple[int, int, int]]:
+        """`.debug_aranges` as sorted (low, high, CU offset), parsed once by `aranges` (pyelftools' own
+        parser takes ~20 ms on libc's 100 KiB, which every core with a libc frame reads)."""
+        section = self.dwarf.debug_aranges_sec
+        if section is None:
+            return []
+        section.stream.seek(0)
+        return aranges(section.stream.read(section.size), self._endian)
+
+    @cached_property
+    def _cu_ranges(self) -> list[tuple[int, int, int]]:
+        """Every CU's (low, high, CU offset), sorted: read only for a pc `.debug_aranges` does not cover."""
+        return sorted(self._scan_cu_ranges())
 
     def _scan_cu_ranges(self) -> Iterator[tuple[int, int, int]]:
         """(low, high, CU offset) of every CU, from the CU header's top DIE alone."""
@@ -357,6 +445,50 @@ class DebugInfo:
                 chain.append(inside)
             parent = inside
         return chain
+
+
+def aranges(data: bytes, endian: str) -> list[tuple[int, int, int]]:
+    """The (low, high, CU offset) entries of a `.debug_aranges` section, sorted, up to MAX_ARANGES: each
+    set is a header (unit length, 32- or 64-bit DWARF; version; CU offset; address and segment selector
+    sizes) padded to a multiple of the tuple size, then (address, length) tuples up to a (0, 0) one.
+    A set with segment selectors or an odd address size is skipped."""
+    found: list[tuple[int, int, int]] = []
+    pos = 0
+    while pos + 16 <= len(data) and len(found) < MAX_ARANGES:
+        start = pos
+        (length,) = struct.unpack_from(endian + "I", data, start)
+        wide = length == 0xFFFFFFFF
+        head = start + 12 if wide else start + 4
+        if wide:
+            (length,) = struct.unpack_from(endian + "Q", data, start + 4)
+        end = min(head + length, len(data))
+        at = head + 2 + (8 if wide else 4)
+        if at + 2 > end:
+            break
+        (offset,) = struct.unpack_from(endian + ("Q" if wide else "I"), data, head + 2)
+        address_size, segment_size = data[at], data[at + 1]
+        pos = end
+        if segment_size or address_size not in (4, 8):
+            continue
+        tuple_size = 2 * address_size
+        body = data[at + 2 + (-(at + 2 - start) % tuple_size):end]
+        for low, size in struct.iter_unpack(endian + ("QQ" if address_size == 8 else "II"),
+                                            body[: len(body) // tuple_size * tuple_size]):
+            if (low, size) == (0, 0) or len(found) >= MAX_ARANGES:
+                break
+            found.append((low, low + size, offset))
+    found.sort()
+    return found
+
+
+def _covering(ranges: list[tuple[int, int, int]], vaddr: int) -> int | None:
+    """The CU offset of the sorted (low, high, offset) range holding `vaddr`, among the MAX_OVERLAP
+    starting nearest below it; None when none does."""
+    i = bisect.bisect_right(ranges, (vaddr, 1 << 64))
+    for low, high, offset in reversed(ranges[max(0, i - MAX_OVERLAP):i]):
+        if low <= vaddr < high:
+            return offset
+    return None
 
 
 def _holds(dwarf, unit: _Unit, container, vaddr: int) -> bool:

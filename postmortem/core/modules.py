@@ -79,7 +79,7 @@ class Image:
 
     @cached_property
     def symbols(self) -> SymbolTable:
-        return SymbolTable(self.read, self.sections)
+        return SymbolTable(self.read, self.sections, self.head.machine)
 
     @cached_property
     def cfi(self) -> tuple[EhFrame, ...]:
@@ -129,11 +129,17 @@ class Files:
         """Where a mapped path may be found on this machine, most trusted first.
 
         With a sysroot, the plain path is not one: that would be the analysing machine's file
-        (nor is a path whose `..` or links lead out of the sysroot).
+        (nor is a path whose `..` or links lead out of the sysroot). A relative path (a program
+        started as `./train`) is the crashed process's, relative to its working directory, where
+        the kernel writes cores: it is looked for under the core's directory, never this process's.
         """
         clean = path.removesuffix(" (deleted)")
-        found = [os.path.join(self.sysroot, clean.lstrip("/")) if self.sysroot else clean]
-        found = [candidate for candidate in found if self.inside_sysroot(candidate)]
+        if os.path.isabs(clean):
+            found = [os.path.join(self.sysroot, clean.lstrip("/")) if self.sysroot else clean]
+            found = [candidate for candidate in found if self.inside_sysroot(candidate)]
+        else:
+            found = [os.path.join(self.core_dir, clean)] if self.core_dir else []
+            found = [candidate for candidate in found if self.beside_core(candidate)]
         if self.core_dir:
             found.append(os.path.join(self.core_dir, os.path.basename(clean)))
         return list(dict.fromkeys(found))
@@ -152,6 +158,18 @@ class Files:
                 except (ElfError, OSError):
                     pass
         return self.images[real]
+
+    def chosen(self, path: str) -> bool:
+        """Whether `path` really is where `candidates` looks: under the sysroot (no link or `..` leading
+        out of it), or under the core's directory."""
+        return self.inside_sysroot(path) or self.beside_core(path)
+
+    def beside_core(self, path: str) -> bool:
+        """Whether `path` really lies under the core's directory."""
+        if self.core_dir is None:
+            return False
+        root = os.path.realpath(self.core_dir)
+        return os.path.commonpath([root, os.path.realpath(path)]) == root
 
     def inside_sysroot(self, path: str) -> bool:
         """True without a sysroot; with one, whether `path` really lies under it."""
@@ -348,13 +366,14 @@ def vdso_module(base: int, memory: Memory) -> Module | None:
 def memory_source(module: Module, memory: Memory, files: Files) -> Read | None:
     """The file that may stand in for the pages of `module` the core did not dump, or None.
 
-    Only the ELF file the process mapped qualifies: its build-id is the one in the core or, the
-    core holding none, it is long enough for every mapping and starts with the header bytes the
-    core holds (`memory` reads the core alone). Any other file the core names -- a secret, a
-    file of this machine's /proc -- could put the analyst's own data into the report.
+    Only the ELF file the process mapped, found where `Files.candidates` looks, qualifies: its
+    build-id is the one in the core or, the core holding none, it is long enough for every
+    mapping and starts with the header bytes the core holds (`memory` reads the core alone).
+    Any other file the core names -- a secret, a file of this machine's /proc -- could put the
+    analyst's own data into the report.
     """
     image, real = module.file, module.resolved
-    if image is None or real is None or image.size is None or not files.inside_sysroot(real):
+    if image is None or real is None or image.size is None or not files.chosen(real):
         return None
     if module.build_id is not None:
         return image.read if image.build_id == module.build_id else None

@@ -1,8 +1,9 @@
-"""The notes of a Linux x86-64 core: process, threads, signal, auxv, mapped files.
+"""The notes of a Linux core of a 64-bit little-endian process: process, threads, signal, auxv, mapped files.
 
-Layouts are the kernel's (include/uapi/linux/elfcore.h, asm/user_64.h,
-siginfo.h); each decoder takes the descriptor bytes and returns plain data, or
-None when the descriptor is too short to hold what it claims.
+Layouts are the kernel's (include/uapi/linux/elfcore.h, siginfo.h; each
+architecture's registers are in core/arch.py); each decoder takes the descriptor
+bytes and returns plain data, or None when the descriptor is too short to hold
+what it claims.
 """
 
 from __future__ import annotations
@@ -10,12 +11,15 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from .arch import Arch
+
 NT_PRSTATUS, NT_PRFPREG, NT_PRPSINFO, NT_AUXV = 1, 2, 3, 6
 NT_SIGINFO, NT_FILE = 0x53494749, 0x46494C45
+NT_ARM_PAC_MASK = 0x406
+"""aarch64's pointer-authentication masks (owner LINUX): which bits of a data and a code pointer hold the signature."""
 
-GREGS = ("r15 r14 r13 r12 rbp rbx r11 r10 r9 r8 rax rcx rdx rsi rdi orig_rax rip cs eflags rsp ss "
-         "fs_base gs_base ds es fs gs").split()
-"""struct user_regs_struct, in order: pr_reg of NT_PRSTATUS."""
+PR_REG = 112
+"""Offset of pr_reg in a 64-bit struct elf_prstatus (after siginfo, cursig, pending and held sets, pids, times)."""
 
 AT_EXECFN, AT_SYSINFO_EHDR, AT_PLATFORM = 31, 33, 15
 
@@ -101,12 +105,15 @@ def process_info(desc: bytes) -> ProcessInfo | None:
     return ProcessInfo(pid, ppid, uid, gid, _cstr(fname), _cstr(psargs).strip())
 
 
-def thread_status(desc: bytes) -> ThreadStatus | None:
-    if len(desc) < 112 + 27 * 8:
+def thread_status(desc: bytes, arch: Arch | None) -> ThreadStatus | None:
+    """The thread's id and signal; its registers only for an architecture whose layout is known."""
+    names = arch.prstatus_registers if arch is not None else ()
+    if len(desc) < PR_REG + 8 * len(names) or len(desc) < 36:
         return None
     cursig, = struct.unpack_from("<h", desc, 12)
     tid, = struct.unpack_from("<i", desc, 32)
-    return ThreadStatus(tid, cursig, dict(zip(GREGS, struct.unpack_from("<27Q", desc, 112))))
+    return ThreadStatus(tid, cursig, dict(zip(names, struct.unpack_from(f"<{len(names)}Q", desc, PR_REG),
+                                              strict=True)))
 
 
 def signal_info(desc: bytes) -> SignalInfo | None:
@@ -120,6 +127,15 @@ def signal_info(desc: bytes) -> SignalInfo | None:
         pid, uid = struct.unpack_from("<iI", desc, 16)
         return SignalInfo(number, code, None, pid, uid)
     return SignalInfo(number, code, None, None, None)
+
+
+def code_address_bits(desc: bytes) -> int | None:
+    """NT_ARM_PAC_MASK (struct user_pac_mask {data_mask, insn_mask}): the bits of a code address below the
+    lowest signature bit; None when the note is short or names no signature bit."""
+    if len(desc) < 16:
+        return None
+    insn_mask, = struct.unpack_from("<Q", desc, 8)
+    return (insn_mask & -insn_mask).bit_length() - 1 if insn_mask else None
 
 
 def auxv(desc: bytes) -> dict[int, int]:

@@ -3,9 +3,10 @@
 A native backtrace of a CPython process shows `_PyEval_EvalFrameDefault` over and over; the
 user needs the *Python* file, function and line each thread was running. Those live in the
 interpreter's own structures: `_PyRuntime` -> interpreters -> thread states -> frame chain ->
-code objects. CPython 3.13 and later publish where each field sits (`_Py_DebugOffsets`, found
-by the cookie "xdebugpy" at the start of `_PyRuntime`); for 3.10-3.12 this module carries one
-table per minor version, measured on x86-64 builds with debug info (`offsetof` in gdb).
+code objects. CPython 3.13 and 3.14 publish where each field sits (`_Py_DebugOffsets`, found
+by the cookie "xdebugpy" at the start of `_PyRuntime`; its fields differ between the two); for
+3.10-3.12 this module carries one table per minor version, measured on x86-64 builds with debug
+info (`offsetof` in gdb).
 
 Everything read from the core is untrusted: pointers are checked for alignment, objects for
 their type, strings and tables for size, chains for length and cycles. Whatever cannot be
@@ -34,7 +35,15 @@ MAX_VARINT_BYTES = 6
 """A location-table varint holds at most 32 bits (6 bits a byte); a longer run is no table."""
 MAX_STRING_CHARS = 4096
 MAX_LINETABLE_BYTES = 1 << 20
-FRAME_OWNED_BY_CSTACK = 3  # 3.12+: a shim frame the interpreter pushes when C calls Python
+ENTRY_FRAME_OWNER = 3
+"""3.12+: the owner of the shim frame each eval-loop call pushes under its frames (Python/ceval.c):
+FRAME_OWNED_BY_CSTACK in 3.12-3.13, FRAME_OWNED_BY_INTERPRETER in 3.14, both 3. 3.14 adds
+FRAME_OWNED_BY_CSTACK = 4 (Include/internal/pycore_interpframe_structs.h), which no Python
+function's frame has either: CPython's own _PyFrame_IsIncomplete takes owners from 3 up as no
+Python function's."""
+STACKREF_TAG_BITS_314 = 3
+"""3.14's frame holds its code as a _PyStackRef, a pointer whose low two bits are tags
+(Py_TAG_BITS of the default build, Include/internal/pycore_stackref.h)."""
 
 GLIBC_PTHREAD_TID = 720  # offset of `tid` in glibc's struct pthread on x86-64 and aarch64
 
@@ -67,7 +76,7 @@ class PythonThread:
     """How many of `frames` each eval-loop call runs, innermost call first (they sum to len(frames)).
 
     Read from the chain itself: in 3.10 every frame is a call of its own, in 3.11 a call's
-    outermost frame has `is_entry` set, from 3.12 on a shim frame (owner FRAME_OWNED_BY_CSTACK)
+    outermost frame has `is_entry` set, from 3.12 on a shim frame (owner ENTRY_FRAME_OWNER)
     lies under each call's frames. Frames under the last marker (a cut walk) are one more call.
     """
 
@@ -109,6 +118,7 @@ class Layout:
     ob_type: int = 8
     var_size: int = 16
     type_name: int = 24
+    frame_code_tag_bits: int = 0
 
 
 TABLES: dict[tuple[int, int], Layout] = {
@@ -135,7 +145,8 @@ TABLES: dict[tuple[int, int], Layout] = {
         str_compact_size=56, bytes_size=16, bytes_data=32),
 }
 
-# The u64 words of 3.13's _Py_DebugOffsets, in order (word 0 is the cookie).
+# The u64 words of _Py_DebugOffsets (Include/internal/pycore_debug_offsets.h), in order, as far
+# as the unicode offsets (word 0 is the cookie).
 DEBUG_OFFSETS_3_13 = (  # one name per u64, in the header's order
     "cookie version free_threaded "
     "runtime.size runtime.finalizing runtime.interpreters_head "
@@ -153,6 +164,27 @@ DEBUG_OFFSETS_3_13 = (  # one name per u64, in the header's order
     "long.size long.lv_tag long.ob_digit bytes.size bytes.ob_size bytes.ob_sval "
     "unicode.size unicode.state unicode.length unicode.asciiobject_size"
 ).split()
+DEBUG_OFFSETS_3_14 = (  # 3.14.0's header: threads_main, tlbc, stackpointer and the set object are new
+    "cookie version free_threaded "
+    "runtime.size runtime.finalizing runtime.interpreters_head "
+    "interp.size interp.id interp.next interp.threads_head interp.threads_main interp.gc "
+    "interp.imports_modules interp.sysdict interp.builtins interp.ceval_gil interp.gil_runtime_state "
+    "interp.gil_enabled interp.gil_locked interp.gil_holder interp.code_object_generation "
+    "interp.tlbc_generation "
+    "tstate.size tstate.prev tstate.next tstate.interp tstate.current_frame tstate.thread_id "
+    "tstate.native_thread_id tstate.datastack_chunk tstate.status "
+    "frame.size frame.previous frame.executable frame.instr_ptr frame.localsplus frame.owner "
+    "frame.stackpointer frame.tlbc_index "
+    "code.size code.filename code.name code.qualname code.linetable code.firstlineno "
+    "code.argcount code.localsplusnames code.localspluskinds code.co_code_adaptive code.co_tlbc "
+    "object.size object.ob_type type.size type.tp_name type.tp_repr type.tp_flags "
+    "tuple.size tuple.ob_item tuple.ob_size list.size list.ob_item list.ob_size "
+    "set.size set.used set.table set.mask "
+    "dict.size dict.ma_keys dict.ma_values float.size float.ob_fval "
+    "long.size long.lv_tag long.ob_digit bytes.size bytes.ob_size bytes.ob_sval "
+    "unicode.size unicode.state unicode.length unicode.asciiobject_size"
+).split()
+DEBUG_OFFSETS = {(3, 13): DEBUG_OFFSETS_3_13, (3, 14): DEBUG_OFFSETS_3_14}
 DEBUG_COOKIE = b"xdebugpy"
 TYPE_SYMBOLS = {"PyCode_Type": "code", "PyFrame_Type": "frame", "PyUnicode_Type": "str", "PyBytes_Type": "bytes"}
 
@@ -238,18 +270,21 @@ class _Walker:
     def _layout(self) -> Layout:
         if self.version in TABLES:
             return TABLES[self.version]
-        if self.version == (3, 13):
-            return self._debug_offsets_layout()
-        raise PythonStackError(f"CPython {self.version[0]}.{self.version[1]} is not supported (3.10 to 3.13 are)")
+        if self.version in DEBUG_OFFSETS:
+            return self._debug_offsets_layout(DEBUG_OFFSETS[self.version])
+        raise PythonStackError(f"CPython {self.version[0]}.{self.version[1]} is not supported (3.10 to 3.14 are)")
 
-    def _debug_offsets_layout(self) -> Layout:
-        """Build the layout from the _Py_DebugOffsets that 3.13 keeps at the start of _PyRuntime."""
-        raw = self.memory.bytes(self.runtime, 8 * len(DEBUG_OFFSETS_3_13), "_Py_DebugOffsets")
+    def _debug_offsets_layout(self, names: list[str]) -> Layout:
+        """Build the layout from the _Py_DebugOffsets that 3.13+ keeps at the start of _PyRuntime."""
+        raw = self.memory.bytes(self.runtime, 8 * len(names), "_Py_DebugOffsets")
         if raw[:8] != DEBUG_COOKIE:
             raise PythonStackError(f"_PyRuntime at {self.runtime:#x} does not start with the {DEBUG_COOKIE!r} cookie")
-        words = dict(zip(DEBUG_OFFSETS_3_13, struct.unpack_from(f"<{len(DEBUG_OFFSETS_3_13)}Q", raw)))
+        words = dict(zip(names, struct.unpack_from(f"<{len(names)}Q", raw)))
         if words["version"] >> 16 != self.version[0] << 8 | self.version[1]:
             raise PythonStackError(f"_Py_DebugOffsets says version {words['version']:#x}, not {self.version}")
+        if words["free_threaded"] and self.version >= (3, 14):
+            raise PythonStackError("free-threaded 3.14 builds are not supported: their frames run per-thread "
+                                   "copies of the bytecode, so lines cannot be read from co_code_adaptive")
         if any(value > 1 << 20 for name, value in words.items() if name not in ("cookie", "version")):
             raise PythonStackError("_Py_DebugOffsets holds an implausible offset")
         ascii_size = words["unicode.asciiobject_size"]
@@ -267,7 +302,8 @@ class _Walker:
             str_length=words["unicode.length"], str_ascii_size=ascii_size,
             str_compact_size=ascii_size + 16, bytes_size=words["bytes.ob_size"],
             bytes_data=words["bytes.ob_sval"], ob_type=words["object.ob_type"],
-            var_size=words["tuple.ob_size"], type_name=words["type.tp_name"])
+            var_size=words["tuple.ob_size"], type_name=words["type.tp_name"],
+            frame_code_tag_bits=STACKREF_TAG_BITS_314 if self.version >= (3, 14) else 0)
 
     # --- threads ---------------------------------------------------------------------------
 
@@ -372,10 +408,10 @@ class _Walker:
     def _frame(self, frame: int) -> tuple[PythonFrame | None, bool]:
         lay = self.layout
         header = self.memory.bytes(frame, max(lay.frame_code, lay.frame_instr, lay.frame_owner or 0) + 8, "frame")
-        if lay.frame_owner is not None and header[lay.frame_owner] == FRAME_OWNED_BY_CSTACK and self.version >= (3, 12):
+        if lay.frame_owner is not None and header[lay.frame_owner] >= ENTRY_FRAME_OWNER and self.version >= (3, 12):
             return None, True
         ends_call = lay.frame_owner is None or (lay.frame_is_entry is not None and header[lay.frame_is_entry] != 0)
-        code = _u64(header, lay.frame_code)
+        code = _u64(header, lay.frame_code) & ~lay.frame_code_tag_bits
         if lay.code_bytecode is None:
             if not self._is_type(frame, "frame"):
                 raise PythonStackError(f"object at {frame:#x} is not a frame")
@@ -492,7 +528,8 @@ def call_marker(version: tuple[int, int]) -> str:
         return "3.10 runs each Python frame in an eval-loop call of its own"
     if version == (3, 11):
         return "3.11 marks each call's outermost frame is_entry"
-    return f"{version[0]}.{version[1]} puts a shim frame (owner FRAME_OWNED_BY_CSTACK) under each call's frames"
+    owner = "FRAME_OWNED_BY_CSTACK" if version < (3, 14) else "FRAME_OWNED_BY_INTERPRETER"
+    return f"{version[0]}.{version[1]} puts a shim frame (owner {owner}) under each call's frames"
 
 
 def spread(thread: PythonThread, eval_frames: int, version: tuple[int, int]) -> tuple[list[tuple[int, int]], str]:

@@ -26,7 +26,8 @@ class InlineFrame:
 class Frame:
     """One stack frame: where (pc, module + offset), what (symbol + offset) and how it was found.
 
-    `how` is "registers" for frame 0, then "cfi", "fp" or "scan" (the last two are guesses).
+    `how` is "registers" for frame 0, then "cfi", "sigcontext" (the frame a signal interrupted, read from
+    the kernel's signal frame), "fp", "scan" or "lr" (aarch64's link register; the last three are guesses).
     `file`/`line` come from DWARF (for a return address, of the call: pc-1, as gdb does);
     `inlined` lists the functions inlined there, innermost first, each with its own line, and
     then `file`/`line` are where the outermost of them was called.

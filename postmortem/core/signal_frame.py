@@ -3,20 +3,23 @@
 Python's faulthandler, PyTorch's and other libraries' handlers catch SIGSEGV, then
 re-raise it (SI_TKILL) or abort, so the core's NT_SIGINFO names the handler's signal,
 not the fault. The kernel left the fault's siginfo and registers in the frame it
-built to run the handler (arch/x86/include/asm/sigframe.h, x86-64):
+built to run the handler:
 
-    struct rt_sigframe { char *pretcode; struct ucontext uc; struct siginfo info; }
+    x86-64 (arch/x86/include/asm/sigframe.h): { char *pretcode; struct ucontext uc; struct siginfo info; }
+    aarch64 (arch/arm64/kernel/signal.c):     { struct siginfo info; struct ucontext uc; }
 
-pretcode is the handler's return address (glibc's __restore_rt, whose CFI marks it a
-signal frame), so the frame is found by that word above the handler's frames, and
-checked against the frame the unwinder found under the trampoline. The kernel fills
-`info` only for an SA_SIGINFO handler (faulthandler's is not one); otherwise the
-fault is told by the CPU exception the sigcontext records (trapno, err, cr2).
+The unwinder meets that frame as the signal trampoline the handler returns to, and
+records its stack pointer; core/arch.py says where the siginfo and the registers are
+from there. The frame's saved pc must be the pc of the frame the unwinder found under
+the trampoline. The kernel fills `info` only for an SA_SIGINFO handler (faulthandler's
+is not one); otherwise the fault is told by what the sigcontext itself records: x86-64's
+CPU exception (trapno, err, cr2), aarch64's fault_address.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import replace
 
 from ..debugging import is_runtime_frame
@@ -32,19 +35,17 @@ from .analysis import (
     signal_record,
     unwind_thread,
 )
+from .arch import AARCH64, X86_64, Arch
 from .memory import Memory
 from .report import Frame, OriginalFault, Thread
 from .symbols import demangle
 from .unwind import Budget
 
-PRETCODE = 8
-"""Bytes of the return address (pretcode) that starts the frame, before struct ucontext."""
-UC_MCONTEXT = 40
-"""Offset of uc_mcontext in the kernel's struct ucontext: uc_flags, uc_link, uc_stack (stack_t, 24 bytes)."""
-SIGCONTEXT_REGS = "r8 r9 r10 r11 r12 r13 r14 r15 rdi rsi rbp rbx rdx rax rcx rsp rip eflags".split()
-"""The general registers at the start of struct sigcontext (asm/sigcontext.h), in order."""
-SIGCONTEXT_TRAP = ("csgsfs", "err", "trapno", "oldmask", "cr2")
-"""The words after them: the CPU exception that raised the signal, its error code and faulting address."""
+CONTEXT_BYTES = 1024
+"""Bytes read from the trampoline's stack pointer: every field used lies in the first 600."""
+X86_64_TRAP_WORDS = ("eflags", "csgsfs", "err", "trapno", "oldmask", "cr2")
+"""The x86-64 sigcontext's words after rip: the CPU exception that raised the signal, its error code and
+faulting address (asm/sigcontext.h)."""
 TRAPS = {6: (4, 2), 13: (11, 0x80)}
 """x86 exceptions the kernel turns into a signal (arch/x86/kernel/traps.c): #UD -> SIGILL ILL_ILLOPN,
 #GP -> SIGSEGV SI_KERNEL; #PF (PAGE_FAULT) is decoded from its error code."""
@@ -53,35 +54,30 @@ PF_PROTECTION, PF_USER = 1, 4
 """Page-fault error code bits: a protection violation (SEGV_ACCERR, else SEGV_MAPERR), in user mode."""
 MIN_CODE, MAX_CODE = -60, 0x80
 """si_code runs from SI_ASYNCNL (-60) to SI_KERNEL (0x80): outside that, the bytes are not a siginfo."""
-UCONTEXT_SIZE = 304
-"""The kernel's struct ucontext: 40 bytes, struct sigcontext (256), uc_sigmask (8); siginfo follows it."""
 SIGINFO_SIZE = 128
 """struct siginfo."""
-FRAME_SIZE = PRETCODE + UCONTEXT_SIZE + SIGINFO_SIZE
-MAX_SCAN = 1 << 20
-"""Stack bytes above the crashed thread's stack pointer searched for the frame: the handler's frames
-(raise, abort, faulthandler's traceback dump) take a few KiB; an alternate signal stack is smaller than this."""
-MAX_CANDIDATES = 64
-"""Words equal to the trampoline's address checked before the search gives up (a hostile stack can repeat it)."""
 MAX_SIGNAL = 64
 """The highest Linux signal number (SIGRTMAX): a larger si_signo is not a siginfo."""
+FAULT_SIGNALS = frozenset({4, 7, 8, 11})
+"""SIGILL, SIGBUS, SIGFPE, SIGSEGV: the signals whose sigcontext fault address means something."""
 
 
-def add_original_fault(result: CoreRead, raw_threads: list[tuple], memory: Memory, finder: _ModuleFinder) -> None:
+def add_original_fault(result: CoreRead, raw_threads: list[tuple], memory: Memory, finder: _ModuleFinder,
+                       arch: Arch) -> None:
     """When the crashed thread ran a signal handler, record the fault under it and make it the crash site."""
     core = result.core
     crashed = next((raw for raw in raw_threads if raw[1]), None)
     thread = next((t for t in core.threads if t.crashed), None) if core is not None else None
     if core is None or crashed is None or thread is None:
         return
-    tid, _crashed, registers, frames = crashed
-    found = find_frame(registers, frames, memory)
+    tid, _crashed, _registers, frames = crashed
+    found = find_frame(frames, memory, arch, core.signal.number if core.signal else 0)
     names = [frame.symbol for frame in thread.frames]
     if found is None or SIGNAL_FRAME not in names or names.index(SIGNAL_FRAME) == 0:
         return
     address, info, context = found
     handler = thread.frames[names.index(SIGNAL_FRAME) - 1]
-    unwound = unwind_thread(context, memory, finder, Budget()).frames
+    unwound = unwind_thread(context, memory, finder, Budget(), arch).frames
     [(_tid, _c, _r, rows)], symbols = _symbolize([(tid, True, context, unwound)], finder)
     plain = demangle(symbols)
     fault = OriginalFault(signal_record(info, finder), hex(address), handler_name(handler, core.python_version),
@@ -91,47 +87,60 @@ def add_original_fault(result: CoreRead, raw_threads: list[tuple], memory: Memor
     _crash_site(result, [Thread(tid, True, fault.registers, fault.frames)], finder)
 
 
-def find_frame(registers: dict[str, int], frames: list[_RawFrame],
-               memory: Memory) -> tuple[int, notes.SignalInfo, dict[str, int]] | None:
-    """(address, siginfo, registers) of the innermost rt_sigframe on the thread's stack, or None.
+def find_frame(frames: list[_RawFrame], memory: Memory, arch: Arch,
+               reraised: int) -> tuple[int, notes.SignalInfo, dict[str, int]] | None:
+    """(address, siginfo, registers) of the innermost kernel signal frame of a thread, or None.
 
-    The frame's first word is the trampoline's address (the unwinder's signal frame); its
-    saved rip must be the pc of the frame the unwinder found under the trampoline.
+    It lies at the stack pointer of the innermost signal trampoline frame; its saved pc must be
+    the pc of the frame the unwinder found under the trampoline.
     """
     at = next((i for i, frame in enumerate(frames) if frame.signal_frame), None)
-    rsp = registers.get("rsp")
-    if not at or rsp is None:
+    sp = frames[at].sp if at else None
+    if at is None or sp is None:
         return None
+    decoded = decode(memory.read(sp, CONTEXT_BYTES) or b"", arch, reraised)
     resumed = frames[at + 1].pc if at + 1 < len(frames) else None
-    block = memory.read(rsp, MAX_SCAN) or b""
-    needle = struct.pack("<Q", frames[at].pc)
-    start = 0
-    for _ in range(MAX_CANDIDATES):
-        hit = block.find(needle, start)
-        if hit < 0:
-            return None
-        start = hit + 1
-        if (rsp + hit) % 8:
-            continue
-        decoded = decode(memory.read(rsp + hit, FRAME_SIZE) or b"")
-        if decoded is not None and (resumed is None or decoded[1]["rip"] == resumed):
-            return rsp + hit, *decoded
-    return None
-
-
-def decode(frame: bytes) -> tuple[notes.SignalInfo, dict[str, int]] | None:
-    """The siginfo and the interrupted registers of one rt_sigframe's bytes; None when they cannot be those."""
-    if len(frame) < FRAME_SIZE:
+    if decoded is None or (resumed is not None and decoded[1][arch.pc] != resumed):
         return None
-    names = SIGCONTEXT_REGS + list(SIGCONTEXT_TRAP)
-    values = dict(zip(names, struct.unpack_from(f"<{len(names)}Q", frame, PRETCODE + UC_MCONTEXT), strict=True))
-    registers = {name: values[name] for name in SIGCONTEXT_REGS}
-    info = notes.signal_info(frame[PRETCODE + UCONTEXT_SIZE:])
+    return sp + arch.sigframe_start, *decoded
+
+
+def decode(context: bytes, arch: Arch, reraised: int) -> tuple[notes.SignalInfo, dict[str, int]] | None:
+    """The siginfo and the interrupted registers of a kernel signal frame, from the bytes at the
+    trampoline's stack pointer; None when they cannot be those."""
+    names = arch.sigcontext_registers
+    if len(context) < max(arch.sigframe_registers + 8 * (len(names) + len(X86_64_TRAP_WORDS)),
+                          arch.sigframe_info + SIGINFO_SIZE):
+        return None
+    registers = dict(zip(names, struct.unpack_from(f"<{len(names)}Q", context, arch.sigframe_registers),
+                         strict=True))
+    info = notes.signal_info(context[arch.sigframe_info:arch.sigframe_info + SIGINFO_SIZE])
     if info is None or not 0 < info.number <= MAX_SIGNAL or not MIN_CODE <= info.code <= MAX_CODE:
-        info = from_trap(values["trapno"], values["err"], values["cr2"])
-    if info is None or not registers["rip"]:
+        info = FAULT_IN_CONTEXT[arch.name](context, arch, reraised)
+    if info is None or not registers[arch.pc]:
         return None
     return info, registers
+
+
+def _x86_64_exception(context: bytes, arch: Arch, _reraised: int) -> notes.SignalInfo | None:
+    words = dict(zip(X86_64_TRAP_WORDS, struct.unpack_from(
+        f"<{len(X86_64_TRAP_WORDS)}Q", context, arch.sigframe_registers + 8 * len(arch.sigcontext_registers)),
+        strict=True))
+    return from_trap(words["trapno"], words["err"], words["cr2"])
+
+
+def _aarch64_fault_address(context: bytes, arch: Arch, reraised: int) -> notes.SignalInfo | None:
+    """struct sigcontext starts with fault_address, just before the registers; the signal is the one
+    the handler re-raised (its si_code is not in the frame)."""
+    if reraised not in FAULT_SIGNALS:
+        return None
+    address, = struct.unpack_from("<Q", context, arch.sigframe_registers - 8)
+    return notes.SignalInfo(reraised, notes.CODE_UNKNOWN, address, None, None)
+
+
+FAULT_IN_CONTEXT: dict[str, Callable[[bytes, Arch, int], notes.SignalInfo | None]] = {
+    X86_64.name: _x86_64_exception, AARCH64.name: _aarch64_fault_address}
+"""How each architecture's sigcontext tells the fault when the kernel wrote no siginfo."""
 
 
 def from_trap(trapno: int, err: int, cr2: int) -> notes.SignalInfo | None:

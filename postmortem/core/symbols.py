@@ -10,11 +10,11 @@ from __future__ import annotations
 import bisect
 import re
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from .demangle import demangle_one
-from .elf import SHT_NOBITS, Read, Section
+from .elf import EM_AARCH64, EM_X86_64, SHT_NOBITS, Read, Section
 
 STT_NOTYPE, STT_FUNC, STT_GNU_IFUNC = 0, 2, 10
 _CODE_TYPES = (STT_NOTYPE, STT_FUNC, STT_GNU_IFUNC)
@@ -35,14 +35,13 @@ MAX_PLT = 16 * 1024 * 1024
 MAX_NAME = 64 * 1024
 """Bytes of one .dynstr name read for a PLT stub (real ones are under 4 KiB)."""
 
-R_X86_64_GLOB_DAT, R_X86_64_JUMP_SLOT, R_X86_64_IRELATIVE = 6, 7, 37
-_PLT_RELOCATIONS = (R_X86_64_GLOB_DAT, R_X86_64_JUMP_SLOT, R_X86_64_IRELATIVE)
-_PLT_SECTIONS = (".plt", ".plt.sec", ".plt.got", ".plt.bnd")
-"""Where ld puts x86-64 stubs: lazy .plt; with IBT (-z ibt, -fcf-protection) the called stubs move to .plt.sec;
-.plt.got holds the stubs of functions whose address is also taken (GLOB_DAT); .plt.bnd is MPX's .plt.sec."""
 _ENDBR64, _BND = b"\xf3\x0f\x1e\xfa", b"\xf2"
 _JMP_GOT = b"\xff\x25"
 """jmp *disp32(%rip), the stub's jump through its GOT slot."""
+_ADRP_X16, _LDR_X17_X16 = (0x9F00001F, 0x90000010), (0xFFC003FF, 0xF9400211)
+"""(mask, value) of an aarch64 stub's `adrp x16, page` and `ldr x17, [x16, #offset]` (its GOT slot)."""
+_BTI_C = struct.pack("<I", 0xD503245F)
+"""`bti c`, which starts each stub of a PLT built for branch target identification."""
 _OVERLAPPING = (".tbss",)
 """Sections whose addresses overlap the next section's (TLS templates): never the section a pc is in."""
 
@@ -63,7 +62,7 @@ class Plt:
 class SymbolTable:
     """Sorted function symbols; names are decoded from the string table only when asked for."""
 
-    def __init__(self, read: Read, sections: dict[str, Section]):
+    def __init__(self, read: Read, sections: dict[str, Section], machine: int):
         self.source = ""
         self._values: list[int] = []
         self._rows: list[tuple[int, int, int, int]] = []
@@ -72,7 +71,7 @@ class SymbolTable:
         spans = sorted((s.addr, s.addr + s.size) for s in sections.values()
                        if s.addr and s.size and s.name not in _OVERLAPPING)
         self._span_starts, self._spans = [start for start, _end in spans], spans
-        self._plt = plt_symbols(read, sections)
+        self._plt = plt_symbols(read, sections, machine)
         for table, strtab in ((".symtab", ".strtab"), (".dynsym", ".dynstr")):
             sym, names = sections.get(table), sections.get(strtab)
             if sym and names and sym.type != SHT_NOBITS and 0 < sym.size <= MAX_TABLE:
@@ -97,7 +96,7 @@ class SymbolTable:
         if not self._plt.starts:
             self._plt = other._plt
 
-    def lookup(self, vaddr: int) -> tuple[str, int] | None:
+    def lookup(self, vaddr: int, in_dwarf: bool = True) -> tuple[str, int] | None:
         """(name, start) of the function holding `vaddr`, chosen as gdb chooses its minimal symbol.
 
         A sized symbol holds [start, start + size); a zero-sized one (a PLT
@@ -105,6 +104,8 @@ class SymbolTable:
         section, never past the section's end. Where the image has DWARF,
         gdb names the frame from it instead, and among aliases the DWARF name
         is the local one (glibc's __GI_raise over raise): see `_dwarf_name`.
+        `in_dwarf` False says no compilation unit covers `vaddr` (libc.a's code
+        in a static binary built with -g): the minimal symbol stands.
         """
         plt = self._plt
         at = bisect.bisect_right(plt.starts, vaddr) - 1
@@ -120,7 +121,7 @@ class SymbolTable:
         if best is None:
             return None
         start, name, size, _info = best
-        if self._dwarf:
+        if self._dwarf and in_dwarf:
             name = _dwarf_name([row for row in named if row[0] == start and row[2] == size])
         return name.decode("utf-8", "replace"), start
 
@@ -187,36 +188,78 @@ def _span_of(spans: list[tuple[int, int]], vaddr: int, starts: list[int] | None 
     return k if k >= 0 and vaddr < spans[k][1] else None
 
 
-def plt_symbols(read: Read, sections: dict[str, Section]) -> Plt:
-    """`name@plt` at each x86-64 PLT stub, named as BFD's synthetic symbols are (what gdb prints).
+def plt_symbols(read: Read, sections: dict[str, Section], machine: int) -> Plt:
+    """`name@plt` at each PLT stub, named as BFD's synthetic symbols are (what gdb prints).
 
-    A stub is found by its `jmp *GOT(%rip)` (after an optional endbr64 and
-    bnd prefix); the GOT slot it jumps through is matched with the JUMP_SLOT,
-    GLOB_DAT or IRELATIVE relocation that fills it, whose symbol names the
-    stub (`*ABS*+0xaddend@plt` for an IRELATIVE one, which has no symbol).
+    A stub is found by its jump through a GOT slot (`PltLayout.stubs`); the slot is matched with the
+    JUMP_SLOT, GLOB_DAT or IRELATIVE relocation that fills it, whose symbol names the stub
+    (`*ABS*+0xaddend@plt` for an IRELATIVE one, which has no symbol).
     """
-    slots = _got_slots(read, sections)
+    layout = PLT_LAYOUTS.get(machine)
+    if layout is None:
+        return Plt([], [], [])
+    slots = _got_slots(read, sections, layout.relocations)
     found: dict[int, str] = {}
     spans = []
-    for name in _PLT_SECTIONS:
+    for name in layout.sections:
         section = sections.get(name)
         if not section or section.type == SHT_NOBITS or not 0 < section.size <= MAX_PLT or not slots:
             continue
         spans.append((section.addr, section.addr + section.size))
-        code = read(section.offset, section.size)
-        step = 8 if name == ".plt.got" and not code.startswith(_ENDBR64) else 16
-        for at in range(0, len(code) - step + 1, step):
-            jump = at + (4 if code.startswith(_ENDBR64, at) else 0)
-            jump += 1 if code.startswith(_BND, jump) else 0
-            if code.startswith(_JMP_GOT, jump) and jump + 6 <= len(code):
-                got = section.addr + jump + 6 + int.from_bytes(code[jump + 2:jump + 6], "little", signed=True)
-                if got in slots:
-                    found[section.addr + at] = slots[got]
+        for start, got in layout.stubs(read(section.offset, section.size), section.addr, name):
+            if got in slots:
+                found[start] = slots[got]
     starts = sorted(found)
     return Plt(starts, [found[start] for start in starts], sorted(spans))
 
 
-def _got_slots(read: Read, sections: dict[str, Section]) -> dict[int, str]:
+def _x86_64_stubs(code: bytes, addr: int, name: str) -> Iterator[tuple[int, int]]:
+    """(stub, GOT slot) of each `jmp *GOT(%rip)` (after an optional endbr64 and bnd prefix), at the stub size
+    of its section."""
+    step = 8 if name == ".plt.got" and not code.startswith(_ENDBR64) else 16
+    for at in range(0, len(code) - step + 1, step):
+        jump = at + (4 if code.startswith(_ENDBR64, at) else 0)
+        jump += 1 if code.startswith(_BND, jump) else 0
+        if code.startswith(_JMP_GOT, jump) and jump + 6 <= len(code):
+            yield addr + at, addr + jump + 6 + int.from_bytes(code[jump + 2:jump + 6], "little", signed=True)
+
+
+def _aarch64_stubs(code: bytes, addr: int, _name: str) -> Iterator[tuple[int, int]]:
+    """(stub, GOT slot) of each `adrp x16, page; ldr x17, [x16, #offset]` (the stub starts at a `bti c`
+    just before it, where the PLT has them); PLT0's own pair loads the resolver's slot, which no
+    relocation fills."""
+    for at in range(0, len(code) - 7, 4):
+        adrp, ldr = struct.unpack_from("<II", code, at)
+        if adrp & _ADRP_X16[0] != _ADRP_X16[1] or ldr & _LDR_X17_X16[0] != _LDR_X17_X16[1]:
+            continue
+        pages = ((adrp >> 29) & 3) | (((adrp >> 5) & 0x7FFFF) << 2)
+        pages -= (1 << 21) if pages >> 20 else 0
+        slot = ((addr + at) & ~0xFFF) + (pages << 12) + ((ldr >> 10) & 0xFFF) * 8
+        start = at - 4 if at >= 4 and code[at - 4:at] == _BTI_C else at
+        yield addr + start, slot & ((1 << 64) - 1)
+
+
+@dataclass(frozen=True)
+class PltLayout:
+    """Where one architecture's linkers put PLT stubs, the relocations that fill their GOT slots, and how
+    a stub is told from its code."""
+
+    sections: tuple[str, ...]
+    relocations: frozenset[int]
+    stubs: Callable[[bytes, int, str], Iterator[tuple[int, int]]]
+
+
+PLT_LAYOUTS = {
+    # lazy .plt; with IBT (-z ibt, -fcf-protection) the called stubs move to .plt.sec; .plt.got holds the stubs
+    # of functions whose address is also taken (GLOB_DAT); .plt.bnd is MPX's .plt.sec.
+    # R_X86_64_GLOB_DAT, R_X86_64_JUMP_SLOT, R_X86_64_IRELATIVE
+    EM_X86_64: PltLayout((".plt", ".plt.sec", ".plt.got", ".plt.bnd"), frozenset({6, 7, 37}), _x86_64_stubs),
+    # R_AARCH64_GLOB_DAT, R_AARCH64_JUMP_SLOT, R_AARCH64_IRELATIVE
+    EM_AARCH64: PltLayout((".plt",), frozenset({1025, 1026, 1032}), _aarch64_stubs),
+}
+
+
+def _got_slots(read: Read, sections: dict[str, Section], relocations: frozenset[int]) -> dict[int, str]:
     """GOT slot address -> stub name, from .rela.plt and .rela.dyn over .dynsym."""
     sym, names = sections.get(".dynsym"), sections.get(".dynstr")
     if not sym or not names or sym.type == SHT_NOBITS or names.type == SHT_NOBITS:
@@ -229,7 +272,7 @@ def _got_slots(read: Read, sections: dict[str, Section]) -> dict[int, str]:
             continue
         raw = read(rela.offset, rela.size)
         for offset, info, addend in _RELA.iter_unpack(raw[: len(raw) // _RELA.size * _RELA.size]):
-            if info & 0xFFFFFFFF not in _PLT_RELOCATIONS:
+            if info & 0xFFFFFFFF not in relocations:
                 continue
             index = info >> 32
             if index not in named:

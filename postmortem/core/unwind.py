@@ -1,4 +1,4 @@
-"""Native stack unwinding for x86-64: DWARF CFI first, then frame pointers, then stack scanning.
+"""DWARF CFI for native stack unwinding (x86-64 and aarch64: core/arch.py holds what differs).
 
 CFI comes from `.eh_frame`: the FDE for a pc is found by binary search in
 `.eh_frame_hdr` (or, in a static binary that has none, in an index made by one
@@ -6,17 +6,14 @@ pass over `.eh_frame`), else from `.debug_frame` (Go binaries, -fno-asynchronous
 unwind-tables), of the file, its separate debug file, or the core's own memory
 (modules.Module.cfi); only that FDE (and its CIE) is parsed, then its
 instructions are run up to the pc to get the row (CFA rule and register
-rules). Signal trampolines (CIE augmentation "S", glibc's __restore_rt)
-restore the interrupted registers from the sigcontext through DW_CFA_expression
-rules; the frame after one is looked up at its exact pc, every other caller
-at pc-1 (the call instruction, not the one after it).
+rules). A frame marked a signal frame (CIE augmentation "S") is followed by
+one looked up at its exact pc, every other caller at pc-1 (the call
+instruction, not the one after it).
 
-Frame 0 at pc 0 or an unmapped pc (a call through a bad function pointer) has
-its caller's address at the stack pointer. Where a module has no CFI (JIT
-code, hand-written assembly, a missing file), the rbp chain is followed, and
-failing that the stack is scanned for a return address (a value just after a
-call instruction in executable memory). Every frame records how it was found:
-"registers" (frame 0), "cfi", "fp" or "scan" (the last two, GUESSES).
+The walk itself (core/analysis.py `unwind_thread`) reads signal trampolines
+by their code, then CFI, then frame pointers and a stack scan. Every frame
+records how it was found: "registers" (frame 0), "cfi", "sigcontext", "fp",
+"scan" or "lr" (the last three, GUESSES).
 
 The CFI and the stacks come from the core and the files it names, so every loop
 here is bounded: LEB128 numbers by their length, a CFI program by its
@@ -34,14 +31,15 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .arch import Arch
 from .elf import Read, Section
 
-RSP, RBP, RA = 7, 6, 16
-DWARF_REGS = ("rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp", "r8", "r9", "r10", "r11", "r12", "r13", "r14",
-              "r15", "rip")
-"""DWARF register numbers 0..16 of the x86-64 psABI (16 is the return address)."""
-GUESSES = ("fp", "scan")
-"""How frames found without CFI are marked: from here on a thread's stack may be wrong."""
+MAX_REGISTER = 63
+"""Rules are kept for DWARF registers 0..63 (x86-64's general registers and return address are 0-16,
+aarch64's x0-x30 and sp 0-31): the row stays small whatever the CFI says."""
+GUESSES = ("fp", "scan", "lr")
+"""How frames found without CFI are marked (frame pointers, a stack scan, aarch64's link register taken
+for frame 0's return address): from here on a thread's stack may be wrong."""
 MAX_FRAMES = 1 << 18
 """Frames per thread: a runaway recursion fills the default 8 MiB stack with as few as 32 bytes a frame.
 Past it the thread is marked truncated (never cut silently); 200,000 frames unwind in about 2 s."""
@@ -423,7 +421,9 @@ def _run(program: bytes, cie: _Cie, row: Row, initial: Row | None, loc: int, tar
 
 def _apply(op: int, cursor: _Cursor, cie: _Cie, row: Row, initial: Row | None, saved: list[tuple]) -> None:
     """One non-advancing CFA instruction."""
-    if op == 0x00 or op == 0x2E:
+    if op in (0x00, 0x2D, 0x2E):
+        # 0x2D is aarch64's DW_CFA_AARCH64_negate_ra_state (pointer authentication signs the return address
+        # from here on): every aarch64 return address is stripped of its signature anyway (`apply_row`)
         if op == 0x2E:
             cursor.uleb()
     elif op in (0x05, 0x11, 0x2F):
@@ -468,8 +468,8 @@ def _apply(op: int, cursor: _Cursor, cie: _Cie, row: Row, initial: Row | None, s
 
 
 def _set_rule(row: Row, reg: int, rule: tuple[str, object]) -> None:
-    """Keep a rule only for a register the unwinder tracks (0-16): the row stays small whatever the CFI says."""
-    if reg <= RA:
+    """Keep a rule only for a register number up to MAX_REGISTER."""
+    if reg <= MAX_REGISTER:
         row.rules[reg] = rule
 
 
@@ -577,8 +577,9 @@ _BINARY: dict[int, Callable[[int, int], int]] = {
 }
 
 
-def apply_row(row: Row, regs: dict[int, int], word: Word, budget: Budget | None = None) -> dict[int, int]:
-    """The caller's registers from this frame's registers and its CFI row (RA = register 16).
+def apply_row(row: Row, regs: dict[int, int], word: Word, arch: Arch, budget: Budget | None = None) -> dict[int, int]:
+    """The caller's registers from this frame's registers and its CFI row; its pc is the return-address
+    column's value, stripped of any pointer-authentication signature.
 
     Registers without a rule keep their value (gdb's "same value" default).
     """
@@ -590,7 +591,7 @@ def apply_row(row: Row, regs: dict[int, int], word: Word, budget: Budget | None 
     else:
         raise CfiError("CFA register unknown in this frame")
     caller = dict(regs)
-    caller[RSP] = cfa
+    caller[arch.sp_reg] = cfa
     for reg, (kind, arg) in row.rules.items():
         if kind == "undefined":
             caller.pop(reg, None)
@@ -600,7 +601,16 @@ def apply_row(row: Row, regs: dict[int, int], word: Word, budget: Budget | None 
             caller.pop(reg, None)
         else:
             caller[reg] = value
+    if arch.ra_column in caller:
+        caller[arch.pc_reg] = strip(caller[arch.ra_column], arch)
+    else:
+        caller.pop(arch.pc_reg, None)
     return caller
+
+
+def strip(address: int, arch: Arch) -> int:
+    """A code address without the pointer-authentication signature aarch64 puts above its address bits."""
+    return address & ((1 << arch.address_bits) - 1)
 
 
 def _rule_value(kind: str, arg, cfa: int, regs: dict[int, int], word: Word, budget: Budget) -> int | None:
@@ -613,20 +623,3 @@ def _rule_value(kind: str, arg, cfa: int, regs: dict[int, int], word: Word, budg
     if kind == "expression":
         return word(evaluate(arg, regs, word, cfa, budget))
     return evaluate(arg, regs, word, cfa, budget)
-
-
-def looks_like_return(code: bytes | None) -> bool:
-    """True when the bytes just before an address end with a call instruction.
-
-    `code` holds the 7 bytes before the candidate: call rel32 (e8 + 4), call
-    through a register or memory (ff /2 in its 2, 3, 6 and 7 byte forms).
-    """
-    if not code or len(code) < 7:
-        return False
-    if code[-5] == 0xE8:
-        return True
-    for size in range(2, 8):
-        at = -size + (1 if 0x40 <= code[-size] <= 0x4F else 0)
-        if code[at] == 0xFF and at + 1 < 0 and (code[at + 1] >> 3) & 7 == 2:
-            return True
-    return False

