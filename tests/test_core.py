@@ -480,33 +480,38 @@ def _module_and_source(core_path: Path, name: str, sysroot: str | None = None):
 
 
 def test_only_the_mapped_elf_fills_the_pages_the_core_left_out(tmp_path):
-    (tmp_path / "core").write_bytes(bytes(core_craft.committed("null-write")))
-    _beside(tmp_path)
-    module, filled = _module_and_source(tmp_path / "core", "libcrash.so")
+    case = tmp_path / "case"
+    case.mkdir()
+    (case / "core").write_bytes(bytes(core_craft.committed("null-write")))
+    _beside(case)
+    module, filled = _module_and_source(case / "core", "libcrash.so")
     assert module.build_id == module.build_id_on_disk and filled is not None  # the very file: its text is there
-    shutil.copy(DATA / "libcuda.so.570.124.06", tmp_path / "libcrash.so")  # an ELF, but another one
-    module, filled = _module_and_source(tmp_path / "core", "libcrash.so")
+    shutil.copy(DATA / "libcuda.so.570.124.06", case / "libcrash.so")  # an ELF, but another one
+    module, filled = _module_and_source(case / "core", "libcrash.so")
     assert module.file is not None and filled is None
     root = tmp_path / "root"
     root.mkdir()
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     shutil.copy(DATA / "libcrash.so", elsewhere / "libcrash.so")
-    (tmp_path / "libcrash.so").unlink()
-    (tmp_path / "libcrash.so").symlink_to(elsewhere / "libcrash.so")
-    module, filled = _module_and_source(tmp_path / "core", "libcrash.so", str(root))  # a link out of both places
+    (case / "libcrash.so").unlink()
+    (case / "libcrash.so").symlink_to(elsewhere / "libcrash.so")
+    module, filled = _module_and_source(case / "core", "libcrash.so", str(root))  # a link out of both places
     assert module.file is not None and filled is None
-    (tmp_path / "libcrash.so").unlink()
-    shutil.copy(DATA / "libcrash.so", tmp_path / "libcrash.so")
-    module, filled = _module_and_source(tmp_path / "core", "libcrash.so", str(root))  # beside the core: looked at
-    assert module.resolved == str(tmp_path / "libcrash.so") and filled is not None
+    (case / "libcrash.so").unlink()
+    shutil.copy(DATA / "libcrash.so", case / "libcrash.so")
+    module, filled = _module_and_source(case / "core", "libcrash.so", str(root))  # beside the core: looked at
+    assert module.resolved == str(case / "libcrash.so") and filled is not None
     inside = root / "tmp" / "postmortem-cores" / "libcrash.so"
     inside.parent.mkdir(parents=True)
     shutil.copy(DATA / "libcrash.so", inside)
-    module, filled = _module_and_source(tmp_path / "core", "libcrash.so", str(root))
+    module, filled = _module_and_source(case / "core", "libcrash.so", str(root))
     assert module.resolved == str(inside) and filled is not None
     from postmortem.core.modules import Files
     assert Files(str(root), None, ()).candidates("/../../../../../../etc/passwd") == []
+    # a relative path is the crashed process's, looked for under the core's directory and never out of it
+    assert Files(None, str(case), ()).candidates("bin/../libcrash.so") == [str(case / "libcrash.so")]
+    assert Files(None, str(case), ()).candidates("../elsewhere/libcrash.so") == [str(case / "libcrash.so")]
 
 
 def _analyzed(directory: Path, core: str = "core") -> dict:

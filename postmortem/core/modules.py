@@ -138,7 +138,7 @@ class Files:
             found = [os.path.join(self.sysroot, clean.lstrip("/")) if self.sysroot else clean]
             found = [candidate for candidate in found if self.inside_sysroot(candidate)]
         else:
-            found = [os.path.join(self.core_dir, clean)] if self.core_dir else []
+            found = [os.path.normpath(os.path.join(self.core_dir, clean))] if self.core_dir else []
             found = [candidate for candidate in found if self.beside_core(candidate)]
         if self.core_dir:
             found.append(os.path.join(self.core_dir, os.path.basename(clean)))
