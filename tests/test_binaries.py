@@ -36,6 +36,8 @@ EXPECTED = {
                       [("sm_80", "none"), ("sm_90", "none"), ("compute_120", "zstd"), ("sm_120", "none")]],
     "libk_ptx80.so": [[], [("compute_80", "zstd")]],
     "libk_sm80only.so": [[("sm_80", "none")], [("sm_80", "none")]],
+    "libk_sm90_ptx120.so": [[("sm_90", "none")], [("sm_90", "none"), ("compute_120", "zstd")]],
+    "libk_sm80_ptx80.so": [[("sm_80", "none")], [("compute_80", "zstd"), ("sm_80", "none")]],
     "k_variants.o": [[("sm_90a", "none"), ("sm_120f", "none")]],
     "k_debug.o": [[("compute_90", "zstd"), ("sm_90", "zstd")]],
     "k_none.o": [[("compute_90", "none"), ("sm_90", "none")]],
@@ -175,7 +177,7 @@ def test_gpu_arch_command_json_contract(tmp_path: Path) -> None:
         "libk_multi.so": "native", "libk_ptx80.so": "ptx-jit", "_C.so": "missing"}
     assert by_name["_C.so"]["library"].endswith(".whl!/ext/_C.so")
     multi = by_name["libk_multi.so"]["fatbins"]
-    assert [f["verdict"] for f in multi] == ["native", "native"]
+    assert [(f["verdict"], f["has_kernels"]) for f in multi] == [("no-kernels", False), ("native", True)]
     assert [e["arch"] for e in multi[1]["entries"]] == ["sm_80", "sm_90", "compute_120", "sm_120"]
     assert {e["kind"] for e in multi[1]["entries"]} == {"sass", "ptx"}
 

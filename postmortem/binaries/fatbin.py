@@ -5,7 +5,8 @@ the entries) followed by entries, each a 64+ byte header and a payload: SASS
 (a cubin for one SM), PTX text or LTO-IR, stored, LZ4-block or ZSTD
 compressed. A `.so` holds several back to back (one per translation unit,
 plus device-link ones). Listing needs only the headers; payloads are
-decompressed only for kernel names. Layout: formats.md Q7 (checked against
+decompressed for kernel names, and for whether a fatbin defines any kernel
+(as few as that takes: `_kernel_presence`). Layout: formats.md Q7 (checked against
 nvcc 13 output).
 
 Bad input never raises: a truncated fatbin, sizes past the end of the file or
@@ -85,6 +86,10 @@ class Fatbin:
     offset: int
     size: int
     entries: tuple[Entry, ...]
+    has_kernels: bool | None = None
+    """False when no entry defines a kernel (nvcc's device-link fatbin of a `-shared` build): such a fatbin is
+    never loaded for a launch, so it cannot cause "no kernel image". None when not known: a payload unreadable,
+    or not read because a fatbin with the same images was already found to define kernels."""
 
 
 @dataclass(frozen=True)
@@ -104,11 +109,42 @@ def inventory(read: Read, size: int, path: str, kernels: bool = False) -> Invent
     notes: list[str] = []
     regions = _regions(read, size, notes)
     fatbins = [fb for start, end in regions for fb in _fatbins_in(read, start, min(end, size), size, notes)]
+    budget = [MAX_KERNEL_UNPACK]
     if kernels:
-        budget = [MAX_KERNEL_UNPACK]
         fatbins = [replace(fb, entries=tuple(_with_kernels(read, e, notes, budget) for e in fb.entries))
                    for fb in fatbins]
-    return Inventory(path, tuple(fatbins), tuple(notes))
+    return Inventory(path, tuple(_kernel_presence(read, fatbins, budget)), tuple(notes))
+
+
+def _kernel_presence(read: Read, fatbins: list[Fatbin], budget: list[int]) -> Iterator[Fatbin]:
+    """The fatbins with `has_kernels` set, decompressing as little as a verdict needs.
+
+    Verdicts depend only on a fatbin's set of images, so each set is settled by its first fatbin that defines
+    a kernel; the others of that set are not read. A fatbin is read entry by entry up to its first kernel.
+    """
+    settled: set[tuple[tuple[str, int, str, str | None], ...]] = set()
+    for fb in fatbins:
+        key = tuple(sorted(entry_images(e for e in fb.entries if e.kind in ("sass", "ptx"))))
+        if not key or key in settled:
+            yield fb
+            continue
+        found = _defines_kernels(read, fb, budget)
+        if found:
+            settled.add(key)
+        yield replace(fb, has_kernels=found)
+
+
+def _defines_kernels(read: Read, fb: Fatbin, budget: list[int]) -> bool | None:
+    """Whether any SASS or PTX entry names a kernel; None when one that could not be read leaves it open."""
+    unknown = False
+    for entry in fb.entries:
+        if entry.kind not in ("sass", "ptx"):
+            continue
+        named = entry.kernels if entry.kernels is not None else _with_kernels(read, entry, [], budget).kernels
+        if named:
+            return True
+        unknown = unknown or named is None
+    return None if unknown else False
 
 
 def _regions(read: Read, size: int, notes: list[str]) -> list[tuple[int, int]]:
@@ -279,7 +315,12 @@ def _with_kernels(read: Read, entry: Entry, notes: list[str], budget: list[int])
 
 
 def cubin_kernels(data: bytes) -> list[str]:
-    """Kernel (entry-point) names of a cubin: STT_FUNC symbols marked STO_CUDA_ENTRY in .symtab."""
+    """Kernel (entry-point) names of a cubin: STT_FUNC symbols marked STO_CUDA_ENTRY in .symtab.
+
+    A cubin without .symtab (stripped) raises: its kernels are unknown, not absent."""
+    read = _bytes_reader(data)
+    if ".symtab" not in elf.sections(read, elf.header(read)):
+        raise ElfError("the cubin has no symbol table")
     return [name for name, _value, _size, other in cubin_functions(data) if other & STO_CUDA_ENTRY]
 
 
@@ -315,7 +356,7 @@ def _bytes_reader(data: bytes) -> Read:
 # ------------------------------------------------------------------ verdicts
 
 
-NATIVE, PTX_JIT, MISSING = "native", "ptx-jit", "missing"
+NATIVE, PTX_JIT, MISSING, NO_KERNELS = "native", "ptx-jit", "missing", "no-kernels"
 _ORDER = {NATIVE: 0, PTX_JIT: 1, MISSING: 2}
 
 
@@ -329,6 +370,25 @@ class Verdict:
     needs_driver: str | None = None
     """For PTX: the oldest Linux driver that JIT-compiles its ISA version."""
     reason: str | None = None
+
+
+KERNEL_LESS = Verdict(NO_KERNELS, reason="defines no kernels (a device-link stub); left out of the verdict")
+
+
+@cache
+def first_branches() -> dict[int, int]:
+    """SM number -> the first Linux driver branch that runs that architecture, from data/arch-drivers.tsv."""
+    from ..knowledge import data_rows, sm_number
+
+    return {sm_number(row["sm"]) or 0: int(row["first_branch"]) for row in data_rows("arch-drivers.tsv")}
+
+
+def driver_predates(target: int, driver: str | None) -> str | None:
+    """Why `driver` runs nothing on sm_`target` (its branch is older than the architecture), else None."""
+    branch, first = (_version(driver) or (None,))[0], first_branches().get(target)
+    if branch is None or first is None or branch >= first:
+        return None
+    return f"driver {driver} predates sm_{target} (first supported by R{first}): nothing runs"
 
 
 @cache
@@ -368,11 +428,14 @@ def verdict(images: Iterable[tuple[str, int, str, str | None]], target: int,
             driver: str | None = None) -> Verdict | None:
     """The verdict for one fatbin's images, each (kind, sm, variant, ptx_isa); None when it has no loadable image.
 
-    SASS first; else the newest usable PTX whose ISA the driver (when known) can JIT; else missing.
+    A driver older than the architecture runs nothing; else SASS first; else the newest usable PTX whose ISA
+    the driver (when known) can JIT; else missing.
     """
     images = [i for i in images if i[0] in ("sass", "ptx")]
     if not images:
         return None
+    if predates := driver_predates(target, driver):
+        return Verdict(MISSING, reason=predates)
     sass = sorted((sm, variant) for kind, sm, variant, _ in images
                   if kind == "sass" and sass_usable(sm, variant, target))
     if sass:
@@ -398,22 +461,26 @@ def entry_images(entries: Iterable[Entry]) -> list[tuple[str, int, str, str | No
 
 
 def worst(verdicts: Iterable[Verdict | None]) -> Verdict | None:
-    """A library's verdict: its worst fatbin (one translation unit without an image fails its launches)."""
-    known = [v for v in verdicts if v is not None]
+    """A library's verdict: its worst fatbin (one translation unit without an image fails its launches);
+    fatbins without kernels do not count."""
+    known = [v for v in verdicts if v is not None and v.verdict in _ORDER]
     return max(known, key=lambda v: _ORDER[v.verdict]) if known else None
 
 
 def library_verdict(found: Inventory, target: int,
                     driver: str | None = None) -> tuple[Verdict | None, list[Verdict | None]]:
-    """(the library's verdict, one per fatbin)."""
-    per = [verdict(entry_images(fb.entries), target, driver) for fb in found.fatbins]
-    return worst(per), per
+    """(the library's verdict, one per fatbin; a fatbin without kernels is KERNEL_LESS and does not count)."""
+    per = [KERNEL_LESS if fb.has_kernels is False else verdict(entry_images(fb.entries), target, driver)
+           for fb in found.fatbins]
+    return worst(per) or (KERNEL_LESS if KERNEL_LESS in per else None), per
 
 
 def summary(result: Verdict | None, target: int) -> str:
     """The verdict as a sentence for people."""
     if result is None:
         return "no loadable device code"
+    if result.verdict == NO_KERNELS:
+        return "its fatbins define no kernels, so no launch of them can lack an image"
     if result.verdict == NATIVE:
         return "runs natively"
     if result.verdict == PTX_JIT:

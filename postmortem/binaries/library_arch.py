@@ -40,8 +40,8 @@ def library_events(modules: Iterable[Any], path: str, pid: int | None, process: 
             found = fatbin.inventory(read, size, module.found_at)
         finally:
             close()
-        images = sorted({" ".join(_image(e) for e in fb.entries if e.kind in ("sass", "ptx")) for fb in found.fatbins}
-                        - {""})
+        images = sorted({" ".join(_image(e) for e in fb.entries if e.kind in ("sass", "ptx"))
+                         for fb in found.fatbins if fb.has_kernels is not False} - {""})  # stubs cannot fail a launch
         if not images:
             continue
         fields = {"library": os.path.basename(module.path), "library_path": module.path, "found_at": module.found_at,
