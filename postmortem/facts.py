@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .join import NVML_KINDS, gpu_key
-from .knowledge import cuda_error, describe_arch
+from .knowledge import cuda_error, describe_arch, gpu_arch, sm_number
 from .model import Event
 
 FACT_FIELDS = (
@@ -30,6 +30,11 @@ FACT_FIELDS = (
     "supported_archs",
     "kernel_version",
     "python_version",
+    "job_command",  # the job of a `postmortem run` record (sources.run_record): what ran, how it ended, when
+    "job_exit",
+    "job_started",
+    "job_ended",
+    "set_by_run",  # the variables run set for the job, by purpose: not the job's own settings
 )
 """Event fields that describe the environment rather than one incident."""
 
@@ -139,3 +144,20 @@ def _sole_gpu(events: Iterable[Event]) -> tuple[str | None, str | None]:
         return None, None
     name = next(iter(named))[0]
     return name, next((sm for _, sm in named if sm), None)
+
+
+def with_driver_support(events: Sequence[Event]) -> list[Event]:
+    """The events that name the driver, with why it runs nothing on the GPU the inputs name when its branch is
+    older than that GPU's architecture (data/arch-drivers.tsv): such a driver does not know the GPU at all, so
+    no build, however complete, runs there. Judged only when the inputs name one GPU model and one driver."""
+    from .binaries.fatbin import driver_predates, first_branches
+
+    name, sm = _sole_gpu(events)
+    number = sm_number(sm) if sm is not None else getattr(gpu_arch(name), "number", None)
+    drivers = {str(e.fields["driver_version"]) for e in events if e.fields.get("driver_version")}
+    if number is None or len(drivers) != 1 or (why := driver_predates(number, next(iter(drivers)))) is None:
+        return list(events)
+    known = {"driver_predates": why, "first_branch": first_branches()[number], "gpu_name": name,
+             **describe_arch(name, f"sm_{number}")}
+    return [dataclasses.replace(e, fields={**e.fields, **{k: v for k, v in known.items() if k not in e.fields}})
+            if e.fields.get("driver_version") else e for e in events]

@@ -38,6 +38,11 @@ SUSPICIOUS_KINDS = (
 )
 """Event kinds most likely to be the crash itself, most telling first; any other kind follows."""
 
+CONTEXT_KINDS = frozenset({"job-run", "bundle-manifest", "software-stack", "python-packages", "environment-variables",
+                           "cuda-device", "library-arch"})
+"""Event kinds that record how the evidence was gathered (a `postmortem run` record, a `collect` bundle's own
+files) or what the machine holds (its software, a library's device code), never the crash: no suspects."""
+
 MAX_SUSPECTS = 3
 
 
@@ -72,7 +77,8 @@ def suspects(events: Sequence[Event], findings: Sequence[Finding] = ()) -> tuple
     """
     order = {kind: i for i, kind in enumerate(SUSPICIOUS_KINDS)}
     used = {i for f in findings for i in f.evidence}
-    candidates = [e for e in events if e.id not in used and (not findings or e.kind in order)]
+    candidates = [e for e in events if e.id not in used and e.kind not in CONTEXT_KINDS
+                  and (not findings or e.kind in order)]
     if findings:
         from .rank import happened_before  # ranking's own notion of order; imported where suspects need it
 

@@ -15,7 +15,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from . import __version__
-from .facts import collect_facts, with_arch_knowledge
+from .facts import collect_facts, with_arch_knowledge, with_driver_support
 from .fingerprint import suspects
 from .inputs import Blob, open_inputs
 from .join import join
@@ -79,9 +79,15 @@ def analyze_blobs(blobs: Iterable[Blob], database: Database | None = None, optio
             info, found = read_blob(blob)
         inputs.append(info)
         events.extend(found)
+    if any(e.kind == "job-run" for e in events):
+        from .sources import run_record  # only for the case directory of a `postmortem run`
+
+        streams = run_record.captured_streams(events)
+        inputs = [_captured(info, streams[info.path]) if info.path in streams else info for info in inputs]
+        cores = run_record.job_environment(cores, events)
     telemetry = tuple(e.fields["series"] for e in events if e.kind == "gpu-series")  # frames, not evidence
     events = [e for e in events if e.kind != "gpu-series"]
-    events = with_arch_knowledge(_number(_dated(join(_dated(_dedupe(events))))))
+    events = with_driver_support(with_arch_knowledge(_number(_dated(join(_dated(_dedupe(events)))))))
     if any(e.kind in ("library-arch", "arch-unsupported", "cuda-error") for e in events):
         from .binaries.library_arch import libraries_in_logs, with_library_verdicts
 
@@ -106,7 +112,8 @@ def read_blob(blob: Blob) -> tuple[InputInfo, list[Event]]:
         return InputInfo(blob.path, "unreadable", 0, "", tuple(diagnostics)), []
     size = blob.reader.size
     if size == 0:
-        return InputInfo(blob.path, "empty", 0, "sha256:" + hashlib.sha256(b"").hexdigest(), ("empty file",)), []
+        return InputInfo(blob.path, "empty", 0, "sha256:" + hashlib.sha256(b"").hexdigest(),
+                         (NOTHING_FOUND["empty"],)), []
     head = blob.reader.read_at(0, 64 * 1024)
     doc = TextDoc(blob.reader, blob.path, detect_encoding(head))
     events: list[Event] = []
@@ -127,7 +134,7 @@ def read_blob(blob: Blob) -> tuple[InputInfo, list[Event]]:
         diagnostics.append(f"read error: {exc}")
     diagnostics.extend(doc.diagnostics)
     if not formats:
-        diagnostics.append(_nothing_found(head))
+        diagnostics.append(NOTHING_FOUND[_plain_kind(head)])
     info = InputInfo(blob.path, "+".join(formats) or _plain_kind(head), size, "sha256:" + doc.sha256,
                      tuple(diagnostics))
     return info, events
@@ -178,10 +185,19 @@ def _binary_share(head: bytes) -> float:
     return controls / max(1, len(head))
 
 
-def _nothing_found(head: bytes) -> str:
-    if _binary_share(head) > 0.1:
-        return "binary data in no format this version reads; no events"
-    return "no known error pattern in this text"
+NOTHING_FOUND = {"empty": "empty file", "binary": "binary data in no format this version reads; no events",
+                 "text": "no known error pattern in this text"}
+"""The diagnostic of an input no source read, by its plain kind (the format it is then listed with)."""
+
+
+def _captured(info: InputInfo, stream: str) -> InputInfo:
+    """A stream `postmortem run` captured is the job's output: with nothing known in it, or nothing at all, it is
+    context of the run (listed as `job-stdout`), not a problem input."""
+    nothing = NOTHING_FOUND.get(info.format)
+    if nothing is None:  # a source read it: listed by that format
+        return info
+    return dataclasses.replace(info, format=f"job-{stream}", diagnostics=tuple(d for d in info.diagnostics
+                                                                                if d != nothing))
 
 
 def _dedupe(events: list[Event]) -> list[Event]:

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from postmortem.capture.redact import Redactor, environment_listing, secret_shapes
+from postmortem.capture.run import STREAMS
 
 DATA = Path(__file__).parent / "data" / "capture"
 TIMEOUT_S = 60
@@ -272,6 +273,67 @@ def test_kernel_log_of_a_run_keeps_the_jobs_crashes_and_gpu_lines_only():
     kept, dropped = job_lines(log, {1005460})
     assert dropped == 1
     assert "zed-editor[11804]" not in kept and "zed-editor[1005460]" in kept and "Xid" in kept
+
+
+RUN_ENDINGS = {"segfault.py": "killed by SIGSEGV (signal 11)", "aborts.py": "killed by SIGABRT (signal 6)",
+               "raises.py": "exit status 1", "ok.py": "exit status 0"}
+"""How each real program's run ends, as the report's job_exit fact says it."""
+
+
+@pytest.mark.parametrize("program", sorted(RUN_ENDINGS))
+def test_the_run_case_reads_runs_own_files_as_the_run_and_its_streams(programs: Path, program: str) -> None:
+    """run.json is the run record (command, ending, times as facts), the captured streams are the job's output:
+    none of them is a problem input (no "no known error pattern", no "empty file"), nor a suspect."""
+    (programs / "aborts.py").write_text("import os\nprint('step 1', flush=True)\nos.abort()\n")
+    done = run_job(programs, program, "--telemetry", "0")
+    text = done.stderr if done.returncode else postmortem("analyze", "case", cwd=programs).stdout
+    assert b"Inputs (" in text and b"no known error pattern" not in text and b"empty file" not in text
+    assert b"case/run.json: run-record" in text
+    report = analyze_json(programs / "case", programs)
+    inputs = {Path(i["path"]).name: i for i in report["inputs"]}
+    assert {name: i["diagnostics"] for name, i in inputs.items() if name in ("run.json", *STREAMS.values())} == {
+        "run.json": [], "stdout.log": [], "stderr.log": []}
+    assert inputs["run.json"]["format"] == "run-record"
+    for name in ("stdout", "stderr"):  # the stream's own format when a source read it, else what it is
+        assert inputs[STREAMS[name]]["format"] != "text" and (inputs[STREAMS[name]]["format"] == f"job-{name}"
+                                                              or inputs[STREAMS[name]]["size"] > 0)
+    assert report["facts"]["job_command"] == [f"{sys.executable} {program}"]
+    assert report["facts"]["job_exit"] == [RUN_ENDINGS[program]]
+    record = json.loads((programs / "case" / "run.json").read_text())
+    assert report["facts"]["job_started"] == [record["started"]] and record["started"][-6] in "+-"
+    run_events = {e["id"] for e in report["events"] if e["kind"] == "job-run"}
+    assert len(run_events) == 1 and not run_events & set(report["suspects"])
+
+
+def test_run_tells_the_variables_it_set_from_the_jobs_own(programs: Path) -> None:
+    """The user's own TORCH_NCCL_TRACE_BUFFER_SIZE and CUDA_VISIBLE_DEVICES are the job's environment; the flight
+    recorder variables run added (and --sync's CUDA_LAUNCH_BLOCKING) are listed as run's, with their purpose."""
+    env = {**os.environ, "TORCH_NCCL_TRACE_BUFFER_SIZE": "500", "CUDA_VISIBLE_DEVICES": "0"}
+    for name in ("TORCH_NCCL_DUMP_ON_TIMEOUT", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "CUDA_LAUNCH_BLOCKING"):
+        env.pop(name, None)
+    done = postmortem("run", "--out", "case", "--sync", "--telemetry", "0", "--", sys.executable, "segfault.py",
+                      cwd=programs, env=env)
+    assert done.returncode == 128 + signal.SIGSEGV
+    added = re.search(rb"\n  set_by_run: (.*)\n", done.stderr)
+    assert added, done.stderr
+    assert b"TORCH_NCCL_DUMP_ON_TIMEOUT=1" in added[1] and b"(NCCL flight recorder:" in added[1]
+    assert b"CUDA_LAUNCH_BLOCKING=1 (synchronous launches:" in added[1]
+    assert b"TORCH_NCCL_TRACE_BUFFER_SIZE" not in added[1] and b"CUDA_VISIBLE_DEVICES" not in added[1]
+    report = analyze_json(programs / "case", programs)
+    record = json.loads((programs / "case" / "run.json").read_text())
+    assert set(record["environment_set"]) >= {"TORCH_NCCL_DUMP_ON_TIMEOUT", "CUDA_LAUNCH_BLOCKING"}
+    assert "TORCH_NCCL_TRACE_BUFFER_SIZE" not in record["environment_set"]
+    if not _cores_land_here():
+        return
+    shown = re.search(rb"\n  Environment variables: (.*)\n", done.stderr)
+    assert shown and b"TORCH_NCCL_TRACE_BUFFER_SIZE=500" in shown[1] and b"CUDA_VISIBLE_DEVICES=0" in shown[1]
+    assert b"TORCH_NCCL_DUMP_ON_TIMEOUT" not in shown[1] and b"CUDA_LAUNCH_BLOCKING" not in shown[1]
+    environment = report["cores"][0]["environment"]
+    assert environment["values"]["TORCH_NCCL_TRACE_BUFFER_SIZE"] == "500"
+    assert environment["set_by_run"] == {name: value for name, value in record["environment_set"].items()
+                                         if name in environment["set_by_run"]}
+    assert {"TORCH_NCCL_DUMP_ON_TIMEOUT", "CUDA_LAUNCH_BLOCKING"} <= set(environment["set_by_run"])
+    assert not set(environment["set_by_run"]) & {*environment["values"], *environment["names_only"]}
 
 
 # ---------------------------------------------------------------- hostile working directory and hostile files

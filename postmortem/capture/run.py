@@ -28,6 +28,7 @@ from typing import BinaryIO
 
 from ..outputs import OutputError
 from ..programs import find_program
+from ..sources.run_record import run_settings
 from .collect import (
     TELEMETRY_FIELDS,
     CoreSetup,
@@ -45,6 +46,8 @@ COREDUMP_WAIT_S = 3.0
 """systemd-coredump registers a core a moment after the process died."""
 PUMP_GRACE_S = 10.0
 """How long output is still copied after the job exits (a worker it left behind may hold its pipes open)."""
+STREAMS = {"stdout": "stdout.log", "stderr": "stderr.log"}
+"""The job's streams as copied into the case directory; the run record names them (sources.run_record)."""
 SANITIZER_PLACES = ("/usr/local/cuda/bin/compute-sanitizer", "/opt/cuda/bin/compute-sanitizer")
 
 
@@ -63,20 +66,11 @@ class RunError(Exception):
 
 
 def armed_environment(environ: Mapping[str, str], case: Path, options: RunOptions) -> dict[str, str]:
-    """The variables postmortem sets: defaults the user's own settings override, and what the flags ask for."""
-    defaults = {
-        "PYTHONFAULTHANDLER": "1",
-        "PYTHONUNBUFFERED": "1",  # output reaches the log as it is written; a crash loses no buffered lines
-        "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000",
-        "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
-        "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": str(case / "nccl_trace_rank_"),
-    }
-    armed = {name: value for name, value in defaults.items() if name not in environ}
-    if options.gpu_core:
-        armed.update(CUDA_ENABLE_COREDUMP_ON_EXCEPTION="1", CUDA_COREDUMP_FILE=str(case / "gpu-core.%h.%p.nvcudmp"))
-    if options.sync:
-        armed["CUDA_LAUNCH_BLOCKING"] = "1"
-    return armed
+    """The variables postmortem sets (data/run-environment.tsv): defaults the user's own settings override, and
+    what the flags ask for. The run record lists them, so that the report tells them from the job's own."""
+    asked = {"default": True, "--gpu-core": options.gpu_core, "--sync": options.sync}
+    return {setting.name: setting.value.replace("{case}", str(case)) for setting in run_settings()
+            if asked[setting.when] and not (setting.when == "default" and setting.name in environ)}
 
 
 def sanitizer_command(command: list[str]) -> list[str]:
@@ -137,10 +131,10 @@ def run(options: RunOptions, say=lambda message: print(f"postmortem: {message}",
     _stop(sampler)
     status = returncode if returncode >= 0 else 128 - returncode
     record = {"command": command, "cwd": os.getcwd(), "pid": child.pid,
-              "started": started.isoformat(timespec="seconds"),
-              "ended": datetime.now().isoformat(timespec="seconds"), "exit_status": status,
+              "started": started.astimezone().isoformat(timespec="seconds"),
+              "ended": datetime.now().astimezone().isoformat(timespec="seconds"), "exit_status": status,
               "signal_number": -returncode if returncode < 0 else None, "environment_set": armed,
-              "cores": setup.describe(), "telemetry": "sampled" if sampler else "not sampled"}
+              "streams": STREAMS, "cores": setup.describe(), "telemetry": "sampled" if sampler else "not sampled"}
     if status != 0:
         record["collected"] = _gather(case, started, t0, child.pid, family.pids, setup, say)
     (case / "run.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
@@ -159,7 +153,7 @@ def _core_words(setup: CoreSetup) -> str:
 def _spawn(command: list[str], env: dict[str, str], case: Path) -> tuple[subprocess.Popen, list[BinaryIO]]:
     """Start the job in its own process group with the core size limit raised to the hard limit."""
     soft, hard = resource.getrlimit(resource.RLIMIT_CORE)
-    logs: list[BinaryIO] = [open(case / "stdout.log", "wb"), open(case / "stderr.log", "wb")]  # noqa: SIM115 - returned to the caller, closed here on failure
+    logs: list[BinaryIO] = [open(case / STREAMS[name], "wb") for name in ("stdout", "stderr")]  # noqa: SIM115 - returned to the caller, closed here on failure
     try:
         resource.setrlimit(resource.RLIMIT_CORE, (hard, hard))  # inherited by the child, restored right after
         return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
