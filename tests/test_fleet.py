@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -110,7 +111,9 @@ def test_buckets_command_json(scanned):
     assert result.exit_code == 0, result.output
     found = json.loads(result.output)
     off_bus = next(b for b in found["buckets"] if b["signature"] == "xid-79")
-    assert off_bus["count"] == 40 and off_bus["first_seen"] <= off_bus["last_seen"]
+    assert off_bus["count"] == 40
+    # plain dmesg has no wall-clock date: the files' mtimes (spread over two months by make_archive) are not taken
+    assert off_bus["first_seen"] is None and off_bus["last_seen"] is None
     assert found["errors"] == 0
 
 
@@ -119,6 +122,8 @@ def test_fleet_report_is_self_contained_and_escaped(tmp_path):
     make_archive(hostile, 12)  # every template but noise-only: the hostile case is the one unknown
     (hostile / "<b onmouseover=alert(1)>case").mkdir()
     (hostile / "<b onmouseover=alert(1)>case" / "job.log").write_text("hello\n")
+    dated = ROOT / "tests/corpus/drv-xid79-nvsmi-unknown-error-k8s-01"  # a wall-clock date: the trend chart is drawn
+    shutil.copytree(dated, hostile / dated.name, ignore=shutil.ignore_patterns("case.yaml"))
     store = tmp_path / "h.sqlite"
     scan(hostile, store, jobs=1)
     out = tmp_path / "fleet.html"
@@ -265,7 +270,7 @@ def test_card_or_slot(tmp_path):
     verdicts = {m.card: m.verdict for m in fleet.card_or_slot(conn)}
     assert verdicts == {card_a: "card", card_b: "slot"}
     nodes = {(n.kind, n.label): len(n.cases) for n in fleet.bad_nodes(conn)}
-    assert nodes == {("gpu", card_a): 2, ("host", "node05"): 2}
+    assert nodes == {("host", "node05"): 2}  # card A faulted once on each of two hosts: card-or-slot names it
     html = render(conn)
     assert "follow the card or the slot" in html and card_a in html
     conn.close()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import traceback
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -64,7 +63,7 @@ def analyse_case(case: Case, known: frozenset[str] = frozenset()) -> CaseResult:
         from ..pipeline import analyze_blobs
 
         report = analyze_blobs(open_inputs(list(case.files)))
-        _fill(result, report, case)
+        _fill(result, report)
     except Exception as exc:  # noqa: BLE001 - one bad case is recorded, never the end of the scan
         result.status = "error"
         if not result.digest:  # unreadable before it could be digested: named by where it is and its change key
@@ -82,7 +81,7 @@ def analyse_batch(cases: list[Case], known: frozenset[str] = frozenset()) -> lis
     return [analyse_case(case, known) for case in cases]
 
 
-def _fill(result: CaseResult, report: Report, case: Case) -> None:
+def _fill(result: CaseResult, report: Report) -> None:
     from ..signatures import load_default
 
     layers = {name: cause.layer for name, cause in load_default().causes.items()}
@@ -90,7 +89,7 @@ def _fill(result: CaseResult, report: Report, case: Case) -> None:
     host = _first(report.facts.get("host"))
     verdict = report.verdict
     suspect = events.get(report.suspects[0]) if report.suspects else None
-    when, source = _case_time(report, case)
+    when, source = _case_time(report)
     diagnostics = [d for i in report.inputs for d in i.diagnostics]
     result.case = {
         "cause": verdict.cause if verdict else "unknown",
@@ -180,10 +179,12 @@ def _serials(events: tuple[Event, ...]) -> dict[str, str]:
     return found
 
 
-def _case_time(report: Report, case: Case) -> tuple[str | None, str]:
-    """When the case happened: the verdict's earliest dated evidence, else any dated event, else the files' mtime.
+def _case_time(report: Report) -> tuple[str | None, str]:
+    """When the case happened: the verdict's earliest dated evidence, else any dated event; else none.
 
-    Only full wall-clock dates count: a syslog line without a year cannot be placed on a fleet's calendar.
+    Only the case's own full wall-clock dates count: a syslog line without a year cannot be placed on a fleet's
+    calendar, and a file's mtime says when it was copied, not when the job died (a case without a date is
+    counted as undated, never given one).
     """
     dated = [(e.id, e.time) for e in report.events if isinstance(e.time, datetime) and e.clock == "wall"]
     if report.verdict is not None:
@@ -191,11 +192,7 @@ def _case_time(report: Report, case: Case) -> tuple[str | None, str]:
         dated = own or dated
     if dated:
         return _iso(min(_utc(time) for _, time in dated)), "log"
-    try:
-        newest = max(os.stat(f).st_mtime for f in case.files)
-    except (OSError, ValueError):
-        return None, "none"
-    return datetime.fromtimestamp(newest, UTC).replace(tzinfo=None).isoformat(timespec="seconds"), "mtime"
+    return None, "none"
 
 
 def _utc(moment: datetime) -> datetime:

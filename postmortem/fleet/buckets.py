@@ -36,7 +36,7 @@ class Bucket:
 
     @property
     def key(self) -> str:
-        return " / ".join(part for part in (self.cause, self.signature, self.detail) if part)
+        return _key_text((self.cause, self.signature, self.detail_kind, self.detail))
 
     def plain(self) -> dict:
         """JSON-ready form (`postmortem buckets --format json`)."""
@@ -61,40 +61,75 @@ def buckets(conn: sqlite3.Connection) -> tuple[list[Bucket], int]:
     found: dict[tuple, Bucket] = {}
     gpus = _gpu_names(conn)
     texts = _suspect_texts(conn)
-    rows = conn.execute("""
-        SELECT c.id, c.cause, c.signature, c.stack_signature, c.fingerprint, c.time, c.host,
-               (SELECT MIN(path) FROM locations l WHERE l.case_id = c.id)
-        FROM cases c WHERE c.status = 'ok' ORDER BY c.time, c.id""")
-    for case, cause, signature, stack, fingerprint, when, host, path in rows:
-        key = bucket_key(cause, signature, stack, fingerprint)
-        bucket = found.get(key)
+    for row in _case_rows(conn):
+        bucket = found.get(row.key)
         if bucket is None:
-            bucket = found[key] = Bucket(*key, example=path, example_text=texts.get(case))
+            bucket = found[row.key] = Bucket(*row.key, example=row.paths[0] if row.paths else None,
+                                             example_text=texts.get(row.id))
         bucket.count += 1
-        if when:
-            bucket.first_seen = min(bucket.first_seen or when, when)
-            bucket.last_seen = max(bucket.last_seen or when, when)
-        if host:
-            bucket.hosts.add(host)
-        bucket.gpus.update(gpus.get(case, ()))
+        if row.time:
+            bucket.first_seen = min(bucket.first_seen or row.time, row.time)
+            bucket.last_seen = max(bucket.last_seen or row.time, row.time)
+        if row.host:
+            bucket.hosts.add(row.host)
+        bucket.gpus.update(gpus.get(row.id, ()))
     errors = conn.execute("SELECT COUNT(*) FROM cases WHERE status = 'error'").fetchone()[0]
     return sorted(found.values(), key=lambda b: (-b.count, b.key)), errors
 
 
-def gpu_label(host: str | None, pci: str | None, uuid: str | None, serial: str | None) -> str:
-    """A GPU as an operator finds it: its board serial, else its UUID, else host and PCI address."""
+@dataclass(frozen=True)
+class CaseRow:
+    """One analysed case as a bucket lists it: id, bucket key, its own time (from its evidence), host, paths."""
+
+    id: str
+    key: tuple[str, str | None, str | None, str | None]
+    time: str | None
+    host: str | None
+    paths: tuple[str, ...]
+
+    def plain(self) -> dict:
+        """JSON-ready form (`postmortem buckets --cases KEY --format json`)."""
+        return {"id": self.id, "time": self.time, "host": self.host, "paths": list(self.paths)}
+
+
+def _case_rows(conn: sqlite3.Connection) -> list[CaseRow]:
+    """Every analysed case with its bucket key, oldest first (undated last)."""
+    paths: dict[str, list[str]] = defaultdict(list)
+    for case, path in conn.execute("SELECT case_id, path FROM locations ORDER BY path"):
+        paths[case].append(path)
+    rows = conn.execute("""SELECT id, cause, signature, stack_signature, fingerprint, time, host FROM cases
+                           WHERE status = 'ok' ORDER BY time IS NULL, time, id""")
+    return [CaseRow(case, bucket_key(cause, signature, stack, fingerprint), when, host, tuple(paths[case]))
+            for case, cause, signature, stack, fingerprint, when, host in rows]
+
+
+def bucket_cases(conn: sqlite3.Connection, key: str) -> list[CaseRow]:
+    """The cases of the bucket whose key (as `postmortem buckets` prints it) is `key`, oldest first."""
+    return [row for row in _case_rows(conn) if _key_text(row.key) == key]
+
+
+def _key_text(key: tuple[str, str | None, str | None, str | None]) -> str:
+    cause, signature, _, detail = key
+    return " / ".join(part for part in (cause, signature, detail) if part)
+
+
+def gpu_label(case: str, host: str | None, pci: str | None, uuid: str | None, serial: str | None) -> str:
+    """A GPU as an operator finds it: its board serial, else its UUID, else host and PCI address.
+
+    A PCI address without a host names no GPU beyond its own case (every machine has a 0000:01:00), so such a
+    GPU is labelled with its case and never merges with another case's."""
     if serial:
         return f"serial {serial}"
     if uuid:
         return uuid
-    return f"{host or '?'} {pci or '?'}"
+    return f"{host} {pci or '?'}" if host else f"{pci or '?'} in case {case}"
 
 
 def _gpu_names(conn: sqlite3.Connection) -> dict[str, set[str]]:
     """Case id -> labels of the GPUs its hardware findings point at."""
     names: dict[str, set[str]] = defaultdict(set)
     for case, host, pci, uuid, serial in conn.execute("SELECT case_id, host, pci, uuid, serial FROM gpu_faults"):
-        names[case].add(gpu_label(host, pci, uuid, serial))
+        names[case].add(gpu_label(case, host, pci, uuid, serial))
     return names
 
 
@@ -117,6 +152,16 @@ def format_text(found: list[Bucket], errors: int) -> str:
             lines.append(f"{'':>62}e.g. {_printable(b.example_text)[:100]}")
     total = sum(b.count for b in found)
     lines.append(f"{total} case(s) in {len(found)} bucket(s); {errors} case(s) could not be analysed")
+    return "\n".join(lines) + "\n"
+
+
+def format_cases(key: str, rows: list[CaseRow]) -> str:
+    """One bucket's cases as a terminal table: id, time (from its evidence; - when none is dated), host, paths."""
+    lines = [f"{len(rows)} case(s) in bucket {_printable(key)}", f"{'case':16}  {'time':19}  {'host':20}  path"]
+    for row in rows:
+        first, *more = row.paths or ("-",)
+        lines.append(f"{row.id:16}  {(row.time or '-'):19}  {_printable(row.host or '-'):20}  {_printable(first)}")
+        lines += [f"{'':61}{_printable(path)}" for path in more]
     return "\n".join(lines) + "\n"
 
 

@@ -75,19 +75,28 @@ def scan_command(path: str, db: str, jobs: int | None, engine: str, scheduler: s
 @click.command("buckets")
 @click.option("--db", default=DEFAULT_DB, show_default=True, type=click.Path(dir_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def buckets_command(db: str, fmt: str) -> None:
+@click.option("--cases", "bucket", default=None, metavar="BUCKET",
+              help="List the cases of one bucket (its key as the bucket column prints it) with their paths.")
+def buckets_command(db: str, fmt: str, bucket: str | None) -> None:
     """Cases grouped: by cause and signature, native crashes by stack signature, unknowns by fingerprint."""
-    from .buckets import buckets, format_text
+    from .buckets import bucket_cases, buckets, format_cases, format_text
 
     conn = _open(db)
     try:
-        found, errors = buckets(conn)
+        if bucket is not None:
+            rows = bucket_cases(conn, bucket)
+        else:
+            found, errors = buckets(conn)
     finally:
         conn.close()
-    if fmt == "json":
-        click.echo(json.dumps({"buckets": [b.plain() for b in found], "errors": errors}, indent=2, ensure_ascii=False))
+    if bucket is None:
+        click.echo(json.dumps({"buckets": [b.plain() for b in found], "errors": errors}, indent=2,
+                              ensure_ascii=False) if fmt == "json" else format_text(found, errors), nl=fmt == "json")
+    elif not rows:
+        raise click.UsageError(f"no bucket {bucket!r} in {db}; `postmortem buckets --db {db}` lists the keys")
     else:
-        click.echo(format_text(found, errors), nl=False)
+        click.echo(json.dumps({"bucket": bucket, "cases": [r.plain() for r in rows]}, indent=2, ensure_ascii=False)
+                   if fmt == "json" else format_cases(bucket, rows), nl=fmt == "json")
 
 
 @click.command("report")

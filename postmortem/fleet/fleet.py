@@ -85,41 +85,51 @@ def _periods(start: datetime, end: datetime, unit: str) -> list[str]:
 
 @dataclass
 class Node:
-    """A GPU or host with hardware findings in more than one case: what an operator drains first."""
+    """A machine with hardware findings in more than one case: what an operator drains first.
+
+    One row per machine: its host name, or for cases that name no host, the card (board serial or UUID) they
+    name; `gpus` are the GPUs at fault on it, `signatures` the cases per signature."""
 
     label: str
-    kind: str  # "gpu" or "host"
+    kind: str  # "host", or "gpu" where no case names the host
     cases: set[str] = field(default_factory=set)
-    signatures: Counter = field(default_factory=Counter)
-    places: set[str] = field(default_factory=set)
+    signatures: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    gpus: set[str] = field(default_factory=set)
     first_seen: str | None = None
     last_seen: str | None = None
 
-    def seen(self, case: str, signature: str, place: str | None, when: str | None) -> None:
+    def signature_counts(self) -> list[tuple[str, int]]:
+        """(signature, cases with it), most cases first."""
+        return sorted(((sig, len(cases)) for sig, cases in self.signatures.items()), key=lambda p: (-p[1], p[0]))
+
+    def seen(self, case: str, signature: str, gpu: str | None, when: str | None) -> None:
         self.cases.add(case)
-        self.signatures[signature] += 1
-        if place:
-            self.places.add(place)
+        self.signatures[signature].add(case)
+        if gpu:
+            self.gpus.add(gpu)
         if when:
             self.first_seen = min(self.first_seen or when, when)
             self.last_seen = max(self.last_seen or when, when)
 
 
 def bad_nodes(conn: sqlite3.Connection, repeated: int = 2) -> list[Node]:
-    """GPUs (serial or UUID, else host+PCI) and hosts with hardware findings in at least `repeated` cases."""
+    """Machines with hardware findings in at least `repeated` cases (times: the cases' own, from their evidence).
+
+    A hardware fault on a GPU belongs to its case's host; without a host, to the card's serial or UUID; with
+    neither, to no machine (a bare PCI address is on every machine)."""
     nodes: dict[tuple[str, str], Node] = {}
     for case, host, pci, uuid, serial, signature, when in conn.execute("""
             SELECT f.case_id, f.host, f.pci, f.uuid, f.serial, f.signature, c.time
             FROM gpu_faults f JOIN cases c ON c.id = f.case_id"""):
-        label = gpu_label(host, pci, uuid, serial)
-        node = nodes.setdefault(("gpu", label), Node(label, "gpu"))
-        node.seen(case, signature, f"{host or '?'} {pci or '?'}", when)
+        gpu = gpu_label(case, host, pci, uuid, serial)
+        kind, owner = ("host", host) if host else ("gpu", gpu if serial or uuid else None)
+        if owner:
+            nodes.setdefault((kind, owner), Node(owner, kind)).seen(case, signature, gpu, when)
     marks = ",".join("?" * len(HARDWARE_LAYERS))
     for case, host, signature, when in conn.execute(f"""
             SELECT f.case_id, c.host, f.signature, c.time FROM findings f JOIN cases c ON c.id = f.case_id
             WHERE f.layer IN ({marks}) AND c.host IS NOT NULL""", HARDWARE_LAYERS):
-        node = nodes.setdefault(("host", host), Node(host, "host"))
-        node.seen(case, signature, None, when)
+        nodes.setdefault(("host", host), Node(host, "host")).seen(case, signature, None, when)
     found = [n for n in nodes.values() if len(n.cases) >= repeated]
     return sorted(found, key=lambda n: (-len(n.cases), n.kind, n.label))
 
@@ -149,7 +159,8 @@ class CardOrSlot:
 
 
 def card_or_slot(conn: sqlite3.Connection) -> list[CardOrSlot]:
-    """For every card seen at two or more host/PCI slots, whether its faults moved with it.
+    """For every card seen at two or more host/PCI slots, whether its faults moved with it (cases that name no
+    host place a card in no slot).
 
     Faults at two or more slots on the same card: the card. Faults at one slot, on
     this card and on another card seated there: the slot (riser, PCIe slot, PSU,
@@ -158,11 +169,13 @@ def card_or_slot(conn: sqlite3.Connection) -> list[CardOrSlot]:
     """
     seen: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     for case, host, pci, uuid, serial in conn.execute("SELECT case_id, host, pci, uuid, serial FROM gpus"):
-        if serial or uuid:
+        if (serial or uuid) and host:
             seen[_card(uuid, serial)][_slot(host, pci)].add(case)
     faults: dict[tuple[str, str], set[str]] = defaultdict(set)
     slot_faults: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     for case, host, pci, uuid, serial in conn.execute("SELECT case_id, host, pci, uuid, serial FROM gpu_faults"):
+        if not host:  # a slot is a host's: without one, neither a move nor a shared slot can be told
+            continue
         slot = _slot(host, pci)
         card = _card(uuid, serial) if (serial or uuid) else None
         if card:
@@ -196,8 +209,8 @@ def _card(uuid: str | None, serial: str | None) -> str:
     return f"serial {serial}" if serial else str(uuid)
 
 
-def _slot(host: str | None, pci: str | None) -> str:
-    return f"{host or '?'} {pci or '?'}"
+def _slot(host: str, pci: str | None) -> str:
+    return f"{host} {pci or '?'}"
 
 
 # ---------------------------------------------------------------- versions

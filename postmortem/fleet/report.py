@@ -23,7 +23,15 @@ from .buckets import buckets
 
 PALETTE = ("#b42318", "#1d4ed8", "#b45309", "#047857", "#7c3aed", "#be185d", "#0e7490", "#4d7c0f", "#9f1239",
            "#334155")
-"""Colours of the causes in the trend chart, most frequent cause first; the rest share the last one."""
+"""Colours of the causes, most frequent cause first, when there are no more causes than colours."""
+
+
+def cause_colours(causes: tuple[str, ...]) -> dict[str, str]:
+    """A distinct colour per cause: PALETTE's while it lasts, else hues spread evenly round the colour wheel
+    (alternating two lightnesses so neighbours differ more), so no two causes ever share a colour."""
+    if len(causes) <= len(PALETTE):
+        return dict(zip(causes, PALETTE))
+    return {cause: f"hsl({360 * i // len(causes)}, 70%, {38 if i % 2 else 50}%)" for i, cause in enumerate(causes)}
 
 
 @dataclass(frozen=True)
@@ -52,12 +60,13 @@ def render(conn: sqlite3.Connection, title: str = "Fleet report") -> str:
     found, errors = buckets(conn)
     trend = fleet.trend(conn)
     total = conn.execute("SELECT COUNT(*) FROM cases").fetchone()[0]
+    undated = tuple(dict.fromkeys(b.cause for b in found if b.cause not in trend.causes))
+    colours = cause_colours(trend.causes + undated)
     return environment().get_template("fleet.html.j2").render(
         csp=CSP, title=title, version=__version__, safe=safe,
         generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         total=total, errors=errors, buckets=found, trend=trend,
-        colours={cause: PALETTE[min(i, len(PALETTE) - 1)] for i, cause in enumerate(trend.causes)},
-        bars=_bars(trend), nodes=fleet.bad_nodes(conn), moves=fleet.card_or_slot(conn),
+        colours=colours, bars=_bars(trend, colours), nodes=fleet.bad_nodes(conn), moves=fleet.card_or_slot(conn),
         versions=fleet.version_links(conn), failed=_failed(conn),
     )
 
@@ -65,7 +74,7 @@ def render(conn: sqlite3.Connection, title: str = "Fleet report") -> str:
 CHART = {"width": 1000, "height": 220, "left": 44, "bottom": 26, "top": 8}
 
 
-def _bars(trend: fleet.Trend) -> dict:
+def _bars(trend: fleet.Trend, colours: dict[str, str]) -> dict:
     """Stacked bars, one per period, segments in cause order; y ticks at the top count and its half."""
     if not trend.periods:
         return {"rects": (), "peak": 0, "labels": (), **CHART}
@@ -73,7 +82,6 @@ def _bars(trend: fleet.Trend) -> dict:
     plot_h = CHART["height"] - CHART["bottom"] - CHART["top"]
     peak = max(sum(c.values()) for c in trend.counts) or 1
     step = plot_w / len(trend.periods)
-    colours = {cause: PALETTE[min(i, len(PALETTE) - 1)] for i, cause in enumerate(trend.causes)}
     rects = []
     for i, (period, counts) in enumerate(zip(trend.periods, trend.counts)):
         base: float = CHART["top"] + plot_h

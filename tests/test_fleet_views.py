@@ -1,0 +1,233 @@
+"""The fleet views (issue 15) over real archives: the corpus cases of tests/corpus, and real logs placed on one
+machine the way a fleet's logs are (host name, PCI address and GPU UUID changed, as benchmarks/make_archive.py
+and test_fleet.py's swaps change them)."""
+
+from __future__ import annotations
+
+import html as html_module
+import importlib.util
+import json
+import os
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from postmortem.cli import main
+from postmortem.fleet import fleet
+from postmortem.fleet.buckets import bucket_cases, buckets
+from postmortem.fleet.report import PALETTE, render
+from postmortem.fleet.scan import scan
+from postmortem.fleet.store import connect
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "tests" / "corpus"
+COPIED_AT = 1_924_992_000  # 2031-01-01: every copied file's mtime, a date no case's own evidence has
+
+
+@pytest.fixture(scope="module")
+def corpus_store(tmp_path_factory):
+    """Every tests/corpus case (its files, not its case.yaml) as one case directory of an archive, scanned."""
+    root = tmp_path_factory.mktemp("corpus-fleet")
+    archive = root / "archive"
+    for case in sorted(p for p in CORPUS.iterdir() if p.is_dir()):
+        (archive / case.name).mkdir(parents=True)
+        for file in case.iterdir():
+            if file.name != "case.yaml":
+                target = archive / case.name / file.name
+                target.write_bytes(file.read_bytes())
+                os.utime(target, (COPIED_AT, COPIED_AT))
+    db = root / "corpus.sqlite"
+    summary = scan(archive, db, jobs=4)
+    assert not summary.errors, summary.errors
+    return archive, db
+
+
+@pytest.fixture(scope="module")
+def template_store(tmp_path_factory):
+    """26 cases of benchmarks/make_archive.py (13 real templates, 11 causes)."""
+    spec = importlib.util.spec_from_file_location("make_archive", ROOT / "benchmarks" / "make_archive.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    root = tmp_path_factory.mktemp("template-fleet")
+    module.make_archive(root / "archive", 26, tarballs=0)
+    scan(root / "archive", root / "t.sqlite", jobs=2)
+    return root / "archive", root / "t.sqlite"
+
+
+def _case_at(db: Path, path: Path) -> tuple:
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT c.id, c.time, c.host, c.cause, c.signature FROM locations l "
+                            "JOIN cases c ON c.id = l.case_id WHERE l.path = ?", (str(path),)).fetchone()
+
+
+# ------------------------------------------------------------------ hostless cases are not one machine
+
+
+def test_hostless_cases_with_the_same_pci_address_are_not_one_phantom_node(corpus_store):
+    archive, db = corpus_store
+    hostless = ("mix-offbus-rminit-cmp40hx-09", "valg-rminit-after-bios-update-system76-01")
+    with sqlite3.connect(db) as conn:  # the premise: two machines' faults on 0000:01:00, neither names a host
+        rows = {conn.execute("SELECT f.host, f.pci, f.signature FROM gpu_faults f JOIN locations l "
+                             "ON l.case_id = f.case_id WHERE l.path = ?", (str(archive / name),)).fetchone()
+                for name in hostless}
+    assert rows == {(None, "0000:01:00", "rminit-failed")}
+    conn = connect(db, readonly=True)
+    try:
+        assert fleet.bad_nodes(conn) == []  # the old code drained "? 0000:01:00", a machine that does not exist
+        assert fleet.card_or_slot(conn) == []
+        found, _ = buckets(conn)
+    finally:
+        conn.close()
+    ids = {_case_at(db, archive / name)[0] for name in hostless}
+    named = {gpu for b in found for gpu in b.gpus if any(i in gpu for i in ids)}
+    assert len(named) == 2  # two GPUs, each of its own case, not one
+
+
+# ------------------------------------------------------------------ one row per node
+
+JOURNAL_62 = CORPUS / "drv-xid62-pmu-halted-gsp-01" / "journal.txt"
+JOURNAL_120 = CORPUS / "drv-xid120-gsp-crashcat-init-01" / "journal-boot.txt"
+KERN_48 = ROOT / "samples" / "ecc-then-illegal-address" / "kern.log"
+UUID_62 = "GPU-cccfc25d-fc66-0d40-e289-3b1a1f5d7896"
+UUID_LINE_62 = f"Mar 11 10:37:00 dev.luketic kernel: NVRM: GPU at PCI:0000:01:00: {UUID_62}\n"
+
+SAME_MACHINE = {
+    # a second journal of the Xid 62 machine: the Xid 120 journal with its host, PCI address and UUID
+    "by UUID": ({"xid62": (JOURNAL_62, {}),
+                 "xid120": (JOURNAL_120, {"Kyrios": "dev.luketic", "0000:02:00": "0000:01:00",
+                                          "GPU-751acba2-df95-76f6-5914-58abf0c3cba3": UUID_62})},
+                "dev.luketic", {UUID_62}),
+    # the ECC machine's GPU 0000:07:00 (no UUID line) faulting again later with the Xid 62 lines
+    "by host and PCI": ({"xid48": (KERN_48, {}),
+                         "xid62": (JOURNAL_62, {UUID_LINE_62: "",
+                                                "dev.luketic": "worker4", "0000:01:00": "0000:07:00"})},
+                        "worker4", {"worker4 0000:07:00"}),
+}
+
+
+@pytest.mark.parametrize("shape", SAME_MACHINE)
+def test_a_machine_is_one_row_with_its_gpus_in_it(tmp_path, shape):
+    cases, host, gpus = SAME_MACHINE[shape]
+    for name, (source, changes) in cases.items():
+        text = source.read_text()
+        for old, new in changes.items():
+            assert old in text
+            text = text.replace(old, new)
+        (tmp_path / "archive" / name).mkdir(parents=True)
+        (tmp_path / "archive" / name / source.name).write_text(text)
+    db = tmp_path / "one.sqlite"
+    scan(tmp_path / "archive", db, jobs=1)
+    conn = connect(db, readonly=True)
+    try:
+        nodes = fleet.bad_nodes(conn)
+        page = render(conn)
+    finally:
+        conn.close()
+    assert [(n.kind, n.label, len(n.cases)) for n in nodes] == [("host", host, 2)]  # not a GPU row and a host row
+    assert nodes[0].gpus == gpus
+    assert all(count <= 2 for _, count in nodes[0].signature_counts())  # a case counts once per signature
+    section = page.split('id="bad-nodes"', 1)[1].split("</section>", 1)[0]
+    assert section.count("<tr>") == 2  # the header and the machine
+
+
+# ------------------------------------------------------------------ a bucket's cases
+
+
+def test_buckets_cases_lists_a_buckets_cases_with_their_paths(corpus_store):
+    archive, db = corpus_store
+    with sqlite3.connect(db) as conn:
+        expected = {path for (path,) in conn.execute(
+            "SELECT l.path FROM locations l JOIN cases c ON c.id = l.case_id "
+            "WHERE c.cause = 'gpu-off-bus' AND c.signature = 'xid-79' AND c.status = 'ok'")}
+    assert {str(archive / "drv-xid79-nvsmi-unknown-error-k8s-01"),
+            str(archive / "valm-xid79-titanv-overheat-dmesg-t-01")} <= expected and len(expected) >= 3
+    runner = CliRunner()
+    text = runner.invoke(main, ["buckets", "--db", str(db), "--cases", "gpu-off-bus / xid-79"])
+    assert text.exit_code == 0, text.output
+    assert text.output.startswith(f"{len(expected)} case(s) in bucket gpu-off-bus / xid-79\n")
+    assert {line.split()[-1] for line in text.output.splitlines()[2:]} == expected
+    plain = runner.invoke(main, ["buckets", "--db", str(db), "--cases", "gpu-off-bus / xid-79", "--format", "json"])
+    listed = json.loads(plain.output)
+    assert listed["bucket"] == "gpu-off-bus / xid-79"
+    assert {p for case in listed["cases"] for p in case["paths"]} == expected
+    assert [case["time"] for case in listed["cases"] if case["time"]] == sorted(
+        case["time"] for case in listed["cases"] if case["time"])
+    unknown = runner.invoke(main, ["buckets", "--db", str(db), "--cases", "gpu-off-bus"])
+    assert unknown.exit_code == 2 and "no bucket 'gpu-off-bus'" in unknown.output
+
+
+# ------------------------------------------------------------------ times from the cases themselves
+
+
+def test_first_and_last_seen_are_the_cases_own_times_not_file_mtimes(corpus_store):
+    archive, db = corpus_store
+    assert _case_at(db, archive / "drv-xid79-nvsmi-unknown-error-k8s-01")[1] == "2024-04-05T21:29:39"
+    assert _case_at(db, archive / "valm-xid79-titanv-overheat-dmesg-t-01")[1] == "2025-04-15T16:50:03"
+    assert _case_at(db, archive / "valg-offbus-dying-1050ti-proton-journal-01")[1] is None  # a year-less journal
+    conn = connect(db, readonly=True)
+    try:
+        found, _ = buckets(conn)
+        rows = bucket_cases(conn, "gpu-off-bus / xid-79")
+        trend = fleet.trend(conn)
+    finally:
+        conn.close()
+    off_bus = next(b for b in found if b.key == "gpu-off-bus / xid-79")
+    assert (off_bus.first_seen, off_bus.last_seen) == ("2024-04-05T21:29:39", "2025-04-15T16:50:03")
+    copied = "2031"  # the files' mtime: when they were copied, not when anything happened
+    assert not any(copied in (b.first_seen or "") + (b.last_seen or "") for b in found)
+    assert not any(copied in (r.time or "") for r in rows) and not any(copied in p for p in trend.periods)
+    assert trend.undated > 0
+
+
+# ------------------------------------------------------------------ colours and headers
+
+
+def _cause_colours(page: str) -> list[tuple[str, str]]:
+    """(cause, colour) of every swatch drawn next to a cause: the legend's and the buckets table's."""
+    pairs = re.findall(r'<span class="swatch" style="background: ([^"]+)"></span>(?:<strong>)?([^<]+)<', page)
+    return [(html_module.unescape(cause), colour) for colour, cause in pairs]
+
+
+@pytest.mark.parametrize("store", ["corpus_store", "template_store"])
+def test_each_cause_has_a_colour_of_its_own(store, request):
+    _, db = request.getfixturevalue(store)
+    conn = connect(db, readonly=True)
+    try:
+        page = render(conn)
+        causes = {b.cause for b in buckets(conn)[0]}
+    finally:
+        conn.close()
+    pairs = _cause_colours(page)
+    colour_of = dict(pairs)
+    assert set(colour_of) == causes and len(causes) > len(PALETTE)  # beyond the palette, every bucket drawn
+    assert len(set(pairs)) == len(colour_of)  # one colour per cause wherever it is drawn
+    assert len(set(colour_of.values())) == len(colour_of)  # and no two causes share one
+
+
+def _declarations(css: str) -> list[tuple[str, str, str]]:
+    """(selector, property, value) of every plain rule, in document order (rules inside @media included)."""
+    found = []
+    for selectors, body in re.findall(r"([^{}@;]+)\{([^{}]*)\}", re.sub(r"/\*.*?\*/", "", css, flags=re.S)):
+        for selector in selectors.split(","):
+            for declaration in filter(str.strip, body.split(";")):
+                name, _, value = declaration.partition(":")
+                found.append((" ".join(selector.split()), name.strip(), value.strip()))
+    return found
+
+
+def test_table_headers_break_between_words_only(corpus_store):
+    _, db = corpus_store
+    conn = connect(db, readonly=True)
+    try:
+        page = render(conn)
+    finally:
+        conn.close()
+    css = page.split("<style>", 1)[1].split("</style>", 1)[0]
+    header_rules = [(name, value) for selector, name, value in _declarations(css)
+                    if selector in ("th", "thead th", "table th") and name in ("overflow-wrap", "word-break")]
+    last = dict(header_rules)  # the cascade: the last rule of equal or higher specificity wins
+    assert header_rules and last.get("overflow-wrap", "normal") == "normal"
+    assert last.get("word-break", "normal") in ("normal", "keep-all")
