@@ -18,9 +18,10 @@ from helpers import parse_alone
 from postmortem import pipeline
 from postmortem.model import Event, to_plain
 from postmortem.sources import kernel_log
+from shared_checkout import SHARED, needs
 
 DATA = Path(__file__).parent / "data" / "kernel_log"
-CORPUS = Path(__file__).parent.parent.parent / "shared" / "corpus" / "cases"
+CORPUS = SHARED / "corpus" / "cases"
 
 
 def parse_text(text: str) -> list[Event]:
@@ -270,7 +271,7 @@ def test_odd_lines_never_raise():
 CASES = sorted({p.name.split(".")[0] for p in DATA.glob("*-0[0-9].*.txt")})
 
 
-@pytest.mark.skipif(not CORPUS.is_dir(), reason="shared corpus not present")
+@needs(CORPUS)
 @pytest.mark.parametrize("case", CASES)
 def test_corpus_case_top1_and_mentions(case, monkeypatch):
     monkeypatch.setattr(pipeline, "text_sources", lambda: (kernel_log,))

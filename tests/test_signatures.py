@@ -9,10 +9,11 @@ import pytest
 
 from postmortem import lint
 from postmortem.signatures import SignatureError, default_directory, load, load_default
+from shared_checkout import SHARED, needs, skip_reason
 
 DATABASE = load_default()
 ROOT = Path(__file__).parent.parent
-CAUSES_MD = ROOT.parent / "shared" / "spec" / "causes.md"
+CAUSES_MD = SHARED / "spec" / "causes.md"
 
 
 def fired(example) -> list[str]:
@@ -48,7 +49,7 @@ def test_database_covers_the_required_causes():
     assert required <= causes
 
 
-@pytest.mark.skipif(not CAUSES_MD.exists(), reason="shared spec not beside the checkout")
+@needs(CAUSES_MD)
 def test_cause_vocabulary_matches_the_spec():
     spec = {line.split("`")[1] for line in CAUSES_MD.read_text().splitlines() if line.startswith("| `")}
     assert set(DATABASE.causes) == spec
@@ -113,10 +114,10 @@ def test_invalid_yaml_is_named(tmp_path):
         load(directory)
 
 
-XID_TABLE = ROOT.parent / "shared" / "reference" / "xid.tsv"
+XID_TABLE = SHARED / "reference" / "xid.tsv"
 
 
-@pytest.mark.skipif(not XID_TABLE.exists(), reason="shared reference not beside the checkout")
+@needs(XID_TABLE)
 def test_generated_xid_catalog_is_up_to_date():
     import subprocess
     import sys
@@ -128,7 +129,7 @@ def test_generated_xid_catalog_is_up_to_date():
 
 def test_every_documented_xid_with_a_cause_has_a_signature():
     if not XID_TABLE.exists():
-        pytest.skip("shared reference not beside the checkout")
+        pytest.skip(skip_reason(XID_TABLE))
     import csv
 
     from postmortem.model import Event, Location
@@ -141,10 +142,10 @@ def test_every_documented_xid_with_a_cause_has_a_signature():
         assert any(s.condition(event) for s in DATABASE.signatures), xid
 
 
-REFERENCE = ROOT.parent / "shared" / "reference"
+REFERENCE = SHARED / "reference"
 
 
-@pytest.mark.skipif(not REFERENCE.is_dir(), reason="shared reference not beside the checkout")
+@needs(REFERENCE)
 def test_every_documented_code_has_an_entry():
     """Each Xid, SXid and CUDA error of the reference tables is known; each one with a cause is explained by it."""
     import csv
