@@ -300,3 +300,31 @@ def test_faulthandler_on_aarch64_python_frames_equal_faulthandlers(faulthandler_
     crashed = core["threads"][0]
     [loop] = [f for f in crashed["frames"] if f["python_frames"]]
     assert [f["function"] for f in loop["python_frames"]] == ["string_at", "level3", "level2", "level1", "<module>"]
+
+
+GO = shutil.which("go")
+
+
+@pytest.mark.skipif(GO is None or QEMU is None, reason="go or qemu-user not installed")
+def test_a_stripped_arm64_go_binary_unwinds_as_gos_own_traceback(tmp_path):
+    """go_crash.go for arm64, stripped (-ldflags="-s -w": no symbols, no DWARF), crashed under qemu with
+    GOTRACEBACK=crash. gdb-multiarch 13 dies on it ("internal error"), so the oracle is the runtime's own
+    traceback of the crashed goroutine on stderr: from .gopclntab alone, ours names the same functions in
+    the same order, through the sigpanic that arm64's handler injects into the frameless main.leaf."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "GOCACHE": str(tmp_path / ".c"),
+           "GO111MODULE": "off", "GOARCH": "arm64"}
+    subprocess.run([GO, "build", "-ldflags=-s -w", "-o", "go_crash", str(SRC / "go_crash.go")], cwd=tmp_path, env=env,
+                   check=True, capture_output=True, timeout=300)
+    qemu = subprocess.Popen([QEMU, *QEMU_CPU, "./go_crash"], cwd=tmp_path, env={"GOTRACEBACK": "crash"},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    resource.prlimit(qemu.pid, resource.RLIMIT_CORE, (CORE_LIMIT, CORE_LIMIT))
+    _out, stderr = qemu.communicate(timeout=120)
+    (tmp_path / "core").unlink(missing_ok=True)
+    [core] = sorted(tmp_path.glob("qemu_*.core"))
+    printed = stderr.decode(errors="replace").split("goroutine 1 [running]:\n", 1)[1].split("\n\n", 1)[0]
+    told = [line.split("(", 1)[0] for line in printed.splitlines() if not line.startswith("\t")]
+    [thread, *_] = analyzed(core, _sysroot())["cores"][0]["threads"]
+    names = [f["symbol"] for f in thread["frames"]]
+    start = names.index(told[1])  # after `panic`, the runtime's spelling of runtime.gopanic
+    assert names[start - 1] == "runtime.gopanic" and names[start:] == told[1:]
+    assert {f["how"] for f in thread["frames"][1:]} <= {"pclntab", "sigcontext"}

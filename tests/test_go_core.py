@@ -112,14 +112,35 @@ def test_runtime_abort_core_equals_gdb(tmp_path):
 
 @needs_go
 def test_without_cfi_the_stack_ends_at_the_thread_start(tmp_path):
-    """-ldflags=-w leaves no .debug_frame: frame pointers and the scan stop at runtime.goexit and
-    runtime.mstart, the first frames of a goroutine and a thread, instead of scanning stale stack."""
+    """-ldflags=-w leaves no .debug_frame: the frame sizes of .gopclntab unwind every frame, and the stack
+    stops at runtime.goexit and runtime.mstart, the first frames of a goroutine and a thread."""
     core = core_of(aborted(tmp_path, "go_nodwarf", "-ldflags=-w"))
     crashed = [f["symbol"] for f in core["threads"][0]["frames"]]
     assert crashed[-4:] == ["main.first", "main.main", "runtime.main", "runtime.goexit.abi0"]
-    assert "main.leaf" in crashed  # the caller of runtime.sigpanic, looked up at the faulting pc itself
+    assert crashed[crashed.index("runtime.sigpanic") + 1:][:2] == ["main.leaf", "main.third"]
+    assert {f["how"] for t in core["threads"] for f in t["frames"][1:]} <= {"pclntab", "sigcontext"}
     assert all(t["frames"][-1]["symbol"] == "runtime.mstart.abi0" for t in core["threads"][1:]
                if "runtime.mstart.abi0" in [f["symbol"] for f in t["frames"]])
+
+
+def _goroutine(core: dict) -> list[tuple[int, str | None]]:
+    """The crashed thread's frames as (pc, name without the `.abi0` of assembly functions' ELF symbols)."""
+    return [(int(f["pc"], 16), f["symbol"].removesuffix(".abi0") if f["symbol"] else None)
+            for f in core["threads"][0]["frames"]]
+
+
+@needs_go
+def test_a_stripped_binary_is_named_and_unwound_by_its_pclntab(tmp_path):
+    """-ldflags="-s -w" (how Go daemons ship) leaves no symbol table and no DWARF. Go's runtime table still
+    names every function and gives its frame size: the crashed thread is frame for frame what the same
+    program built without stripping gives (whose frames equal gdb's, test_runtime_abort_core_equals_gdb)."""
+    stripped = core_of(aborted(tmp_path / "stripped", "go_stripped", "-ldflags=-s -w"))
+    full = core_of(aborted(tmp_path / "full", "go_full"))
+    assert _goroutine(stripped) == _goroutine(full)
+    assert [name for _pc, name in _goroutine(stripped)][-len(GOROUTINE) - 2:-2] == GOROUTINE
+    assert {f["how"] for f in stripped["threads"][0]["frames"][1:]} <= {"pclntab", "sigcontext"}
+    assert all(t["frames"][-1]["symbol"] in ("runtime.mstart", "runtime.goexit", "runtime.mcall")
+               for t in stripped["threads"])
 
 
 def test_a_compressed_section_inflates_within_its_bound():
@@ -137,3 +158,39 @@ def test_a_compressed_section_inflates_within_its_bound():
             _inflated(lambda offset, length, data=hostile: data[offset:offset + length],
                       {".debug_frame": elf.Section(".debug_frame", 1, 0, 0, len(hostile), SHF_COMPRESSED)},
                       ".debug_frame")
+
+
+@needs_go
+def test_a_damaged_pclntab_is_no_table_or_a_bounded_one(tmp_path):
+    """A real .gopclntab cut short or with bytes flipped: no table, or a table whose lookups answer None
+    or a value, never an exception, each within MAX_PCVALUE_STEPS steps."""
+    import random
+
+    from postmortem.core.gopclntab import GoTable, GoTableError
+    from postmortem.core.modules import Image
+
+    program = build(tmp_path, "go_stripped", "-ldflags=-s -w")
+    data = program.read_bytes()
+    image = Image(lambda offset, length: data[offset:offset + length], "go")
+    section = image.sections[".gopclntab"]
+    real = GoTable(image.read, section)
+    text = image.sections[".text"]
+    assert len(real) > 1000 and real.function(text.addr + 0x100) is not None
+    chance = random.Random(14)
+    for trial in range(60):
+        blob = bytearray(data[section.offset:section.offset + section.size])
+        if trial % 2:
+            del blob[chance.randrange(len(blob)):]
+        for _ in range(40):
+            blob[chance.randrange(len(blob))] = chance.randrange(256)
+        damaged = elf.Section(".gopclntab", section.type, section.addr, 0, len(blob))
+        try:
+            table = GoTable(lambda offset, length, b=bytes(blob): b[offset:offset + length], damaged)
+        except GoTableError:
+            continue
+        table.rows()
+        for pc in range(text.addr, text.addr + text.size, text.size // 50):
+            function = table.function(pc)
+            if function is not None:
+                table.name(function)
+                table.frame_size(function, pc)

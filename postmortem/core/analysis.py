@@ -65,12 +65,17 @@ MAX_THREADS = 10_000
 STACK_GUARD_REACH = 1 << 20
 """How far below its stack's mapping an overflow faults: the kernel's stack_guard_gap (256 pages) below
 the main stack; a thread's guard page (glibc's guardsize) is smaller."""
-GO_THREAD_STARTS = frozenset({"runtime.goexit.abi0", "runtime.mstart.abi0", "runtime.rt0_go.abi0",
-                              "runtime.goexit", "runtime.mstart", "runtime.rt0_go"})
-"""The outermost frames of Go's goroutines and threads (assembly: `.abi0` in the symbol table of Go 1.17 on)."""
+GO_THREAD_STARTS = frozenset(name + suffix for name in ("runtime.goexit", "runtime.mstart", "runtime.rt0_go",
+                                                        "runtime.mcall", "runtime.morestack")
+                             for suffix in ("", ".abi0"))
+"""The outermost frames of Go's goroutines and threads, as Go's traceback (runtime/traceback.go topofstack) has
+them: mcall and morestack switch to the thread's g0 stack. Assembly functions take `.abi0` in the ELF symbol
+table of Go 1.17 on, not in `.gopclntab`."""
 GO_SIGPANIC = "runtime.sigpanic"
 """Go turns a fault into a call of runtime.sigpanic whose return address is the faulting pc itself (not
 the byte after a call): its caller is looked up at that exact pc, as Go's own traceback does."""
+GO_INJECTED_SLOT = 16
+"""Bytes an arm64 Go signal handler pushes to save x30 before injecting runtime.sigpanic (one word, aligned to 16)."""
 BL_MASK, BL = 0xFC000000, 0x94000000
 """aarch64 `bl imm26`: frame 0 without CFI whose link register returns just after a `bl` to its own start
 was entered by that call and returns there (a PLT stub, a leaf without CFI), as gdb's prologue analysis has it."""
@@ -310,7 +315,7 @@ def unwind_thread(registers: dict[str, int], memory: Memory, finder: _ModuleFind
     names: dict[int, str | None] = {}
     trampolines: dict[int, bool] = {}
     seen_at_sp: set[int] = set()
-    how, exact = "registers", True
+    how, exact, injected = "registers", True, False
     try:
         while True:
             pc = regs.get(arch.pc_reg)
@@ -329,7 +334,8 @@ def unwind_thread(registers: dict[str, int], memory: Memory, finder: _ModuleFind
                 if (not memory.executable(pc) and len(frames) > 1) or \
                         _name_of(frame.lookup, finder, names) in GO_THREAD_STARTS:
                     break
-                step = _fallback_step(regs, memory, len(frames) == 1, budget, arch, finder)
+                step = _go_step(frame, regs, memory, finder, arch, injected) or \
+                    _fallback_step(regs, memory, len(frames) == 1, budget, arch, finder)
             if step is None:
                 break
             caller, how = step
@@ -338,7 +344,8 @@ def unwind_thread(registers: dict[str, int], memory: Memory, finder: _ModuleFind
                 if caller_sp < sp or (caller_sp == sp and caller.get(arch.pc_reg) in seen_at_sp | {pc}):
                     break
                 seen_at_sp = seen_at_sp | {pc} if caller_sp == sp else set()
-            exact = frame.signal_frame or _name_of(frame.lookup, finder, names) == GO_SIGPANIC
+            injected = _name_of(frame.lookup, finder, names) == GO_SIGPANIC
+            exact = frame.signal_frame or injected
             regs = caller
     except BudgetSpent as spent:
         done.truncated = str(spent)
@@ -419,6 +426,36 @@ def _cfi_step(frame: _RawFrame, regs: dict[int, int], memory: Memory, finder: _M
         problems.append(f"the unwind table (CFI) of {module.name} at {frame.pc:#x} is unusable ({exc}); the frames "
                         "past it come from frame pointers or a stack scan")
         return None
+
+
+def _go_step(frame: _RawFrame, regs: dict[int, int], memory: Memory, finder: _ModuleFinder, arch: Arch,
+             injected: bool) -> Step | None:
+    """No CFI in a Go binary (stripped of its DWARF): the caller as Go's own traceback finds it, from the
+    frame size `.gopclntab` gives at the pc. On x86-64 the call pushed the return address just above the
+    frame; on arm64 it is in x30 until the prologue stores it at the new stack pointer. Under an injected
+    call (`injected`: runtime.sigpanic, which an arm64 signal handler makes the faulting function "call"
+    after pushing its x30 in a 16-byte slot), that slot is skipped, and a frameless faulting function
+    returns to the x30 it held (runtime/traceback.go)."""
+    module = finder.at(frame.lookup)
+    if module is None or module.file is None or module.file.go_table is None:
+        return None
+    table, vaddr = module.file.go_table, frame.lookup - module.bias
+    function = table.function(vaddr)
+    size = table.frame_size(function, vaddr) if function is not None else None
+    if size is None or size < 0:
+        return None
+    sp, link = regs.get(arch.sp_reg, 0), arch.link_reg
+    if link is not None:
+        held = regs.get(link, 0)
+        if injected:
+            held, sp = memory.word(sp) or 0, sp + GO_INJECTED_SLOT
+        ret = held if size == 0 else memory.word(sp)
+        caller_sp = sp + size
+    else:
+        ret, caller_sp = memory.word(sp + size), sp + size + 8
+    if not ret:
+        return None
+    return {**regs, arch.sp_reg: caller_sp, arch.pc_reg: strip(ret, arch)}, "pclntab"
 
 
 def _fallback_step(regs: dict[int, int], memory: Memory, first: bool, budget: Budget, arch: Arch,

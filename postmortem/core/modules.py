@@ -28,6 +28,7 @@ from functools import cached_property
 
 from . import elf
 from .elf import ElfError, Read
+from .gopclntab import GoTable, go_table
 from .memory import Memory
 from .notes import FileMapping
 from .symbols import SymbolTable
@@ -80,6 +81,11 @@ class Image:
     @cached_property
     def symbols(self) -> SymbolTable:
         return SymbolTable(self.read, self.sections, self.head.machine)
+
+    @cached_property
+    def go_table(self) -> GoTable | None:
+        """`.gopclntab` of a Go binary: the frame sizes its runtime unwinds by, where there is no CFI."""
+        return go_table(self.read, self.sections)
 
     @cached_property
     def cfi(self) -> tuple[EhFrame, ...]:

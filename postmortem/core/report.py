@@ -27,7 +27,8 @@ class Frame:
     """One stack frame: where (pc, module + offset), what (symbol + offset) and how it was found.
 
     `how` is "registers" for frame 0, then "cfi", "sigcontext" (the frame a signal interrupted, read from
-    the kernel's signal frame), "fp", "scan" or "lr" (aarch64's link register; the last three are guesses).
+    the kernel's signal frame), "pclntab" (Go's own table), "fp", "scan" or "lr" (aarch64's link register;
+    the last three are guesses): unwind.HOWS.
     `file`/`line` come from DWARF (for a return address, of the call: pc-1, as gdb does);
     `inlined` lists the functions inlined there, innermost first, each with its own line, and
     then `file`/`line` are where the outermost of them was called.

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from .demangle import demangle_one
 from .elf import EM_AARCH64, EM_X86_64, SHT_NOBITS, Read, Section
+from .gopclntab import go_table
 
 STT_NOTYPE, STT_FUNC, STT_GNU_IFUNC = 0, 2, 10
 _CODE_TYPES = (STT_NOTYPE, STT_FUNC, STT_GNU_IFUNC)
@@ -78,6 +79,10 @@ class SymbolTable:
                 self._load(read(sym.offset, sym.size), read(names.offset, min(names.size, MAX_TABLE)))
                 self.source = table
                 break
+        go = go_table(read, sections) if not self._rows else None
+        if go is not None:  # a Go binary stripped with -ldflags=-s: its runtime's own table still names it
+            rows, self._strings = go.rows()
+            self._rows, self._values, self.source = rows, [row[0] for row in rows], ".gopclntab"
 
     def _load(self, raw: bytes, strings: bytes) -> None:
         rows = [(value, size, name, info)

@@ -12,8 +12,8 @@ instruction, not the one after it).
 
 The walk itself (core/analysis.py `unwind_thread`) reads signal trampolines
 by their code, then CFI, then frame pointers and a stack scan. Every frame
-records how it was found: "registers" (frame 0), "cfi", "sigcontext", "fp",
-"scan" or "lr" (the last three, GUESSES).
+records how it was found (HOWS): "registers" (frame 0), "cfi", "sigcontext",
+"pclntab", "fp", "scan" or "lr" (the last three, GUESSES).
 
 The CFI and the stacks come from the core and the files it names, so every loop
 here is bounded: LEB128 numbers by their length, a CFI program by its
@@ -37,6 +37,9 @@ from .elf import Read, Section
 MAX_REGISTER = 63
 """Rules are kept for DWARF registers 0..63 (x86-64's general registers and return address are 0-16,
 aarch64's x0-x30 and sp 0-31): the row stays small whatever the CFI says."""
+HOWS = ("registers", "cfi", "sigcontext", "pclntab", "fp", "scan", "lr")
+"""Every way a frame is found: frame 0's registers, CFI, the kernel's signal frame, Go's `.gopclntab`, and the
+guesses below."""
 GUESSES = ("fp", "scan", "lr")
 """How frames found without CFI are marked (frame pointers, a stack scan, aarch64's link register taken
 for frame 0's return address): from here on a thread's stack may be wrong."""
