@@ -14,9 +14,10 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import click
+import yaml
 
 from . import __version__
 from .model import SEVERITIES, Options, Report, severity_rank, to_plain
@@ -25,12 +26,17 @@ from .pipeline import Progress, analyze as run_analysis
 from .render import FORMATS, LANGUAGES, default_language
 from .signatures import (
     Database,
+    Signature,
     SignatureError,
     default_directory,
     load,
+    load_checked,
     load_default,
     plugin_directories,
 )
+
+if TYPE_CHECKING:
+    from .explain import Explanation
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -68,6 +74,11 @@ def analyze(inputs: tuple[str, ...], fmt: str, output: str, fail_on: str | None,
     target = None if output == "-" else checked_output(output, inputs, [*signature_dirs, *filter(None, [sysroot]),
                                                                           *debug_dirs])
     database = _database(signature_dirs)
+    if (lang or default_language()) != "en" and database is not load_default():
+        from .lint import check_translations  # a pack's words: reports read only the bundled translations
+
+        for warning in check_translations(database, [lang or default_language()]).warnings:
+            click.echo(f"postmortem: warning: {warning}", err=True)
     options = Options(sysroot=sysroot, debug_dirs=debug_dirs, show_env=show_env)
     report = _with_spinner(lambda progress: run_analysis(list(inputs), database, options, progress))
     color = output == "-" and not no_color and not os.environ.get("NO_COLOR") and _is_terminal(sys.stdout)
@@ -82,29 +93,55 @@ def analyze(inputs: tuple[str, ...], fmt: str, output: str, fail_on: str | None,
 
 def _database(extra: tuple[Path, ...]) -> Database:
     """The bundled signatures, plus installed packs (entry points) and the packs named on the command line."""
+    packs = _packs(extra)
+    if not packs:
+        return load_default()
+    try:
+        return load(default_directory(), *packs)
+    except SignatureError as exc:
+        raise click.UsageError(f"signature database: {exc}") from exc
+
+
+def _packs(extra: tuple[Path, ...]) -> list[Path]:
+    """Installed packs (entry points; one that fails to load is a warning) and the packs named on the command line."""
     plugins, warnings = plugin_directories()
     for warning in warnings:
         click.echo(f"postmortem: {warning}", err=True)
-    if not plugins and not extra:
-        return load_default()
-    try:
-        return load(default_directory(), *plugins, *extra)
-    except SignatureError as exc:
-        raise click.UsageError(f"signature database: {exc}") from exc
+    return [*plugins, *extra]
+
+
+def _signature(signature_id: str, database: Database) -> Signature:
+    """The signature of this id; a usage error (exit 2) when the database has none."""
+    signature = next((s for s in database.signatures if s.id == signature_id), None)
+    if signature is None:
+        raise click.UsageError(f"no signature {signature_id!r} (see: postmortem signatures list)")
+    return signature
 
 
 @main.command("explain")
 @click.argument("tokens", nargs=-1, required=True)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def explain_command(tokens: tuple[str, ...], fmt: str) -> None:
-    """What one code or one log line means: 'Xid 79', cudaErrorIllegalAddress, 700, or - to read lines from stdin."""
+@click.option("--lang", type=click.Choice(LANGUAGES), default=None,
+              help="Language of the findings' words, as for analyze; default from LC_ALL / LANG.")
+def explain_command(tokens: tuple[str, ...], fmt: str, lang: str | None) -> None:
+    """What one code or one log line means: 'Xid 79', cudaErrorIllegalAddress, 700, or - to read lines from stdin.
+
+    Exit status 1 when one of them is recognised as nothing (no documented code, no CUDA error, no known line).
+    """
     from .explain import explain
 
     lines = [line for line in sys.stdin.read().splitlines() if line.strip()] if tokens == ("-",) else [" ".join(tokens)]
-    answers = [explain(line, _database(())) for line in lines]
+    answers = [explain(line, _database(()), lang or default_language()) for line in lines]
     if fmt == "json":
         click.echo(json.dumps([to_plain(a) for a in answers], indent=2, ensure_ascii=False))
-        return
+    else:
+        _echo_explanations(answers)
+    if not all(a.known for a in answers):
+        sys.exit(1)
+
+
+def _echo_explanations(answers: list[Explanation]) -> None:
+    """Each answer as text: what the token is, then every finding with its explanation and first actions."""
     for answer in answers:
         click.echo(f"{answer.token}\n  {answer.what}")
         if answer.cuda is not None:
@@ -142,11 +179,13 @@ def signatures_list(cause: str | None, signature_dirs: tuple[Path, ...]) -> None
               type=click.Path(exists=True, file_okay=False, path_type=Path), help="Also load this pack.")
 def signatures_show(signature_id: str, signature_dirs: tuple[Path, ...]) -> None:
     """Everything about one signature: where it is defined, what it means, what to do, its examples."""
-    signature = next((s for s in _database(signature_dirs).signatures if s.id == signature_id), None)
-    if signature is None:
-        raise click.UsageError(f"no signature {signature_id!r} (see: postmortem signatures list)")
+    signature = _signature(signature_id, _database(signature_dirs))
     click.echo(f"{signature.id}: {signature.title}\n  cause {signature.cause}, severity {signature.severity}, "
                f"confidence {signature.confidence}\n  defined in {signature.origin}")
+    rule = yaml.safe_dump(dict(signature.match), sort_keys=False, allow_unicode=True, width=100,
+                          default_flow_style=None)
+    click.echo(f"  match ({signature.source}:{signature.lines['match']}):\n"
+               + textwrap.indent(rule.rstrip(), "    "))
     click.echo(textwrap.fill(signature.explain, 88, initial_indent="  ", subsequent_indent="  "))
     for action in signature.actions:
         click.echo(f"  - {action}")
@@ -163,17 +202,42 @@ def signatures_show(signature_id: str, signature_dirs: tuple[Path, ...]) -> None
 @click.option("--root", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
               help="Where file examples ({file: path}) are found; default: the bundled database's repository.")
 def signatures_lint(signature_dirs: tuple[Path, ...], root: Path | None) -> None:
-    """Check the database: schema, causes, duplicate ids (at load), every example, every translation.
+    """Check the database: schema, causes, duplicate ids, every example, every translation; every problem at once.
 
-    Exits 1 when a problem is found."""
+    Each problem is given as file:line of its YAML; a positive example that does not fire comes with the trace
+    of its condition. Exits 1 when a problem is found, 2 for usage errors."""
     from .lint import lint
 
+    database, flaws = load_checked(default_directory(), *_packs(signature_dirs))
+    result = lint(database, root or default_directory().parent, flaws)
+    for warning in result.warnings:
+        click.echo(f"postmortem: warning: {warning}", err=True)
+    for problem in result.problems:
+        click.echo(str(problem))
+        for line in problem.detail:
+            click.echo(f"    {line}")
+    click.echo(f"{len(database.signatures)} signatures, {len(result.problems)} problem(s)")
+    if result.problems:
+        sys.exit(1)
+
+
+@signatures_group.command("explain-match")
+@click.argument("signature_id")
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True, allow_dash=True))
+@click.option("--signatures", "signature_dirs", multiple=True,
+              type=click.Path(exists=True, file_okay=False, path_type=Path), help="Also load this pack.")
+def signatures_explain_match(signature_id: str, inputs: tuple[str, ...], signature_dirs: tuple[Path, ...]) -> None:
+    """Why one signature fires on these inputs or not: each part of its condition on the closest event.
+
+    Exits 0 when it fires, 1 when it does not, 2 for usage errors."""
+    from .lint import explain_match, fires
+
     database = _database(signature_dirs)
-    problems = lint(database, root or default_directory().parent)
-    for problem in problems:
-        click.echo(f"{problem.signature}: {problem.message}")
-    click.echo(f"{len(database.signatures)} signatures, {len(problems)} problem(s)")
-    if problems:
+    signature = _signature(signature_id, database)
+    report = run_analysis(list(inputs), database)
+    for line in explain_match(signature, report):
+        click.echo(line)
+    if not fires(signature, report):
         sys.exit(1)
 
 

@@ -17,23 +17,29 @@ from .knowledge import CudaError, cuda_error
 from .model import Event, Finding, Location, Report
 from .pipeline import analyze_text
 from .rank import rank
-from .signatures import Database, load_default, match, render_explanation
+from .render.i18n import LANGUAGES, Translator
+from .signatures import Database, load_default, match
 
 _XID = regex.compile(r"(?i)^\s*+(s?xid)\s*+[:#]?\s*+(\d{1,6})\s*$")
 
 
 @dataclass(frozen=True)
 class Explanation:
-    """What a token is (`what`), the CUDA error record when it names one, and the findings it gives."""
+    """What a token is (`what`), the CUDA error record when it names one, and the findings it gives.
+
+    `known` is false when nothing was recognised: no documented code, no CUDA error, no log line a source reads,
+    so the command can say so in its exit status.
+    """
 
     token: str
     what: str
     cuda: CudaError | None
     findings: tuple[Finding, ...]
+    known: bool = True
 
 
-def explain(token: str, database: Database | None = None) -> Explanation:
-    """Explain one code or one line of log."""
+def explain(token: str, database: Database | None = None, lang: str = LANGUAGES[0]) -> Explanation:
+    """Explain one code or one line of log, the findings' words in `lang` (as `analyze --lang` writes them)."""
     database = database or load_default()
     if code := _XID.match(token):
         kind, number = code[1].lower(), int(code[2])
@@ -41,27 +47,33 @@ def explain(token: str, database: Database | None = None) -> Explanation:
         documented = knowledge.xid(number) if kind == "xid" else knowledge.sxid(number)
         what = (f"{label}: {documented.name} (origin {documented.origin}; severity {documented.severity}; "
                 f"recommended action {documented.action})" if documented else f"{label}: not a documented code")
-        return _from_event(token, what, database, Event(kind, Location("<explain>", 1), token, {kind: number}))
+        report = _report_of(Event(kind, Location("<explain>", 1), token, {kind: number}, id="e1"), database)
+        return _answer(token, what, None, report, lang, known=documented is not None or bool(report.findings))
     record = cuda_error(token)
     if record is not None:
         fields = {"error": record.runtime_name or record.driver_name, "number": record.number,
                   "message": record.message, "sticky": record.sticky}
         what = f"CUDA error {record.number}: {record.name} ({record.driver_name or '-'}): \"{record.message}\""
-        return _from_event(token, what, database, Event("cuda-error", Location("<explain>", 1), token, fields),
-                           record)
+        report = _report_of(Event("cuda-error", Location("<explain>", 1), token, fields, id="e1"), database)
+        return _answer(token, what, record, report, lang)
     report = analyze_text(token, "<explain>", database)
-    return Explanation(token, _describe(report), None, report.findings)
+    return _answer(token, _describe(report), None, report, lang, known=bool(report.events))
 
 
-def _from_event(token: str, what: str, database: Database, event: Event, record: CudaError | None = None):
-    """Findings for a code alone: placeholders the code cannot fill show as <name> (e.g. <pci>)."""
-    event = Event(event.kind, event.where, event.text, event.fields, id="e1")
-    templates = {s.id: s.explain for s in database.signatures}
-    findings = tuple(
-        replace(f, explanation=render_explanation(templates[f.signature], event.fields, lambda name: f"<{name}>"))
-        for f in rank(match(database, [event]), [event], database.causes)
-    )
-    return Explanation(token, what, record, findings)
+def _report_of(event: Event, database: Database) -> Report:
+    """The report of a code alone: the parts of an explanation that need what the code does not say (the GPU's
+    address, the message) are left out."""
+    findings = rank(match(database, [event]), [event], database.causes)
+    return Report({}, (), (event,), {}, tuple(findings))
+
+
+def _answer(token: str, what: str, record: CudaError | None, report: Report, lang: str,
+            known: bool = True) -> Explanation:
+    """The explanation with each finding's title, explanation and actions in `lang`."""
+    words = Translator(lang)
+    findings = tuple(replace(f, title=w.title, explanation=w.explanation, actions=w.actions)
+                     for f in report.findings for w in [words.words(f, report)])
+    return Explanation(token, what, record, findings, known)
 
 
 def _describe(report: Report) -> str:

@@ -15,11 +15,11 @@ A plain function over events: events are replaced, never changed.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from .model import Event, Location
+from .model import YEARLESS, Event, Location, dated
 
 NVML_KINDS = frozenset({"gpu-state", "dcgm-health"})
 """Kinds whose gpu_index is nvidia-smi's (NVML, PCI order); elsewhere gpu_index is a CUDA device ordinal."""
@@ -30,14 +30,19 @@ BOOT_SLACK = timedelta(seconds=2)
 
 
 def gpu_key(pci: object) -> str | None:
-    """One spelling per GPU: 0000:3b:00, 0000:3b:00.0, 00000000:3B:00.0, PCI:3b:00 all become 0000:3b:00."""
+    """The one spelling of a PCI address, used to join, collect and print GPUs: 0000:3b:00 (NVRM Xid lines),
+    0000:3b:00.0 (the kernel), 00000000:3B:00.0 (nvidia-smi), 3b:00.0 (lspci), PCI:3b:00 all become 0000:3b:00.0.
+    A driver line without a function names the GPU itself, function 0; None when it is no PCI address."""
     text = str(pci or "").strip().lower().removeprefix("pci:")
-    parts = text.split(".")[0].split(":")
+    slot, _, function = text.partition(".")
+    parts = slot.split(":")
     if len(parts) == 2:
         parts.insert(0, "0000")
-    if len(parts) != 3 or not all(parts) or not all(c in "0123456789abcdef" for c in "".join(parts)):
+    function = function or "0"
+    if (len(parts) != 3 or not all(parts) or not all(c in "0123456789abcdef" for c in "".join(parts))
+            or len(function) != 1 or function not in "01234567"):
         return None
-    return f"{parts[0][-4:].rjust(4, '0')}:{parts[1].rjust(2, '0')}:{parts[2].rjust(2, '0')}"
+    return f"{parts[0][-4:].rjust(4, '0')}:{parts[1].rjust(2, '0')}:{parts[2].rjust(2, '0')}.{function}"
 
 
 DRIVER_KINDS = frozenset({"xid", "sxid", "gpu-off-bus", "gpu-init-failed"})
@@ -47,10 +52,20 @@ match on it (only when the inputs state one version for that host)."""
 
 def join(events: Sequence[Event]) -> list[Event]:
     """The events enriched with what the identity maps prove, on one clock, plus NCCL suspect events."""
+    events = [_spelled(event) for event in events]
     maps = _Maps.build(events)
     joined = [_enrich(event, maps) for event in events]
-    joined = _place_uptimes(joined)
+    joined = _place_uptimes(infer_years(joined))
     return joined + nccl_suspects(joined)
+
+
+def _spelled(event: Event) -> Event:
+    """The event with its GPU's address in the one spelling (gpu_key), so two spellings are one GPU everywhere after."""
+    pci = event.fields.get("pci")
+    key = gpu_key(pci)
+    if key is None or key == pci:
+        return event
+    return dataclasses.replace(event, fields={**event.fields, "pci": key})
 
 
 # ------------------------------------------------------------------ identity maps
@@ -221,12 +236,50 @@ def _chain(step: str, proof: _Proof | None) -> _Proof | None:
 
 def _place_uptimes(events: list[Event]) -> list[Event]:
     """Uptime-only kernel events placed on the wall clock by a boot another input anchors."""
-    anchors = [e for e in events if e.time is not None and e.clock in ("wall", "wall-no-year")
+    anchors = [e for e in events if e.time is not None and e.clock == "wall"
                and isinstance(e.fields.get("uptime"), (int, float))]
     if not anchors:
         return events
     return [_placed(e, anchors) if e.time is None and isinstance(e.fields.get("uptime"), (int, float)) else e
             for e in events]
+
+
+YEAR_REACH = timedelta(days=183)
+"""Farthest a year-less stamp may lie from the dated event that lends it a year: within half a year, only one
+year puts them this close."""
+
+
+def infer_years(events: list[Event]) -> list[Event]:
+    """Year-less stamps given the year that puts them nearest a dated event of another input of the incident
+    (same host, or one of the two names none), within YEAR_REACH; the rest stay year-less."""
+    dated_events = [e for e in events if e.time is not None and e.clock == "wall"]
+    if not dated_events:
+        return events
+    return [_with_year(e, dated_events) if e.clock == YEARLESS and isinstance(e.fields.get("stamp"), str) else e
+            for e in events]
+
+
+def _with_year(event: Event, dated_events: list[Event]) -> Event:
+    host = event.fields.get("host")
+    best: tuple[timedelta, datetime, Event] | None = None
+    for other in dated_events:
+        if other.where.path == event.where.path or (host and other.fields.get("host") not in (None, host)):
+            continue
+        assert other.time is not None  # infer_years lends years only from events with a time
+        near = other.time.replace(tzinfo=None)
+        for year in (near.year - 1, near.year, near.year + 1):
+            moment = dated(event.fields["stamp"], year)
+            if moment is not None and (best is None or abs(moment - near) < best[0]):
+                best = (abs(moment - near), moment, other)
+    if best is None or best[0] > YEAR_REACH:
+        return event
+    _, moment, source = best
+    fields = {k: v for k, v in event.fields.items() if k not in ("stamp", "last_stamp")}
+    if (last := dated(str(event.fields.get("last_stamp", "")), moment.year)) is not None:
+        fields["last_time"] = last if last >= moment else last.replace(year=moment.year + 1)
+    why = f"year {moment.year} from {_place(source)} (the nearest dated event of another input)"
+    fields["joined"] = {**event.fields.get("joined", {}), "time": why}
+    return dataclasses.replace(event, time=moment, clock="wall", fields=fields)
 
 
 def _placed(event: Event, anchors: list[Event]) -> Event:
@@ -391,3 +444,94 @@ def _report_order(per_rank: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _names(ranks: Iterable[int]) -> str:
     return ", ".join(str(r) for r in sorted(ranks))
+
+
+# ------------------------------------------------------------------ one incident?
+
+@dataclasses.dataclass(frozen=True)
+class _Input:
+    """What one input's events say about where and when it happened."""
+
+    path: str
+    hosts: frozenset[str]
+    pids: frozenset[int]
+    gpus: frozenset[str]
+    spans: dict[bool, tuple[datetime, datetime]]
+    """Earliest and latest real date, for zoned (True) and naive (False) stamps apart: they do not compare."""
+
+
+def apart(events: Sequence[Event]) -> dict[tuple[str, str], str]:
+    """Pairs of inputs (in input order) that cannot be one incident, with the proof in words.
+
+    Only proofs count, never missing identity: both name hosts and share none; both carry real dates more
+    than PID_REUSE apart; or both name pids and GPUs, share neither, and name no common host (on one
+    host, two processes on two GPUs may be two ranks of one job).
+    """
+    inputs = _inputs(events)
+    return {(a.path, b.path): why for i, a in enumerate(inputs) for b in inputs[i + 1:] if (why := _apart(a, b))}
+
+
+def _inputs(events: Sequence[Event]) -> list[_Input]:
+    paths = list(dict.fromkeys(e.where.path for e in events))
+    mine: dict[str, list[Event]] = {path: [] for path in paths}
+    for event in events:
+        mine[event.where.path].append(event)
+    return [_input(path, mine[path]) for path in paths]
+
+
+def _input(path: str, events: list[Event]) -> _Input:
+    moments = [m for e in events if (m := _comparable(e)) is not None]
+    spans = {aware: (min(group), max(group))
+             for aware in (False, True) if (group := [m for m in moments if (m.tzinfo is not None) == aware])}
+    return _Input(path, frozenset(str(e.fields["host"]) for e in events if e.fields.get("host")),
+                  frozenset(pid for e in events for pid in _pids(e)),
+                  frozenset(key for e in events if (key := gpu_key(e.fields.get("pci")))), spans)
+
+
+def _apart(a: _Input, b: _Input) -> str | None:
+    if a.hosts and b.hosts and not a.hosts & b.hosts:
+        return f"different hosts ({', '.join(sorted(a.hosts))} / {', '.join(sorted(b.hosts))})"
+    for aware in set(a.spans) & set(b.spans):
+        (a_first, a_last), (b_first, b_last) = a.spans[aware], b.spans[aware]
+        gap = max(a_first, b_first) - min(a_last, b_last)
+        if gap > PID_REUSE:
+            end, start = (a_last, b_first) if a_last < b_first else (b_last, a_first)
+            return f"different days ({end.date().isoformat()} / {start.date().isoformat()}, {gap.days} days apart)"
+    if a.pids and b.pids and a.gpus and b.gpus and not (a.pids & b.pids or a.gpus & b.gpus or a.hosts & b.hosts):
+        return (f"different processes on different GPUs (pid {_names(a.pids)} on {', '.join(sorted(a.gpus))} / "
+                f"pid {_names(b.pids)} on {', '.join(sorted(b.gpus))})")
+    return None
+
+
+def incidents(events: Sequence[Event], separate: Mapping[tuple[str, str], str]) -> dict[str, int]:
+    """Input path -> incident number, when `separate` (apart) proves the inputs hold several incidents; else {}.
+
+    Inputs join one incident only on a tie: a host name both name, or a pid both name (within PID_REUSE where both
+    are dated), never across a proof that they are apart. An input tied to none is an incident of its own.
+    """
+    if not separate:
+        return {}
+    inputs = _inputs(events)
+    parent = {a.path: a.path for a in inputs}
+
+    def find(path: str) -> str:
+        while parent[path] != path:
+            path = parent[path]
+        return path
+
+    for i, a in enumerate(inputs):
+        for b in inputs[i + 1:]:
+            if (a.path, b.path) not in separate and (a.hosts & b.hosts or a.pids & b.pids):
+                parent[find(b.path)] = find(a.path)
+    numbers = {path: n for n, path in enumerate(dict.fromkeys(find(a.path) for a in inputs))}
+    return {a.path: numbers[find(a.path)] for a in inputs}
+
+
+def incidents_note(separate: Mapping[tuple[str, str], str], inputs: int) -> str | None:
+    """One sentence for the report when the inputs hold several incidents, with what to use instead."""
+    if not separate:
+        return None
+    paths = {path for pair in separate for path in pair}
+    (first, second), why = next(iter(separate.items()))
+    return (f"{len(paths)} of {inputs} inputs cannot be one incident ({first} and {second}: {why}); no consequence "
+            "is drawn between them; for an archive of cases run `postmortem scan DIR`")

@@ -9,26 +9,27 @@ whose matching time can explode (a quantified group holding a quantifier).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import regex
 
+from .model import Report
 from .pipeline import analyze, analyze_text
-from .signatures import Database, Signature
+from .signatures import Database, Flaw, Signature, default_directory, trace
 
 
 @dataclass(frozen=True)
-class Problem:
-    """One thing wrong with one signature."""
+class Result:
+    """What lint found: problems (exit 1) and warnings that do not fail the pack."""
 
-    signature: str
-    message: str
+    problems: list[Flaw]
+    warnings: list[str]
 
 
-def fired(example: str | Mapping[str, str], root: Path) -> list[str] | None:
-    """Ids of the signatures an example fires; None for a file example that is not at hand.
+def example_report(example: str | Mapping[str, str], root: Path, database: Database | None = None) -> Report | None:
+    """The analysis of one example with `database`; None for a file example that is not at hand.
 
     Text examples are analysed as a log; `{file: path}` examples (cores and
     other binary inputs) are read from `root`, the pack's repository.
@@ -37,37 +38,83 @@ def fired(example: str | Mapping[str, str], root: Path) -> list[str] | None:
         path = root / example["file"]
         if not path.is_file():
             return None
-        return [f.signature for f in analyze([str(path)]).findings]
-    return [f.signature for f in analyze_text(example, "example.log").findings]
+        return analyze([str(path)], database)
+    return analyze_text(example, "example.log", database)
 
 
-def check_examples(signature: Signature, root: Path) -> list[Problem]:
-    """A positive example that does not fire, or a negative one that does."""
+def fires(signature: Signature, report: Report) -> bool:
+    """Whether `signature` is among the report's findings (or merged into one: the same fault, merge.py)."""
+    return any(signature.id in (f.signature, *f.merged) for f in report.findings)
+
+
+def explain_match(signature: Signature, report: Report) -> list[str]:
+    """Why `signature` fired on the report or not: the trace of its condition on the event that comes closest.
+
+    The closest event is the one on which the most parts of the condition hold; a condition that holds on an
+    event whose finding is still missing was dropped after matching (ranking, joining).
+    """
+    if not report.events:
+        said = "; ".join(d for i in report.inputs for d in i.diagnostics) or "no source recognised it"
+        return [f"no event was read from it ({said})"]
+    traces = [(event, trace(signature.rule, event)) for event in report.events]
+    event, steps = max(traces, key=lambda t: (t[1][0].held, sum(step.held for step in t[1])))
+    place = f"{event.where.path}:{event.where.line}"
+    if steps[0].held:
+        into = next((f.signature for f in report.findings if signature.id in f.merged), None)
+        verdict = ("fires" + (f" (merged into {into}, a finding of the same fault)" if into else "")
+                   if fires(signature, report) else "matches, but its finding was dropped after matching")
+        lines = [f"the condition holds on {event.kind} event at {place}: the signature {verdict}"]
+    else:
+        lines = [f"closest of {len(report.events)} event(s): {event.kind} at {place}: {_excerpt(event.text)}"]
+    lines.extend(f"{'  ' * step.depth}{'holds' if step.held else 'FAILS'}: {step.label}"
+                 + (f" ({step.seen})" if step.seen else "") for step in steps)
+    return lines
+
+
+def _excerpt(text: str, width: int = 120) -> str:
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return repr(first if len(first) <= width else first[:width] + "...")
+
+
+def check_examples(signature: Signature, root: Path, database: Database) -> list[Flaw]:
+    """A positive example that does not fire (with the trace of why), or a negative one that does."""
     problems = []
     for kind, must_fire in (("positive", True), ("negative", False)):
         for i, example in enumerate(signature.examples[kind]):
-            result = fired(example, root)
-            if result is not None and (signature.id in result) != must_fire:
+            report = example_report(example, root, database)
+            if report is not None and fires(signature, report) != must_fire:
                 verb = "does not fire" if must_fire else "fires"
-                problems.append(Problem(signature.id, f"{kind} example {i + 1} {verb}"))
+                problems.append(Flaw(signature.source, signature.lines[f"examples.{kind}.{i}"], signature.id,
+                                     f"{kind} example {i + 1} {verb}", tuple(explain_match(signature, report))))
     return problems
 
 
-def check_translations(database: Database) -> list[Problem]:
-    """Every signature needs its title, explanation and actions in each report language."""
+def check_translations(database: Database, languages: Sequence[str] | None = None) -> Result:
+    """Every bundled signature needs its words in each report language; a pack without them is one warning.
+
+    Reports read translations from the bundled catalogue only, so another pack's
+    signatures are shown in English there: worth saying once, not a fault of the pack.
+    """
     from .render.i18n import LANGUAGES, signature_catalog
 
-    problems = []
-    for lang in LANGUAGES:
-        if lang == "en":
-            continue
+    problems: list[Flaw] = []
+    warnings: list[str] = []
+    bundled = default_directory().resolve()
+    for lang in LANGUAGES[1:] if languages is None else languages:
         catalog = signature_catalog(lang)["signatures"]
+        untranslated: dict[Path, list[str]] = {}
         for signature in database.signatures:
             entry = catalog.get(signature.id) or {}
             missing = [key for key in ("title", "explain", "actions") if not entry.get(key)]
-            if missing:
-                problems.append(Problem(signature.id, f"no {lang} {', '.join(missing)}"))
-    return problems
+            pack = signature.source.parent.resolve()
+            if missing and pack == bundled:
+                problems.append(Flaw(signature.source, signature.lines["id"], signature.id,
+                                     f"no {lang} {', '.join(missing)}"))
+            elif missing:
+                untranslated.setdefault(pack, []).append(signature.id)
+        warnings.extend(f"signature pack {pack}: no {lang} words for {len(ids)} signature(s) ({', '.join(ids)}); "
+                        f"{lang} reports show them in English" for pack, ids in untranslated.items())
+    return Result(problems, warnings)
 
 
 _QUANTIFIER = regex.compile(r"(?:(?P<base>[*+?])|\{\d*+(?:(?P<comma>,)(?P<high>\d*+))?\})(?P<mode>[?+]?)")
@@ -130,15 +177,19 @@ def nested_quantifiers(pattern: str) -> list[str]:
     return found
 
 
-def check_patterns(signature: Signature) -> list[Problem]:
+def check_patterns(signature: Signature) -> list[Flaw]:
     """A pattern with nested quantifiers: one crafted line could hold the whole analysis for minutes."""
-    return [Problem(signature.id, f"pattern /{pattern.pattern}/ nests quantifiers in {part!r}: one long line can take "
-                                  "minutes; make a level possessive (`++`, `*+`) or atomic (`(?>...)`)")
+    return [Flaw(signature.source, signature.lines["match"], signature.id,
+                 f"pattern /{pattern.pattern}/ nests quantifiers in {part!r}: one long line can take minutes; "
+                 "make a level possessive (`++`, `*+`) or atomic (`(?>...)`)")
             for pattern in signature.patterns for part in nested_quantifiers(pattern.pattern)]
 
 
-def lint(database: Database, root: Path) -> list[Problem]:
-    """Every problem of every signature in `database` (empty when the pack is sound)."""
-    problems = [problem for signature in database.signatures
-                for problem in (*check_patterns(signature), *check_examples(signature, root))]
-    return problems + check_translations(database)
+def lint(database: Database, root: Path, flaws: list[Flaw] | None = None) -> Result:
+    """Every problem of every signature in `database`, after the `flaws` loading found (none when sound)."""
+    problems = [*(flaws or []), *(problem for signature in database.signatures
+                                  for problem in (*check_patterns(signature),
+                                                  *check_examples(signature, root, database)))]
+    translations = check_translations(database)
+    return Result(sorted(problems + translations.problems, key=lambda flaw: (str(flaw.path), flaw.line)),
+                  translations.warnings)

@@ -8,7 +8,7 @@ frozen dataclasses so a stage cannot reach back and change an earlier one.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
@@ -44,8 +44,9 @@ class Event:
     """One observation from one input: an Xid line, a traceback, an OOM kill.
 
     `fields` hold the typed values signatures match on (xid, pci, pid,
-    process, error, rank, ...). `time` is set when the input says when;
-    `clock` says how it was derived ("wall", "wall-no-year", "boot+uptime").
+    process, error, rank, ...). `time` is set when the input says when, as a
+    real date; `clock` says how it was derived ("wall", "uptime+boot", or
+    YEARLESS with `time` None and the stamp as written in fields["stamp"]).
     `count` > 1 when identical reports (the same traceback from 64 ranks) were
     folded into this one event.
     """
@@ -66,8 +67,52 @@ class Event:
 EARLIEST = datetime(1900, 1, 1)
 LATEST = datetime(9000, 1, 1)
 """Times outside these bounds (UTC) are junk in a crash log (year 1, year 9999 with a -23:59 offset, an uptime of
-3e11 s added to a boot time); they are dropped before any arithmetic on them can overflow. 1900 is the year a
-syslog stamp without one is read in; the margin to datetime's limits leaves room for every window and join."""
+3e11 s added to a boot time); they are dropped before any arithmetic on them can overflow;
+the margin to datetime's limits leaves room for every window and join."""
+
+YEARLESS = "wall-no-year"
+"""The clock of a stamp written without a year (syslog's `Dec  2 11:38:47`). Such an event has no `time`: a guessed
+year would order it years away from dated events and reach people as a date no log wrote. Its stamp is kept as
+written in fields["stamp"] (comparable within its own input only) until an input of the same incident gives the
+year (join.infer_years)."""
+
+MONTHS = {
+    name: number
+    for number, names in enumerate(
+        [
+            ("jan", "jän"), ("feb",), ("mar", "mär", "mrz"), ("apr",), ("may", "mai"), ("jun",),
+            ("jul",), ("aug",), ("sep",), ("oct", "okt"), ("nov",), ("dec", "dez"),
+        ],
+        start=1,
+    )
+    for name in names
+}
+"""Month abbreviations of year-less stamps: English, and German (journals from de_DE machines)."""
+
+
+def month_number(name: str) -> int | None:
+    """1..12 for a month abbreviation in MONTHS ("Sep", "Sept.", "Mär"), else None."""
+    return MONTHS.get(name.lower()[:3]) or MONTHS.get(name.lower())
+
+
+def dated(stamp: str, year: int) -> datetime | None:
+    """A year-less `Mon DD HH:MM:SS` stamp placed in `year`, or None when it is no such stamp or that date does not
+    exist (Feb 29 of a common year)."""
+    parts = stamp.split()
+    if len(parts) != 3 or not (month := month_number(parts[0])) or not parts[1].isdigit():
+        return None
+    try:
+        h, m, s = (int(x) for x in parts[2].split(".")[0].split(":"))
+        return datetime(year, month, int(parts[1]), h, m, s)
+    except ValueError:
+        return None
+
+
+def written_span(events: Iterable[Event]) -> tuple[str | None, str | None]:
+    """The first and last year-less stamp of `events` as written (in their order), for a finding none of whose
+    evidence is dated; (None, None) when they carry none."""
+    stamps = [s for e in events for s in (e.fields.get("stamp"), e.fields.get("last_stamp")) if isinstance(s, str)]
+    return (stamps[0], stamps[-1]) if stamps else (None, None)
 
 
 def plausible_time(moment: datetime | None) -> datetime | None:
@@ -127,6 +172,8 @@ class Finding:
     count: int = 1
     first_seen: str | None = None
     last_seen: str | None = None
+    merged: tuple[str, ...] = ()
+    """Signatures that reported the same fault and were merged into this finding (postmortem.merge)."""
 
 
 @dataclass(frozen=True)

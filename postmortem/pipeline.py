@@ -18,7 +18,7 @@ from . import __version__
 from .facts import collect_facts, with_arch_knowledge, with_driver_support
 from .fingerprint import suspects
 from .inputs import Blob, open_inputs
-from .join import join
+from .join import apart, incidents, incidents_note, join
 from .model import Event, Finding, InputInfo, Options, Report, plausible_time
 from .rank import rank
 from .reader import BytesReader, core_digest
@@ -94,7 +94,12 @@ def analyze_blobs(blobs: Iterable[Blob], database: Database | None = None, optio
         # the libraries a core loaded or a backtrace names, judged for the GPU the inputs name
         events = with_library_verdicts(_number([*events, *libraries_in_logs(events, options.sysroot)]))
     facts = collect_facts(events)
-    findings = rank(match(database, events), events, database.causes)
+    separate = apart(events)
+    if note := incidents_note(separate, len(inputs)):  # several incidents: said once, on the first of them
+        facts = {**facts, "incidents": [note]}
+        first = next((i for i, info in enumerate(inputs) if any(info.path in pair for pair in separate)), 0)
+        inputs[first] = dataclasses.replace(inputs[first], diagnostics=(*inputs[first].diagnostics, note))
+    findings = rank(match(database, events), events, database.causes, incidents(events, separate))
     tool = {"name": "postmortem", "version": __version__, "signatures": database.version}
     unexplained = suspects(events, findings) if not findings or _unrecognised_root(findings[0]) else ()
     return Report(tool, tuple(inputs), tuple(events), facts, tuple(findings), tuple(cores), telemetry, unexplained)

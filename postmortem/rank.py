@@ -1,6 +1,14 @@
 """Ranking: which finding is the root, which are its consequences, how sure we are.
 
-A finding is a consequence of a root when one of these rules relates them:
+A finding is a consequence of a root only along a causal path: the evidence of both names the same
+pid, the same GPU (bus id, or a UUID / index join.py tied to it) or the same rank, or they are read
+from one input whose lines name no pid (one writer's account), or a documented chain
+(data/causal-chains.tsv: a host OOM kill -> the other ranks' NCCL timeouts) relates their causes.
+Where both have times, the follower is inside the root's window; when the inputs hold several
+incidents (join.apart: other hosts, other days), both are evidence of one (join.incidents). The
+reason names the path ("same pid 16436", "same GPU 0000:3b:00"). Without one the two are
+independent: both are shown as causes, each ranked by its own strength. Along a path, one of these
+rules relates them:
 
 - deeper layer: a cause ranked well above (bad GPU memory, a GPU off the bus, a
   host OOM kill) explains the application errors that follow it on the same
@@ -28,16 +36,21 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
+from functools import cache
+from pathlib import PurePath
 
-from .join import gpu_key
-from .knowledge import cuda_error
-from .model import Event, Finding, severity_rank
+from .join import apart, gpu_key, incidents
+from .knowledge import cuda_error, data_rows
+from .merge import merge_same_fault
+from .model import Event, Finding, dated, severity_rank
 from .signatures import Cause, moment
 
 WINDOW = timedelta(minutes=10)
 """How long after a root cause its consequences may still appear."""
 LEAD = timedelta(minutes=1)
 """How much earlier than the root a consequence may be stamped (clock skew, buffering)."""
+SOME_LEAP_YEAR = 2000
+"""The year year-less stamps of one input are read in to subtract them (any leap year gives the same gaps)."""
 DEEPER = 10
 """Cause-rank difference from which one cause can explain another."""
 UNEXPLAINABLE_LAYERS = frozenset({"build", "driver"})
@@ -58,6 +71,7 @@ class _Scope:
     hosts: frozenset[str]
     gpus: frozenset[str]
     pids: frozenset[int]
+    ranks: frozenset[int]
     paths: frozenset[str]
     events: tuple[Event, ...]
 
@@ -66,9 +80,17 @@ Rule = Callable[[Finding, _Scope, Finding, _Scope], str | None]
 """A rule says why `root` explains `follower` (words), or None."""
 
 
-def rank(findings: Sequence[Finding], events: Sequence[Event], causes: Mapping[str, Cause]) -> list[Finding]:
-    """Findings best first, with consequences marked and confidences explained."""
+def rank(findings: Sequence[Finding], events: Sequence[Event], causes: Mapping[str, Cause],
+         incident_of: Mapping[str, int] | None = None) -> list[Finding]:
+    """Findings best first, with consequences marked and confidences explained.
+
+    `incident_of`: input path -> incident, when the inputs hold several (join.incidents; computed when not
+    given); a link is drawn only between evidence of one incident.
+    Findings that read one fault are merged first (merge.merge_same_fault).
+    """
+    findings = merge_same_fault(findings, events)
     by_id = {e.id: e for e in events}
+    incident_of = incidents(events, apart(events)) if incident_of is None else incident_of
     scopes = {f.signature: _scope([by_id[i] for i in f.evidence if i in by_id]) for f in findings}
 
     def cause_rank(finding: Finding) -> int:
@@ -79,21 +101,22 @@ def rank(findings: Sequence[Finding], events: Sequence[Event], causes: Mapping[s
             return None  # two readings of the same report: the surer one leads, neither explains the other
         layer = causes[follower.cause].layer if follower.cause in causes else ""
         if (cause_rank(root) - cause_rank(follower) >= DEEPER and layer not in UNEXPLAINABLE_LAYERS
-                and severity_rank(root.severity) >= severity_rank("error") and _related(rs, fs)):
-            return _specifics(rs, fs, follower)
+                and severity_rank(root.severity) >= severity_rank("error") and _related(rs, fs)
+                and (path := _path(rs, fs) or _chain(root, follower))):
+            return f"{path}: {_specifics(rs, fs, follower)}"
         return None
 
     def summary(root: Finding, rs: _Scope, follower: Finding, fs: _Scope) -> str | None:
         layer = causes[root.cause].layer if root.cause in causes else ""
         if (follower.role == "consequence" and root.role != "consequence" and layer in SUMMARISED_LAYERS
-                and _related(rs, fs) and _before(rs, fs)):
-            return f"{follower.signature} summarises an earlier failure; {_specifics(rs, fs, follower)}"
+                and _related(rs, fs) and _before(rs, fs) and (path := _path(rs, fs) or _chain(root, follower))):
+            return f"{follower.signature} summarises an earlier failure ({path}); {_specifics(rs, fs, follower)}"
         return None
 
     rules: tuple[Rule, ...] = (_after_sticky_error, _after_off_bus, summary, deeper)
     def why(root: Finding, follower: Finding) -> str | None:
-        rs, fs = scopes[root.signature], scopes[follower.signature]
-        return next((words for rule in rules if (words := rule(root, rs, follower, fs))), None)
+        pairs = _per_incident(scopes[root.signature], scopes[follower.signature], incident_of)
+        return next((words for rs, fs in pairs for rule in rules if (words := rule(root, rs, follower, fs))), None)
 
     links = {
         (root.signature, follower.signature): words
@@ -142,6 +165,16 @@ def rank(findings: Sequence[Finding], events: Sequence[Event], causes: Mapping[s
     return _distinct_causes_first(ranked)
 
 
+def _per_incident(root: _Scope, follower: _Scope, incident_of: Mapping[str, int]) -> list[tuple[_Scope, _Scope]]:
+    """The two findings' evidence within each incident both have evidence in (all of it, for one incident):
+    nothing of one incident explains anything of another."""
+    if not incident_of:
+        return [(root, follower)]
+    shared = sorted({incident_of.get(p, -1) for p in root.paths} & {incident_of.get(p, -1) for p in follower.paths})
+    return [(_scope([e for e in root.events if incident_of.get(e.where.path, -1) == n]),
+             _scope([e for e in follower.events if incident_of.get(e.where.path, -1) == n])) for n in shared]
+
+
 def _distinct_causes_first(ranked: list[Finding]) -> list[Finding]:
     """The best finding of each cause, in order, then the others: alternatives, not repeats, lead."""
     seen: set[str] = set()
@@ -180,7 +213,8 @@ def _after_off_bus(root: Finding, rs: _Scope, follower: Finding, fs: _Scope) -> 
     if rs.earliest is not None and fs.earliest is not None and _comparable(rs.earliest, fs.earliest) \
             and moment(fs.earliest) < moment(rs.earliest):
         return None
-    return f"the GPU fell off the bus first; {_specifics(rs, fs, follower)}"
+    path = _path(rs, fs)
+    return f"the GPU fell off the bus first ({path}); {_specifics(rs, fs, follower)}" if path else None
 
 
 def happened_before(first: Event, second: Event) -> bool:
@@ -219,7 +253,9 @@ def _specifics(root: _Scope, follower: _Scope, finding: Finding) -> str:
         words.append(f"on {cause.fields['host']}")
     if cause.time is not None:
         words.append(f"at {cause.time.strftime('%H:%M:%S')}")
-    gap = _gap(cause.time, effect.time)
+    elif cause.fields.get("stamp"):
+        words.append(f"at {str(cause.fields['stamp']).split()[-1]}")
+    gap = _gap(cause.time, effect.time) or _span(_seconds_in_input(cause, effect))
     sentence = " ".join(words) + (f", {gap} before" if gap else ", before") + f" the {_label(effect, finding)}"
     if who := _who(effect):
         sentence += f" of {who}"
@@ -246,11 +282,41 @@ def _who(event: Event) -> str | None:
     return f"pid {pid}" if pid is not None else None
 
 
+def _path(root: _Scope, follower: _Scope) -> str | None:
+    """The identity both findings' evidence names, in words: one process, one GPU or one rank of one input ties
+    them; else one input in which neither names a pid (one writer's account: a process's own log, the driver's
+    lines of one GPU). An input whose lines name pids (a kernel log) holds many processes: it ties nothing by
+    itself."""
+    # a rank names a process only within one job's log: another input's rank 3 may be another job's
+    ranks = root.ranks & follower.ranks if root.paths & follower.paths else set()
+    for name, shared in (("pid", root.pids & follower.pids), ("GPU", root.gpus & follower.gpus), ("rank", ranks)):
+        if shared:
+            return f"same {name} {min(shared)}"
+    for path in sorted(root.paths & follower.paths):
+        if not any(isinstance(e.fields.get("pid"), int) for e in (*root.events, *follower.events)
+                   if e.where.path == path):
+            return f"same input {PurePath(path).name}"
+    return None
+
+
+@cache
+def _chains() -> dict[tuple[str, str], str]:
+    """(root cause, follower cause) -> the documented path between them (data/causal-chains.tsv)."""
+    return {(row["root"], row["follower"]): row["path"] for row in data_rows("causal-chains.tsv")}
+
+
+def _chain(root: Finding, follower: Finding) -> str | None:
+    return _chains().get((root.cause, follower.cause))
+
+
 def _gap(earlier: datetime | None, later: datetime | None) -> str | None:
     if earlier is None or later is None or not _comparable(earlier, later):
         return None
-    seconds = moment(later) - moment(earlier)
-    if seconds < 0:
+    return _span(moment(later) - moment(earlier))
+
+
+def _span(seconds: float | None) -> str | None:
+    if seconds is None or seconds < 0:
         return None
     return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
@@ -286,8 +352,10 @@ def _scope(evidence: Sequence[Event]) -> _Scope:
     hosts = frozenset(str(e.fields["host"]) for e in evidence if e.fields.get("host"))
     gpus = frozenset(key for e in evidence if (key := gpu_key(e.fields.get("pci"))))
     pids = frozenset(e.fields["pid"] for e in evidence if isinstance(e.fields.get("pid"), int))
+    ranks = frozenset(r for e in evidence for r in (e.fields.get("rank"), *(e.fields.get("ranks") or ()))
+                      if isinstance(r, int))
     paths = frozenset(e.where.path for e in evidence)
-    return _Scope(first, timed[0][0] if timed else None, hosts, gpus, pids, paths, tuple(evidence))
+    return _Scope(first, timed[0][0] if timed else None, hosts, gpus, pids, ranks, paths, tuple(evidence))
 
 
 def _related(root: _Scope, follower: _Scope) -> bool:
@@ -296,11 +364,25 @@ def _related(root: _Scope, follower: _Scope) -> bool:
         return False
     if root.gpus and follower.gpus and not root.gpus & follower.gpus:
         return False
-    if root.earliest is None or follower.earliest is None:
-        return True
-    if not _comparable(root.earliest, follower.earliest):
-        return True
+    if root.earliest is None or follower.earliest is None or not _comparable(root.earliest, follower.earliest):
+        seconds = _seconds_in_input(root.first, follower.first)
+        return seconds is None or -LEAD.total_seconds() <= seconds <= WINDOW.total_seconds()
     return root.earliest - LEAD <= follower.earliest <= root.earliest + WINDOW
+
+
+def _seconds_in_input(root: Event | None, follower: Event | None) -> float | None:
+    """Seconds from root to follower on a clock of their one input, when there is no date to compare: the
+    year-less stamps as written (read in one leap year, so Feb 29 exists), else the kernel's uptime. A year-less
+    or uptime-only log still has a window."""
+    if root is None or follower is None or root.where.path != follower.where.path:
+        return None
+    start, end = (dated(str(e.fields.get("stamp") or ""), SOME_LEAP_YEAR) for e in (root, follower))
+    if start is not None and end is not None:
+        return (end - start).total_seconds()
+    since, until = root.fields.get("uptime"), follower.fields.get("uptime")
+    if not isinstance(since, (int, float)) or not isinstance(until, (int, float)):
+        return None
+    return float(until) - float(since)
 
 
 def _sortable(moment_: datetime | None) -> float:

@@ -2,8 +2,9 @@
 
 Each `signatures/*.yaml` file holds `signatures:` (a list of entries) and may
 hold `causes:` (the cause vocabulary with its layer and rank). Loading checks
-every entry and fails with the file and entry at fault; conditions are
-compiled once, so matching is a walk over events with no re-parsing.
+every entry and lists every problem at once, each at its file:line; conditions
+are compiled once into a tree of rules (`Rule`), so matching is a walk over
+events with no re-parsing, and `trace` shows which part of a condition held.
 
 A condition is a mapping; every key present must hold:
 
@@ -20,7 +21,10 @@ A condition is a mapping; every key present must hold:
 Explanation templates (`explain`) use `{field}` placeholders filled from the
 first evidence event. A part in `[[...]]` is kept only when every placeholder
 inside it is known, so one template reads well with or without the facts
-(`[[{gpu_model} is {sm} ({family}); ]]`); such parts may nest.
+(`The GPU[[ at {pci}]] stopped answering`); such parts may nest. Every
+placeholder of a bundled template sits in such a part (tests/test_explanations.py),
+so no `?` or `{name}` ever reaches a reader: a placeholder outside one that
+the event cannot fill is left out.
 """
 
 from __future__ import annotations
@@ -31,14 +35,14 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
 import regex
 import yaml
 
-from .model import SEVERITIES, Event, Finding
+from .model import SEVERITIES, Event, Finding, written_span
 
 Condition = Callable[[Event], bool]
 
@@ -63,8 +67,28 @@ and a bound on what one rule costs per event whatever the input.
 """
 
 
+@dataclass(frozen=True)
+class Flaw:
+    """One problem of a signature file, at the YAML line that holds it: loading and lint list them all at once."""
+
+    path: Path
+    line: int
+    signature: str
+    """The entry's id, or '' for a problem of the file itself."""
+    message: str
+    detail: tuple[str, ...] = ()
+    """Lines that show why (a positive example's match trace)."""
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: " + (f"{self.signature}: " if self.signature else "") + self.message
+
+
 class SignatureError(Exception):
-    """A signature file or entry is invalid; the message names file and entry."""
+    """A signature file or entry is invalid; the message names file:line and entry, one line per problem."""
+
+    def __init__(self, message: str, flaws: Sequence[Flaw] = ()) -> None:
+        super().__init__(message)
+        self.flaws = tuple(flaws)
 
 
 @dataclass(frozen=True)
@@ -98,6 +122,13 @@ class Signature:
     cores."""
     condition: Condition
     origin: str
+    rule: Rule
+    """The condition as a tree of its parts (`condition` is `rule.test`), for `explain-match` traces."""
+    match: Mapping[str, Any]
+    """The `match` condition as written in the YAML, for `signatures show`."""
+    source: Path
+    lines: Mapping[str, int]
+    """YAML line of the entry (`id`), of `match`, and of each example (`examples.positive.0`), for lint."""
     role: str = "root"
     patterns: tuple[regex.Pattern, ...] = ()
     """Every regex the condition runs (`text` and field `regex`), for lint and the matching-time tests."""
@@ -167,64 +198,142 @@ def _any_pack_declared() -> bool:
 
 
 def load(*directories: Path) -> Database:
-    """Load and validate every `*.yaml` of each directory, as one database.
+    """Load and validate every `*.yaml` of each directory, as one database; SignatureError lists every problem.
 
     Later directories add signatures (and causes) beside earlier ones; an id
     defined twice, in one pack or across packs, is an error naming both files.
     """
+    database, flaws = load_checked(*directories)
+    if flaws:
+        raise SignatureError("\n".join(map(str, flaws)), flaws)
+    return database
+
+
+def load_checked(*directories: Path) -> tuple[Database, list[Flaw]]:
+    """The sound entries of every `*.yaml` of each directory, and every problem found on the way (file:line)."""
     signatures: list[Signature] = []
     causes: dict[str, Cause] = {}
+    flaws: list[Flaw] = []
     files = [path for directory in directories for path in sorted(Path(directory).glob("*.yaml"))]
     if not files:
         raise SignatureError(f"{', '.join(map(str, directories))}: no signature files")
     for path in files:
-        try:
-            document = yaml.load(path.read_text(encoding="utf-8"), Loader=_YAML_LOADER) or {}
-        except yaml.YAMLError as exc:
-            raise SignatureError(f"{path}: not valid YAML: {exc}") from exc
-        if not isinstance(document, dict):
-            raise SignatureError(f"{path}: top level must be a mapping")
+        document, node, flaw = _read_yaml(path)
+        if flaw is not None:
+            flaws.append(flaw)
+            continue
         for name, entry in (document.get("causes") or {}).items():
-            causes[name] = _cause(path, name, entry)
+            cause = _cause(name, entry)
+            if cause is None:
+                flaws.append(Flaw(path, _line(node, "causes", name), "",
+                                  f"cause {name!r} needs layer, rank and summary"))
+            else:
+                causes[name] = cause
         for index, entry in enumerate(document.get("signatures") or []):
-            signatures.append(_signature(path, index, entry))
-    _check_references(signatures, causes)
+            signature, problems = _signature(path, index, entry, _child(node, "signatures", index))
+            signatures.extend([signature] if signature is not None else [])
+            flaws.extend(problems)
+    flaws.extend(_check_references(signatures, causes))
     digest = hashlib.sha256(b"".join(path.read_bytes() for path in files)).hexdigest()[:12]
-    return Database(tuple(signatures), causes, f"{len(signatures)} signatures, {digest}")
+    return Database(tuple(signatures), causes, f"{len(signatures)} signatures, {digest}"), flaws
 
 
-def _cause(path: Path, name: str, entry: Any) -> Cause:
+def _read_yaml(path: Path) -> tuple[dict, yaml.Node | None, Flaw | None]:
+    """The document and its node tree (the lines of every value) in one parse, or the flaw that stops the file."""
+    loader = _YAML_LOADER(path.read_text(encoding="utf-8"))
+    try:
+        node = loader.get_single_node()
+        document = loader.construct_document(node) if node is not None else {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        said = ": ".join(filter(None, (getattr(exc, "context", None), getattr(exc, "problem", None)))) or str(exc)
+        column = f" (column {mark.column + 1})" if mark else ""
+        return {}, None, Flaw(path, mark.line + 1 if mark else 1, "", f"not valid YAML: {said}{column}")
+    finally:
+        loader.dispose()
+    if not isinstance(document or {}, dict):
+        return {}, None, Flaw(path, 1, "", "top level must be a mapping")
+    return document or {}, node, None
+
+
+def _child(node: yaml.Node | None, *keys: str | int) -> yaml.Node | None:
+    """The node under `node` at mapping keys and sequence indexes `keys`; None where the path ends early."""
+    for key in keys:
+        if isinstance(node, yaml.MappingNode):
+            node = next((value for name, value in node.value if name.value == key), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+            node = node.value[key]
+        else:
+            return None
+    return node
+
+
+def _line(node: yaml.Node | None, *keys: str | int) -> int:
+    """1-based YAML line of the value at `keys` under `node`, or of the deepest part of that path that exists."""
+    for depth in range(len(keys), -1, -1):
+        found = _child(node, *keys[:depth])
+        if found is not None:
+            return found.start_mark.line + 1
+    return 1
+
+
+def _cause(name: str, entry: Any) -> Cause | None:
     if not isinstance(entry, dict) or not {"layer", "rank", "summary"} <= entry.keys():
-        raise SignatureError(f"{path}: cause {name!r} needs layer, rank and summary")
+        return None
     return Cause(name, str(entry["layer"]), int(entry["rank"]), str(entry["summary"]))
 
 
-def _signature(path: Path, index: int, entry: Any) -> Signature:
-    label = f"{path}: entry {index}" + (f" ({entry.get('id')})" if isinstance(entry, dict) else "")
+def _signature(path: Path, index: int, entry: Any, node: yaml.Node | None) -> tuple[Signature | None, list[Flaw]]:
+    """The compiled entry, or None and every problem it has (each at its own line)."""
+    ident = str(entry.get("id", f"entry {index}")) if isinstance(entry, dict) else f"entry {index}"
+    flaws: list[Flaw] = []
+
+    def flaw(message: str, *keys: str | int) -> None:
+        flaws.append(Flaw(path, _line(node, *keys), ident, message))
+
     if not isinstance(entry, dict):
-        raise SignatureError(f"{label}: must be a mapping")
+        flaw("must be a mapping")
+        return None, flaws
     missing = [key for key in REQUIRED if key not in entry]
-    unknown = [key for key in entry if key not in REQUIRED + OPTIONAL]
-    if missing or unknown:
-        raise SignatureError(f"{label}: missing {missing} unknown {unknown}")
-    if entry["severity"] not in SEVERITIES:
-        raise SignatureError(f"{label}: severity must be one of {SEVERITIES}")
-    confidence = entry["confidence"]
+    if missing:
+        flaw(f"missing {', '.join(missing)}")
+    for key in entry:
+        if key not in REQUIRED + OPTIONAL:
+            flaw(f"unknown key {key!r} (known: {', '.join(REQUIRED + OPTIONAL)})", key)
+    if "severity" in entry and entry["severity"] not in SEVERITIES:
+        flaw(f"severity {entry['severity']!r} must be one of {', '.join(SEVERITIES)}", "severity")
+    confidence = entry.get("confidence", 1)
     if not isinstance(confidence, (int, float)) or not 0 < confidence <= 1:
-        raise SignatureError(f"{label}: confidence must be a number in (0, 1]")
+        flaw(f"confidence {confidence!r} must be a number in (0, 1]", "confidence")
     examples = entry.get("examples") or {}
     if not isinstance(examples, dict) or not examples.get("positive") or not examples.get("negative"):
-        raise SignatureError(f"{label}: needs examples.positive and examples.negative")
+        flaw("needs examples.positive and examples.negative", "examples")
+        examples = {}
     role = entry.get("role", "root")
     if role not in ROLES:
-        raise SignatureError(f"{label}: role must be one of {ROLES}")
+        flaw(f"role {role!r} must be one of {', '.join(ROLES)}", "role")
     patterns: list[regex.Pattern] = []
-    try:
-        condition = compile_condition(entry["match"], patterns)
-    except (SignatureError, regex.error, TypeError, ValueError) as exc:
-        raise SignatureError(f"{label}: bad match: {exc}") from exc
+    rule = None
+    if "match" in entry:
+        try:
+            rule = compile_rule(entry["match"], patterns)
+        except (SignatureError, regex.error, TypeError, ValueError) as exc:
+            flaw(f"bad match: {exc}", "match")
+    parsed: dict[str, list[str | Mapping[str, str]]] = {"positive": [], "negative": []}
+    for kind in ("positive", "negative"):
+        for i, value in enumerate(examples.get(kind) or ()):
+            example = _example(value)
+            if example is None:
+                flaw("an example is text or {file: path}", "examples", kind, i)
+            else:
+                parsed[kind].append(example)
+    if flaws or rule is None:
+        return None, flaws
+    lines = {"id": _line(node), "match": _line(node, "match")}
+    lines.update({f"examples.{kind}.{i}": _line(node, "examples", kind, i)
+                  for kind in ("positive", "negative") for i in range(len(parsed[kind]))})
     return Signature(
-        id=str(entry["id"]),
+        id=ident,
         title=str(entry["title"]),
         cause=str(entry["cause"]),
         severity=entry["severity"],
@@ -232,81 +341,171 @@ def _signature(path: Path, index: int, entry: Any) -> Signature:
         explain=str(entry["explain"]).strip(),
         actions=tuple(str(a) for a in entry["actions"]),
         references=tuple(str(r) for r in entry.get("references") or ()),
-        examples={k: tuple(_example(label, v) for v in examples.get(k) or ()) for k in ("positive", "negative")},
-        condition=condition,
-        origin=label,
+        examples={kind: tuple(parsed[kind]) for kind in ("positive", "negative")},
+        condition=rule.test,
+        origin=f"{path}:{lines['id']}",
+        rule=rule,
+        match=entry["match"],
+        source=path,
+        lines=lines,
         role=role,
         patterns=tuple(patterns),
-    )
+    ), []
 
 
-def _example(label: str, value: Any) -> str | Mapping[str, str]:
+def _example(value: Any) -> str | Mapping[str, str] | None:
     if isinstance(value, dict):
-        if set(value) != {"file"}:
-            raise SignatureError(f"{label}: an example is text or {{file: path}}")
-        return {"file": str(value["file"])}
+        return {"file": str(value["file"])} if set(value) == {"file"} else None
     return str(value)
 
 
-def _check_references(signatures: Sequence[Signature], causes: Mapping[str, Cause]) -> None:
+def _check_references(signatures: Sequence[Signature], causes: Mapping[str, Cause]) -> list[Flaw]:
+    flaws = []
     seen: dict[str, str] = {}
     for signature in signatures:
+        where = Path(signature.source), signature.lines["id"], signature.id
         if signature.id in seen:
-            raise SignatureError(f"{signature.origin}: duplicate id {signature.id!r} (first in {seen[signature.id]})")
-        seen[signature.id] = signature.origin
+            flaws.append(Flaw(*where, f"duplicate id {signature.id!r} (first in {seen[signature.id]})"))
+        seen.setdefault(signature.id, signature.origin)
         if signature.cause not in causes:
-            raise SignatureError(f"{signature.origin}: cause {signature.cause!r} is not in the cause vocabulary")
+            flaws.append(Flaw(*where, f"cause {signature.cause!r} is not in the cause vocabulary"))
+    return flaws
+
+
+def _nothing(_: Event) -> str:
+    return ""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One part of a signature's condition, compiled: the test matching runs, and what a trace says about it."""
+
+    test: Condition
+    label: str
+    """What the part asks, in the YAML's terms: `kind is xid`, `field xid is 79`, `text matches /.../`."""
+    seen: Callable[[Event], str] = _nothing
+    """What an event offers the part (the field's value, the text searched): the trace's 'why'."""
+    parts: tuple[Rule, ...] = ()
+
+
+@dataclass(frozen=True)
+class Step:
+    """One line of a match trace: a part of the condition, whether it held on the event, and why."""
+
+    depth: int
+    held: bool
+    label: str
+    seen: str
+
+
+def trace(rule: Rule, event: Event, depth: int = 0) -> list[Step]:
+    """Every part of `rule` tried on `event`, outermost first, with the same tests matching runs."""
+    steps = [Step(depth, rule.test(event), rule.label, rule.seen(event))]
+    for part in rule.parts:
+        steps.extend(trace(part, event, depth + 1))
+    return steps
 
 
 def compile_condition(spec: Any, patterns: list[regex.Pattern] | None = None) -> Condition:
     """Turn a YAML condition into a predicate over events; each regex compiled is added to `patterns`."""
+    return compile_rule(spec, patterns).test
+
+
+def compile_rule(spec: Any, patterns: list[regex.Pattern] | None = None) -> Rule:
+    """A YAML condition as a tree of rules; every key present must hold. Each regex compiled is added to `patterns`."""
     patterns = [] if patterns is None else patterns
     if not isinstance(spec, dict) or not spec:
         raise SignatureError(f"a condition must be a non-empty mapping, got {spec!r}")
-    parts: list[Condition] = []
+    parts: list[Rule] = []
     for key, value in spec.items():
         if key == "kind":
             kinds = frozenset(_as_list(value))
-
-            def kind_in(e: Event, kinds: frozenset = kinds) -> bool:
-                return e.kind in kinds
-
-            parts.append(kind_in)
+            parts.append(Rule(partial(_kind_in, kinds), f"kind is {' or '.join(sorted(kinds))}", _kind_seen))
         elif key == "text":
             pattern = regex.compile(value)
             patterns.append(pattern)
-
-            def text_has(e: Event, p: regex.Pattern = pattern) -> bool:
-                return p.search(e.text, 0, MATCH_WINDOW) is not None
-
-            parts.append(text_has)
+            parts.append(Rule(partial(_text_has, pattern), f"text matches /{pattern.pattern}/",
+                              partial(_text_seen, pattern)))
         elif key == "fields":
             if not isinstance(value, dict):
                 raise SignatureError("fields must be a mapping")
-            parts.extend(_field_test(name, expected, patterns) for name, expected in value.items())
+            parts.extend(_field_rule(name, expected, patterns) for name, expected in value.items())
         elif key in ("any", "all"):
-            subs = [compile_condition(sub, patterns) for sub in _as_list(value)]
-            test = any if key == "any" else all
-
-            def combined(e: Event, subs: list[Condition] = subs, test: Callable[[Iterable[bool]], bool] = test) -> bool:
-                return test(sub(e) for sub in subs)
-
-            parts.append(combined)
+            subs = tuple(compile_rule(sub, patterns) for sub in _as_list(value))
+            parts.append(Rule(partial(_any if key == "any" else _all, [sub.test for sub in subs]), f"{key} of",
+                              parts=subs))
         elif key == "not":
-            sub = compile_condition(value, patterns)
-
-            def negated(e: Event, sub: Condition = sub) -> bool:
-                return not sub(e)
-
-            parts.append(negated)
+            sub = compile_rule(value, patterns)
+            parts.append(Rule(partial(_not, sub.test), "not", parts=(sub,)))
         elif key == "count":
-            parts.append(_count_test(value))
+            parts.append(_count_rule(value))
         else:
             raise SignatureError(f"unknown condition key {key!r}")
-    return lambda e: all(part(e) for part in parts)
+    if len(parts) == 1:
+        return parts[0]
+    return Rule(partial(_all, [part.test for part in parts]), "all of", parts=tuple(parts))
 
 
-def _field_test(name: str, expected: Any, patterns: list[regex.Pattern]) -> Condition:
+def _kind_in(kinds: frozenset[str], e: Event) -> bool:
+    return e.kind in kinds
+
+
+def _kind_seen(e: Event) -> str:
+    return f"the event's kind is {e.kind}"
+
+
+def _text_has(pattern: regex.Pattern, e: Event) -> bool:
+    return pattern.search(e.text, 0, MATCH_WINDOW) is not None
+
+
+def _text_seen(pattern: regex.Pattern, e: Event) -> str:
+    return f"text: {_searched(pattern, e.text)}"
+
+
+def _any(tests: list[Condition], e: Event) -> bool:
+    return any(test(e) for test in tests)
+
+
+def _all(tests: list[Condition], e: Event) -> bool:
+    return all(test(e) for test in tests)
+
+
+def _not(test: Condition, e: Event) -> bool:
+    return not test(e)
+
+
+_SHOWN = 160
+"""Characters of a text or field value a trace quotes."""
+
+
+def _searched(pattern: regex.Pattern, text: str) -> str:
+    """What a regex found in `text`, or the part it searched (only the first MATCH_WINDOW characters)."""
+    found = pattern.search(text, 0, MATCH_WINDOW)
+    if found is not None:
+        return f"found {found.group()!r}"
+    window = f"; only its first {MATCH_WINDOW} of {len(text)} characters are read" if len(text) > MATCH_WINDOW else ""
+    return f"not in {_quoted(text)}{window}"
+
+
+def _quoted(value: Any) -> str:
+    if not isinstance(value, str):
+        return repr(value)
+    return repr(value if len(value) <= _SHOWN else value[:_SHOWN] + "...")
+
+
+def _field_seen(name: str, pattern: regex.Pattern | None = None) -> Callable[[Event], str]:
+    """A field's value as the event has it (what a regex found in it), or that the event has no such field."""
+
+    def seen(e: Event) -> str:
+        if name not in e.fields:
+            return f"the event has no field {name} (it has: {', '.join(sorted(e.fields)) or 'none'})"
+        value = e.fields[name]
+        return f"{name}: {_searched(pattern, str(value))}" if pattern is not None else f"{name} = {_quoted(value)}"
+
+    return seen
+
+
+def _field_rule(name: str, expected: Any, patterns: list[regex.Pattern]) -> Rule:
     if isinstance(expected, dict):
         if len(expected) != 1:
             raise SignatureError(f"field {name}: one operator per field")
@@ -314,26 +513,32 @@ def _field_test(name: str, expected: Any, patterns: list[regex.Pattern]) -> Cond
         if op == "regex":
             pattern = regex.compile(operand)
             patterns.append(pattern)
-            return lambda e: name in e.fields and pattern.search(str(e.fields[name]), 0, MATCH_WINDOW) is not None
+            return Rule(lambda e: name in e.fields and pattern.search(str(e.fields[name]), 0, MATCH_WINDOW) is not None,
+                        f"field {name} matches /{pattern.pattern}/", _field_seen(name, pattern))
         if op in ("gte", "lte"):
             bound = float(operand)
             sign = 1 if op == "gte" else -1
-            return lambda e: (number := _number(e.fields.get(name))) is not None and sign * (number - bound) >= 0
+            return Rule(lambda e: (number := _number(e.fields.get(name))) is not None and sign * (number - bound) >= 0,
+                        f"field {name} {'>=' if op == 'gte' else '<='} {operand}", _field_seen(name))
         if op == "exists":
-            return lambda e: (name in e.fields and e.fields[name] is not None) == bool(operand)
+            return Rule(lambda e: (name in e.fields and e.fields[name] is not None) == bool(operand),
+                        f"field {name} {'is present' if operand else 'is absent'}", _field_seen(name))
         if op == "version":
-            return _version_test(name, str(operand))
+            return Rule(_version_test(name, str(operand)), f"field {name} version {operand}", _field_seen(name))
         raise SignatureError(f"field {name}: unknown operator {op!r}")
-    allowed = frozenset(_normal(v) for v in _as_list(expected))
-    return lambda e: name in e.fields and _normal(e.fields[name]) in allowed
+    values = _as_list(expected)
+    allowed = frozenset(_normal(v) for v in values)
+    return Rule(lambda e: name in e.fields and _normal(e.fields[name]) in allowed,
+                f"field {name} is {' or '.join(map(str, values))}", _field_seen(name))
 
 
-def _count_test(bounds: Any) -> Condition:
+def _count_rule(bounds: Any) -> Rule:
     """The event's count (folded repeats) within {gte: N} / {lte: N}."""
     if not isinstance(bounds, dict) or not bounds or not set(bounds) <= {"gte", "lte"}:
         raise SignatureError(f"count must be a mapping with gte and/or lte, got {bounds!r}")
     low, high = float(bounds.get("gte", float("-inf"))), float(bounds.get("lte", float("inf")))
-    return lambda e: low <= e.count <= high
+    label = " and ".join(f"{'>=' if op == 'gte' else '<='} {bounds[op]}" for op in ("gte", "lte") if op in bounds)
+    return Rule(lambda e: low <= e.count <= high, f"count {label}", lambda e: f"the event's count is {e.count}")
 
 
 _CONSTRAINT = regex.compile(r"^\s*(>=|<=|>|<|==)\s*(\d+(?:\.\d+)*)\s*$")
@@ -390,35 +595,49 @@ def _number(value: Any) -> float | None:
 
 
 class _Blank(dict):
-    def __init__(self, fields: Mapping[str, Any], missing: Callable[[str], str]):
-        super().__init__(fields)
-        self.missing = missing
+    """Format fields where an unknown name reads as nothing rather than failing the whole explanation."""
 
     def __missing__(self, key: str) -> str:
-        return self.missing(key)
+        return ""
 
 
 _OPTIONAL = regex.compile(r"\[\[((?:(?!\[\[|\]\]).)*)\]\]", regex.DOTALL)
 """An innermost `[[...]]` part of a template."""
 
 
-def render_explanation(template: str, fields: Mapping[str, Any], missing: Callable[[str], str] = lambda _: "?") -> str:
-    """Fill `{field}` placeholders from the first evidence event; unknown ones show `missing(name)` ('?').
+def render_explanation(template: str, fields: Mapping[str, Any]) -> str:
+    """Fill `{field}` placeholders from the first evidence event, leaving out `[[...]]` parts it cannot fill.
 
-    `[[...]]` parts whose placeholders are not all known are left out (innermost first).
+    Parts are resolved innermost first, so an outer part survives when only an inner one is dropped.
     """
     try:
-        while (resolved := _OPTIONAL.sub(lambda m: m.group(1) if _known(m.group(1), fields) else "",
-                                         template)) != template:
-            template = resolved
-        return string.Formatter().vformat(template, (), _Blank(fields, missing))
+        return string.Formatter().vformat(_resolve(template, fields), (), _Blank(fields))
     except (ValueError, IndexError, KeyError, AttributeError):
         return template
 
 
+def bare_placeholders(template: str) -> list[str]:
+    """The placeholders outside every `[[...]]` part: each one reads as nothing when its field is absent."""
+    try:
+        return _names(_resolve(template, {}))
+    except ValueError:
+        return []
+
+
+def _resolve(template: str, fields: Mapping[str, Any]) -> str:
+    """The template with each `[[...]]` part kept (brackets removed) or dropped, innermost first."""
+    while (resolved := _OPTIONAL.sub(lambda m: m.group(1) if _known(m.group(1), fields) else "",
+                                     template)) != template:
+        template = resolved
+    return template
+
+
+def _names(template: str) -> list[str]:
+    return [name for _, name, _, _ in string.Formatter().parse(template) if name]
+
+
 def _known(template: str, fields: Mapping[str, Any]) -> bool:
-    names = [name for _, name, _, _ in string.Formatter().parse(template) if name]
-    return all(fields.get(name) not in (None, "", [], ()) for name in names)
+    return all(fields.get(name) not in (None, "", [], ()) for name in _names(template))
 
 
 def match(database: Database, events: Iterable[Event]) -> list[Finding]:
@@ -453,8 +672,8 @@ def finding_for(signature: Signature, hits: Sequence[Event]) -> Finding:
         references=signature.references,
         role=signature.role,
         count=occurrences,
-        first_seen=times[0].isoformat() if times else None,
-        last_seen=times[-1].isoformat() if times else None,
+        first_seen=times[0].isoformat() if times else written_span(hits)[0],
+        last_seen=times[-1].isoformat() if times else written_span(hits)[1],
     )
 
 

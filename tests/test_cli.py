@@ -25,8 +25,8 @@ def run(*args: str, stdin: bytes | None = None):
 @pytest.mark.parametrize(
     ("sample", "cause", "consequence"),
     [
-        ("rtx5090-sm120", "arch-mismatch", "native-crash"),
-        ("ecc-then-illegal-address", "gpu-memory-ecc", "illegal-memory-access"),
+        ("rtx5090-sm120", "arch-mismatch", None),  # its segfault logs share no pid, GPU or rank with the warning
+        ("ecc-then-illegal-address", "gpu-memory-ecc", None),  # the worker names no GPU: no path to Xid 48's GPU
         ("gpu-off-bus", "gpu-off-bus", None),
     ],
 )
@@ -163,7 +163,7 @@ def test_explain_names_one_cuda_error_however_it_is_spelled(token):
 
 def test_explain_xid_and_pasted_lines():
     text = run("explain", "Xid", "79").output
-    assert "cause gpu-off-bus [xid-79]" in text and "The GPU at <pci> stopped" in text
+    assert "cause gpu-off-bus [xid-79]" in text and "The GPU stopped" in text
     lines = (DATA / "offbus-dmesg.txt").read_bytes().splitlines()[0] + b"\nRuntimeError: CUDA error: out of memory\n"
     answers = json.loads(run("explain", "--format", "json", "-", stdin=lines).output)
     assert [a["findings"][0]["cause"] for a in answers] == ["gpu-off-bus", "gpu-oom"]
@@ -205,10 +205,10 @@ def test_an_organisation_pack_loads_beside_the_bundled_one(tmp_path):
     log = tmp_path / "train.log"
     log.write_text(PACK.split('positive: ["')[1].split('"]')[0] + "\n")
     report = json.loads(run("analyze", "--format", "json", "--signatures", str(pack), str(log)).output)
-    fired = {f["signature"] for f in report["findings"]}
-    assert {"site-dataloader-stall", "nccl-watchdog-timeout"} <= fired
+    [finding] = [f for f in report["findings"] if f["signature"] == "site-dataloader-stall"]
+    assert finding["merged"] == ["nccl-watchdog-timeout"]  # the pack's reading of the line, the bundled one named
     linted = CliRunner().invoke(main, ["signatures", "lint", "--signatures", str(pack)])
-    assert linted.exit_code == 1 and "site-dataloader-stall: no zh-CN" in linted.output
+    assert linted.exit_code == 0 and "no zh-CN words for 1 signature(s) (site-dataloader-stall)" in linted.stderr
     (pack / "dup.yaml").write_text(PACK.replace("{negative}", "x"))
     clash = CliRunner().invoke(main, ["analyze", "--signatures", str(pack), str(log)])
     assert clash.exit_code == 2 and "duplicate id 'site-dataloader-stall'" in clash.output

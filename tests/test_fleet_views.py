@@ -73,7 +73,7 @@ def test_hostless_cases_with_the_same_pci_address_are_not_one_phantom_node(corpu
         rows = {conn.execute("SELECT f.host, f.pci, f.signature FROM gpu_faults f JOIN locations l "
                              "ON l.case_id = f.case_id WHERE l.path = ?", (str(archive / name),)).fetchone()
                 for name in hostless}
-    assert rows == {(None, "0000:01:00", "rminit-failed")}
+    assert rows == {(None, "0000:01:00.0", "rminit-failed")}
     conn = connect(db, readonly=True)
     try:
         assert fleet.bad_nodes(conn) == []  # the old code drained "? 0000:01:00", a machine that does not exist
@@ -104,7 +104,7 @@ SAME_MACHINE = {
     "by host and PCI": ({"xid48": (KERN_48, {}),
                          "xid62": (JOURNAL_62, {UUID_LINE_62: "",
                                                 "dev.luketic": "worker4", "0000:01:00": "0000:07:00"})},
-                        "worker4", {"worker4 0000:07:00"}),
+                        "worker4", {"worker4 0000:07:00.0"}),
 }
 
 

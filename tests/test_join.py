@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,7 @@ def by_signature(report):
 
 @pytest.mark.parametrize("spelling", ["0000:3b:00", "0000:3b:00.0", "00000000:3B:00.0", "3b:00", "PCI:0000:3b:00"])
 def test_one_spelling_per_gpu(spelling):
-    assert gpu_key(spelling) == "0000:3b:00"
+    assert gpu_key(spelling) == "0000:3b:00.0"
 
 
 @pytest.mark.parametrize("junk", [None, "", "'<unknown>'", "GPU-af4f89ae", "0000:zz:00"])
@@ -41,7 +42,7 @@ def test_xid_pid_joins_the_crashed_rank_to_its_gpu():
     report = run("dmesg-ecc-gpu-a-fault-gpu-b.txt", "torchrun-sigsegv-flagembedding.log")
     child = kinds(report, "child-failed")[0]
     assert child.fields["pid"] == 28773 and child.fields["rank"] == 0
-    assert child.fields["pci"] == "0000:08:00" and child.fields["process"] == "python"
+    assert child.fields["pci"] == "0000:08:00.0" and child.fields["process"] == "python"
     assert child.fields["joined"]["pci"] == "xid pid 28773 (%s:2)" % (JOIN / "dmesg-ecc-gpu-a-fault-gpu-b.txt")
     xid31 = next(e for e in kinds(report, "xid") if e.fields["xid"] == 31)
     assert xid31.fields["rank"] == 0 and "child-failed pid 28773" in xid31.fields["joined"]["rank"]
@@ -75,17 +76,37 @@ def test_xid109_pid_names_the_pytorch_main_thread(tmp_path):
     (tmp_path / "train.log").write_text(torchrun)
     report = analyze([str(DATA / "kernel_log" / "xid13-109-pt-main-thread-05.dmesg.txt"), str(tmp_path / "train.log")])
     child = kinds(report, "child-failed")[0]
-    assert (child.fields["process"], child.fields["pci"]) == ("pt_main_thread", "0000:cb:00")
+    assert (child.fields["process"], child.fields["pci"]) == ("pt_main_thread", "0000:cb:00.0")
     assert all("rank" not in e.fields for e in kinds(report, "xid") if e.fields["xid"] == 13)
 
 
-def test_dmesg_uptime_placed_by_another_inputs_syslog_stamp():
+def test_a_year_less_anchor_places_no_uptime():
+    """A syslog stamp without a year is no date: the same record's uptime is not put on the wall clock by it."""
     report = run("syslog-anchor.txt", "dmesg-same-record.txt")
     dmesg, syslog = sorted(kinds(report, "xid"), key=lambda e: e.where.path)
-    assert syslog.where.path.endswith("syslog-anchor.txt") and syslog.clock == "wall-no-year"
-    assert dmesg.clock == "uptime+boot"
-    assert dmesg.time.replace(microsecond=0) == syslog.time
+    assert (syslog.time, syslog.clock, syslog.fields["stamp"]) == (None, "wall-no-year", "Nov 22 14:56:44")
+    assert dmesg.time is None and dmesg.fields["uptime"] == 94555.57331
+
+
+def test_dmesg_uptime_placed_once_another_input_gives_the_year():
+    """A dmesg -T log of the incident (Oct 2024) lends the year-less syslog its year; the syslog then anchors the
+    dmesg's boot, and both say from where."""
+    report = run("syslog-anchor.txt", "dmesg-same-record.txt", "kernel_log/xid45-hung-task-nvsmi-02.dmesg.txt")
+    syslog = next(e for e in kinds(report, "xid") if e.where.path.endswith("syslog-anchor.txt"))
+    dmesg = next(e for e in kinds(report, "xid") if e.where.path.endswith("dmesg-same-record.txt"))
+    assert (syslog.time, syslog.clock) == (datetime(2024, 11, 22, 14, 56, 44), "wall")
+    assert syslog.fields["joined"]["time"].startswith("year 2024 from ") and "xid45-hung-task" in \
+        syslog.fields["joined"]["time"] and "stamp" not in syslog.fields
+    assert dmesg.clock == "uptime+boot" and dmesg.time.replace(microsecond=0) == syslog.time
     assert "syslog-anchor.txt:1 (the same record)" in dmesg.fields["joined"]["time"]
+
+
+def test_the_nearest_year_across_new_year():
+    """A Sep 19 syslog beside a dated log of Mar 6 2023 is of Sep 2022 (168 days before), not of Sep 2023; a real
+    AER report of another day."""
+    report = run("kernel_log/aer-correctable-gpu-port-01.syslog.txt", "kernel_log/xid119-gsp-timeout-02.dmesg.txt")
+    aer = kinds(report, "pcie-aer")[0]
+    assert aer.time == datetime(2022, 9, 19, 16, 18, 2) and "xid119-gsp-timeout" in aer.fields["joined"]["time"]
 
 
 def test_uptimes_alone_stay_off_the_wall_clock():
@@ -104,7 +125,7 @@ def test_facts_list_each_gpu_once_with_its_identities():
     report = run("nvsmi-q-two-a10.txt", "dmesg-ecc-gpu-a-fault-gpu-b.txt")
     gpus = report.facts["gpus"]
     assert [(g["pci"], g.get("index"), g.get("uuid", "")[-3:]) for g in gpus] == [
-        ("0000:07:00", 0, "736"), ("0000:08:00", 1, "737")]
+        ("0000:07:00.0", 0, "736"), ("0000:08:00.0", 1, "737")]
     assert gpus[0]["name"] == "NVIDIA A10"
     assert report.facts["pci"][:2] == ["0000:07:00.0", "0000:08:00.0"]  # the old keys stay
 
@@ -113,7 +134,7 @@ def test_facts_gpu_from_nvrm_line_and_arch_warning():
     report = analyze([str(DATA / "kernel_log" / "xid31-fault-pde-tinygrad-01.dmesg.txt"),
                       str(DATA / "framework_log" / "sm120-lora-trainer-05.log")])
     gpus = collect_gpus(report.events)
-    assert gpus[0] == {"pci": "0000:01:00", "uuid": "GPU-af4f89ae-d08b-1b53-9938-c9ed209a3513",
+    assert gpus[0] == {"pci": "0000:01:00.0", "uuid": "GPU-af4f89ae-d08b-1b53-9938-c9ed209a3513",
                        "serial": "1710424007242"}
     assert any(g.get("sm") == "sm_120" for g in gpus[1:])
 
@@ -127,7 +148,7 @@ def test_nccl_suspect_is_the_rank_behind():
         "rank 4: waiting in _REDUCE_SCATTER_BASE SeqNum=7752 for 600099 ms, last completed 7751")
     finding = report.findings[0]
     assert finding.signature == "nccl-suspect-rank" and finding.cause == "nccl-timeout"
-    assert "rank 4 is the one that stopped first" in finding.explanation
+    assert "one rank stopped before the others: rank 4 (" in finding.explanation
 
 
 def test_symmetric_ranks_have_no_single_suspect():

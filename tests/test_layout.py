@@ -23,15 +23,18 @@ HERE = Path(__file__).parent
 ROOTS = (HERE.parents[1] / "shared" / "corpus" / "cases", HERE / "corpus")
 
 LAYOUTS = {
-    "indented": lambda line, i: "    " + line,
-    "quoted": lambda line, i: "> " + line,
-    "gutter": lambda line, i: f"{i + 1:>5} | " + line,
-    "crlf": lambda line, i: line + "\r",
-    "kubectl": lambda line, i: f"2024-05-01T10:00:00.{i:09d}Z " + line,
-    "compose": lambda line, i: "trainer-1  | " + line,
-    "torchrun": lambda line, i: "[rank3]: " + line,
-    "srun": lambda line, i: "0: " + line,
+    "indented": lambda line, i, n: "    " + line,
+    "quoted": lambda line, i, n: "> " + line,
+    "gutter": lambda line, i, n: f"{i + 1:>5} | " + line,
+    "crlf": lambda line, i, n: line + "\r",
+    "kubectl": lambda line, i, n: f"2024-05-01T10:00:00.{i:09d}Z " + line,
+    "compose": lambda line, i, n: "trainer-1  | " + line,
+    # a launcher's prefix names the rank that wrote the line: each input its own, so that the layout says
+    # no more than the text did (the same rank on two unrelated inputs would tie them as one process)
+    "torchrun": lambda line, i, n: f"[rank{3 + n}]: " + line,
+    "srun": lambda line, i, n: f"{n}: " + line,
 }
+"""How each relay lays out line `i` of the case's input `n`."""
 
 
 def _cases() -> list[Path]:
@@ -40,14 +43,14 @@ def _cases() -> list[Path]:
 
 def _verdict(case: Path, layout: str | None) -> str:
     blobs = []
-    for path in sorted(p for p in case.iterdir() if p.is_file() and p.name != "case.yaml"):
+    for n, path in enumerate(sorted(p for p in case.iterdir() if p.is_file() and p.name != "case.yaml")):
         data = path.read_bytes()
         if data[:4] == b"\x7fELF":
             blobs.append(Blob(str(path), BytesReader(data), kind="elf"))
             continue
         if layout is not None:
             lines = data.decode("utf-8", "replace").split("\n")
-            data = "\n".join(LAYOUTS[layout](line, i) for i, line in enumerate(lines)).encode()
+            data = "\n".join(LAYOUTS[layout](line, i, n) for i, line in enumerate(lines)).encode()
         blobs.append(Blob(str(path), BytesReader(data)))
     findings = analyze_blobs(blobs).findings
     return findings[0].cause if findings else "unknown"

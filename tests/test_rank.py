@@ -67,7 +67,7 @@ def test_root_lists_its_consequences_and_the_reason_has_the_specifics():
     report = analyze_text("\n".join([XID48, XID31.format(clock="11:38:52", pci="0000:07:00")]))
     root, follower = report.findings[0], by_cause(report)["illegal-memory-access"]
     assert root.consequences == (follower.signature,)
-    assert "Xid 48 on 0000:07:00 at 11:38:47, 5.0 s before the Xid 31 of pid 14292 on the same GPU" in (
+    assert "Xid 48 on 0000:07:00.0 at 11:38:47, 5.0 s before the Xid 31 of pid 14292 on the same GPU" in (
         follower.confidence_reason)
 
 

@@ -291,7 +291,7 @@ def test_closed_vocabularies_are_the_codes_own() -> None:
     assert _enum(analyze_defs["finding"]["properties"]["role"]) == set(signatures.ROLES)
     assert _enum(analyze_defs["module"]["properties"]["kind"]) == set(gpu.KINDS)
     assert set(unwind.GUESSES) < set(unwind.HOWS) == _enum(analyze_defs["frame"]["properties"]["how"])
-    assert _enum(analyze_defs["facts"]["propertyNames"]) == {*facts.FACT_FIELDS, "gpus"}
+    assert _enum(analyze_defs["facts"]["propertyNames"]) == {*facts.FACT_FIELDS, "gpus", "incidents"}
     assert set(analyze_defs["gpu"]["properties"]) == {key for key, _ in facts.GPU_KEYS}
     assert _enum(arch_defs["verdict"]) == {fatbin.NATIVE, fatbin.PTX_JIT, fatbin.MISSING, fatbin.NO_KERNELS}
     assert _enum(arch_defs["entry"]["properties"]["kind"]["anyOf"][0]) == set(fatbin.KINDS.values())

@@ -18,9 +18,9 @@ CAUSES_MD = SHARED / "spec" / "causes.md"
 
 def fired(example) -> list[str]:
     """Signatures that fire on an example: log text, or a file (a core) named relative to the repo."""
-    result = lint.fired(example, ROOT)
-    assert result is not None, f"example file missing: {example}"
-    return result
+    report = lint.example_report(example, ROOT)
+    assert report is not None, f"example file missing: {example}"
+    return [name for f in report.findings for name in (f.signature, *f.merged)]
 
 
 def _examples(kind: str):
@@ -110,7 +110,7 @@ def test_missing_examples_and_duplicates_are_refused(tmp_path):
 def test_invalid_yaml_is_named(tmp_path):
     directory = _copy_db(tmp_path)
     (directory / "zz-bad.yaml").write_text("signatures: [\n")
-    with pytest.raises(SignatureError, match=r"zz-bad\.yaml: not valid YAML"):
+    with pytest.raises(SignatureError, match=r"zz-bad\.yaml:2: not valid YAML"):
         load(directory)
 
 

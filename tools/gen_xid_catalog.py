@@ -97,8 +97,8 @@ def entry(row: dict) -> str:
     confidence: {CONFIDENCE[severity]}
     match: {{kind: xid, fields: {{xid: [{xid}]}}}}
     explain: >-
-      The NVIDIA driver reported Xid {xid} ({name}) for the GPU at {{pci}}. NVIDIA's
-      catalog files this under {cause}; the message was: {{message}}
+      The NVIDIA driver reported Xid {xid} ({name}) for the GPU[[ at {{pci}}]]. NVIDIA's
+      catalog files this under {cause}[[; the message was: {{message}}]]
     actions:
       - {quoted(action)}
       - "Compare with other Xid lines of the same GPU around this time: the first one is usually the root"
@@ -127,8 +127,8 @@ def entry_zh(row: dict, names: dict[int, tuple[str, str]]) -> str:
   xid-{xid}:
     title: {quoted(f"Xid {xid}：{shown}")}
     explain: >-
-      NVIDIA 驱动报告 {{pci}} 上的 GPU 发生了 Xid {xid}（{shown}）。NVIDIA 的目录把它归为
-      {cause}；原始信息为：{{message}}
+      NVIDIA 驱动报告[[ {{pci}} 上的]] GPU 发生了 Xid {xid}（{shown}）。NVIDIA 的目录把它归为
+      {cause}[[；原始信息为：{{message}}]]
     actions:
       - {quoted(action)}
       - {quoted(COMPARE_ZH)}

@@ -15,10 +15,25 @@ from collections.abc import Callable
 import click
 import regex
 
-from ..model import Event, Finding, Report
+from ..knowledge import data_rows
+from ..model import YEARLESS, Event, Finding, Report
 from .frames import frame_line
 from .i18n import Translator
-from .view import GPU_KINDS, fact_value, run_words, safe, shown_runs, stack_notes, where as _where
+from .view import (
+    GPU_KINDS,
+    fact_value,
+    gpu_summary,
+    lane_of,
+    run_words,
+    safe,
+    shown_runs,
+    stack_notes,
+    tallies,
+    tally_words,
+    timeline,
+    when,
+    where as _where,
+)
 
 EVIDENCE_SHOWN = 5
 """Evidence lines printed per finding; the rest are counted."""
@@ -40,7 +55,7 @@ def render(report: Report, lang: str = "en", color: bool = False) -> str:
     verdict = report.verdict
     if verdict is None:
         out.append(style(t("verdict_unknown"), bold=True))
-        out.append(f"  {t('unknown_detail', count=len(report.events))} {t('unknown_hint')}")
+        out.extend(_nothing_known(report, t, style))
     else:
         out.extend(_verdict(report, verdict, t, style))
         out.extend(_evidence(report, verdict, t, style))
@@ -55,11 +70,12 @@ def render(report: Report, lang: str = "en", color: bool = False) -> str:
             out.append(
                 f"  - {style(finding.cause, fg=SEVERITY_COLOURS.get(finding.severity))} [{finding.signature}] "
                 f"{t('severity_' + finding.severity)}, {t('confidence').lower()} {finding.confidence:.2f}{note}: "
-                f"{safe(words.title)}"
+                f"{safe(words.title)}{_counted(tally_words(tallies(report, finding), t))}"
             )
             first = _first_event(report, finding)
             if first is not None:
                 out.append(f"      {style(_where(first), fg='cyan')}  {_one_line(first.text)}")
+    out.extend(_timeline(report, t, style))
     for core in report.cores:
         out.extend(_core(core, t, style))
     out.extend(_facts(report, t, style))
@@ -78,10 +94,13 @@ def _heading(text: str, style: Style) -> str:
 def _verdict(report: Report, finding: Finding, t: Translator, style: Style) -> list[str]:
     words = t.words(finding, report)
     colour = SEVERITY_COLOURS.get(finding.severity)
+    counted = tally_words(tallies(report, finding), t)
     lines = [
         style(t("verdict_line", cause=finding.cause, title=safe(words.title)), fg=colour, bold=True),
         "  " + t("signature_line", signature=finding.signature, severity=t("severity_" + finding.severity),
                  confidence=f"{finding.confidence:.2f}", reason=words.reason),
+        *([f"  {counted}"] if counted else []),
+        *_gpus(report, t, style),
         "",
         *(f"  {line}" for line in _wrap(safe(words.explanation))),
     ]
@@ -90,6 +109,26 @@ def _verdict(report: Report, finding: Finding, t: Translator, style: Style) -> l
         lines.append(_heading(t("what_to_do"), style))
         lines.extend(f"  {i}. {safe(action)}" for i, action in enumerate(words.actions[:3], 1))
     return lines
+
+
+def _gpus(report: Report, t: Translator, style: Style) -> list[str]:
+    """Under the verdict, one line per sick GPU with its worst finding, when several GPUs are sick."""
+    summary = gpu_summary(report)
+    if not summary:
+        return []
+    lines = ["", _heading(t("gpus_sick", count=len(summary)), style)]
+    for line in summary:
+        finding = line.finding
+        more = f" ({t('more_findings', count=line.others)})" if line.others else ""
+        lines.append(f"  {style(safe(line.gpu), fg='cyan')}  "
+                     f"{style(finding.cause, fg=SEVERITY_COLOURS.get(finding.severity))} [{finding.signature}] "
+                     f"{t('severity_' + finding.severity)}: {safe(t.words(finding, report).title)}"
+                     f"{_counted(tally_words(line.tallies, t))}{more}")
+    return lines
+
+
+def _counted(words: str) -> str:
+    return f" — {words}" if words else ""
 
 
 _TOKENS = regex.compile(r"[!-~]+|\s+|.")
@@ -120,6 +159,30 @@ def _evidence(report: Report, finding: Finding, t: Translator, style: Style) -> 
         lines.extend(f"    {safe(text)}" for text in event.text.splitlines()[:6])
     if len(events) > EVIDENCE_SHOWN:
         lines.append("  " + t("more_events", count=len(events) - EVIDENCE_SHOWN))
+    return lines
+
+
+TIMELINE_SHOWN = 12
+"""Events listed in the terminal's timeline, earliest first; the HTML report draws them all."""
+
+
+def _timeline(report: Report, t: Translator, style: Style) -> list[str]:
+    """The timeline as the HTML report draws it (same axis and notes), as a list: time, lane, kind, place; then the
+    year-less events left off the axis, in input order, with their stamps as written."""
+    line = timeline(report)
+    notes = [t(line.zone)] if line.marks else []
+    notes += [t("yearless", count=line.yearless)] if line.yearless else []
+    if not notes:
+        return []
+    lines = ["", _heading(t("timeline"), style), *(f"  {part}" for part in _wrap(" ".join(notes)))]
+    placed = {m.event.id for m in line.marks}
+    rows = [(m.label, line.lanes[m.lane], m.event) for m in line.marks]
+    rows += [(str(when(e)), lane_of(e), e) for e in report.events if e.id not in placed and e.clock == YEARLESS]
+    width = max((len(label) for label, _, _ in rows[:TIMELINE_SHOWN]), default=0)
+    lines.extend(f"  {label:>{width}}  {safe(lane)}  {e.kind}  {style(_where(e), fg='cyan')}"
+                 for label, lane, e in rows[:TIMELINE_SHOWN])
+    if len(rows) > TIMELINE_SHOWN:
+        lines.append("  " + t("more_timeline", count=len(rows) - TIMELINE_SHOWN))
     return lines
 
 
@@ -201,6 +264,22 @@ def _inputs(report: Report, t: Translator, style: Style) -> list[str]:
         lines.append(f"  {style(safe(info.path), fg='cyan')}: {info.format}, {t('bytes', size=info.size)}")
         lines.extend(f"    ! {style(safe(t.sentence(d)), fg='yellow')}" for d in info.diagnostics)
     return lines
+
+
+def _nothing_known(report: Report, t: Translator, style: Style) -> list[str]:
+    """Why there is no verdict, and what to try: with events, the suspects; with none, every format read and
+    how to get it (data/input-formats.tsv), so an empty directory or an unknown file leads somewhere."""
+    if report.events:
+        hint = f" {t('unknown_hint')}" if report.suspects else ""
+        return [f"  {t('unknown_detail', count=len(report.events))}{hint}"]
+    said = t("unknown_nothing_read", count=len(report.inputs)) if report.inputs else t("unknown_no_inputs")
+    return [f"  {said}", "", _heading(t("formats_heading"), style),
+            *(f"  - {_in(row, 'reads', t.lang)}: {_in(row, 'get', t.lang)}" for row in data_rows("input-formats.tsv"))]
+
+
+def _in(row: dict[str, str], column: str, lang: str) -> str:
+    """A table cell in the reader's language: its `column_lang` translation where the table has one."""
+    return row.get(f"{column}_{lang}") or row[column]
 
 
 def _suspects(report: Report, t: Translator, style: Style) -> list[str]:

@@ -18,7 +18,8 @@ from typing import Any
 import regex
 
 from ..core.report import Thread
-from ..model import Event, Finding, Report
+from ..join import gpu_key
+from ..model import YEARLESS, Event, Finding, Report
 from .i18n import Translator
 
 GPU_KINDS = ("nvidia-driver", "cuda-library", "framework", "user-extension")
@@ -121,6 +122,83 @@ def evidence_of(report: Report, finding: Finding) -> list[Event]:
     return [e for e in (report.event(i) for i in finding.evidence) if e is not None]
 
 
+# ---------------------------------------------------------------- counts and GPUs
+
+TALLIES_SHOWN = 4
+"""Tallies printed per finding; the rest are counted."""
+
+
+@dataclass(frozen=True)
+class Tally:
+    """How often one report of a finding came on one GPU (`Xid 13 x 4,893 on 0000:3b:00.0`): the counts folded
+    into events are otherwise only in the JSON."""
+
+    what: str
+    count: int
+    gpu: str | None
+
+
+def gpu_of(event: Event) -> str | None:
+    """The GPU an event names, in the one spelling of a PCI address (join.gpu_key), with its host when it has one;
+    None for an NVSwitch's report (an SXid), as in facts.collect_gpus."""
+    pci = gpu_key(event.fields.get("pci")) if "sxid" not in event.fields else None
+    host = event.fields.get("host")
+    return None if pci is None else f"{host} {pci}" if host else pci
+
+
+def report_label(event: Event) -> str:
+    """What an event reports, in a few words: `Xid 13`, `SXid 12028`, the CUDA error, else its kind."""
+    if event.kind in ("xid", "sxid") and event.fields.get(event.kind) is not None:
+        return f"{'Xid' if event.kind == 'xid' else 'SXid'} {event.fields[event.kind]}"
+    return safe(str(event.fields.get("error") or event.kind))
+
+
+def tallies(report: Report, finding: Finding) -> list[Tally]:
+    """The finding's reports counted by what they say and the GPU they name, first seen first."""
+    counts: dict[tuple[str, str | None], int] = {}
+    for event in evidence_of(report, finding):
+        key = (report_label(event), gpu_of(event))
+        counts[key] = counts.get(key, 0) + event.count
+    return [Tally(what, count, gpu) for (what, gpu), count in counts.items()]
+
+
+def tally_words(shown: Sequence[Tally], t: Translator) -> str:
+    """`Xid 79 x 1 on 0000:01:00.0; Xid 13 x 4,893 on 0000:3b:00.0`, or '' when it would say no more than the
+    finding (one report on no named GPU)."""
+    if not shown or (len(shown) == 1 and shown[0].count == 1 and shown[0].gpu is None):
+        return ""
+    words = [t("tally_on" if tally.gpu else "tally", what=tally.what, count=f"{tally.count:,}", gpu=tally.gpu or "")
+             for tally in shown[:TALLIES_SHOWN]]
+    if len(shown) > TALLIES_SHOWN:
+        words.append(t("more_events", count=len(shown) - TALLIES_SHOWN))
+    return "; ".join(words)
+
+
+@dataclass(frozen=True)
+class GpuLine:
+    """One sick GPU: its worst finding (the first in rank order that names it), that finding's reports on it (the
+    GPU left out: the line names it), and how many other findings name it."""
+
+    gpu: str
+    finding: Finding
+    tallies: tuple[Tally, ...]
+    others: int
+
+
+def gpu_summary(report: Report) -> list[GpuLine]:
+    """One line per GPU a finding names, when several do: a second GPU's own fault (an ECC error needing its own
+    RMA) must read as that GPU's, not as a detail under the first GPU's verdict."""
+    named: dict[str, list[tuple[Finding, list[Tally]]]] = {}
+    for finding in report.findings:
+        counted = tallies(report, finding)
+        for gpu in dict.fromkeys(tally.gpu for tally in counted if tally.gpu):
+            named.setdefault(gpu, []).append((finding, [Tally(tally.what, tally.count, None) for tally in counted
+                                                        if tally.gpu == gpu]))
+    if len(named) < 2:
+        return []
+    return [GpuLine(gpu, found[0][0], tuple(found[0][1]), len(found) - 1) for gpu, found in named.items()]
+
+
 # ---------------------------------------------------------------- timeline
 
 DRAW_ORDER = ("event", "finding", "consequence", "root")
@@ -162,6 +240,8 @@ class Timeline:
     ticks: tuple[tuple[float, str], ...]
     zone: str
     untimed: int
+    yearless: int = 0
+    """Events whose stamp has no year: shown as written, never placed on the wall-clock axis."""
     width: int = 1000
     left: int = 170
     lane_height: int = 34
@@ -211,27 +291,58 @@ def normal_times(events: Iterable[Event]) -> tuple[dict[str, datetime], str]:
 
 
 def timeline(report: Report) -> Timeline:
-    """Every timed event on one axis; spacing grows with the log of the gap, so seconds and days both read."""
+    """Every timed event on one axis; spacing grows with the log of the gap, so seconds and days both read.
+
+    The axis is the wall clock; when no event has a date, it is seconds since boot (dmesg's `[ 1234.567890]`), so an
+    uptime-stamped log still gets a timeline. A year-less stamp never goes on the wall clock (a guessed year would
+    misplace it); with an uptime it goes on the relative axis, labelled as written.
+    """
     times, zone = normal_times(report.events)
-    timed = sorted((e for e in report.events if e.id in times), key=lambda e: (times[e.id], e.id))
+    start = min(times.values(), default=None)
+    seconds = {i: (t - start).total_seconds() for i, t in times.items() if start is not None}
+    if not times:
+        seconds = {e.id: float(e.fields["uptime"]) for e in report.events if _uptime(e) is not None}
+        zone = "axis_uptime"
+    timed = sorted((e for e in report.events if e.id in seconds), key=lambda e: (seconds[e.id], e.id))
     lanes: list[str] = []
     for event in timed:
         if lane_of(event) not in lanes:
             lanes.append(lane_of(event))
-    shape = Timeline(tuple(lanes), (), (), (), zone, len(report.events) - len(timed))
-    positions = _positions([times[e.id] for e in timed], shape.left + 12, shape.width - 16)
+    yearless = [e for e in report.events if e.time is None and e.clock == YEARLESS]
+    untimed = len(report.events) - len(timed) - sum(e.id not in seconds for e in yearless)
+    shape = Timeline(tuple(lanes), (), (), (), zone, untimed, len(yearless))
+    positions = _positions([seconds[e.id] for e in timed], shape.left + 12, shape.width - 16)
     roles = _roles(report)
     marks = tuple(
-        Mark(e, lanes.index(lane_of(e)), positions[i], roles.get(e.id, "event"), _label(times[e.id], e.clock))
+        Mark(e, lanes.index(lane_of(e)), positions[i], roles.get(e.id, "event"),
+             _label(times[e.id]) if e.id in times else " ".join(filter(None, (e.fields.get("stamp"),
+                                                                              f"{seconds[e.id]:.3f} s"))))
         for i, e in enumerate(timed)
     )
-    return Timeline(tuple(lanes), marks, _links(report, marks, shape), _ticks(marks), zone, shape.untimed)
+    return Timeline(tuple(lanes), marks, _links(report, marks, shape), _ticks(marks), zone, untimed, len(yearless))
 
 
-def _positions(moments: Sequence[datetime], left: float, right: float) -> list[float]:
+def _uptime(event: Event) -> float | None:
+    """Seconds since boot an event without a date carries (dmesg's bracketed stamp), else None."""
+    uptime = event.fields.get("uptime")
+    return float(uptime) if event.time is None and isinstance(uptime, (int, float)) else None
+
+
+def when(event: Event) -> str | None:
+    """An event's time as shown: ISO 8601 for a date, a year-less stamp as written, or seconds since boot."""
+    if event.time is not None:
+        return event.time.isoformat()
+    if event.clock == YEARLESS and isinstance(event.fields.get("stamp"), str):
+        return str(event.fields["stamp"])
+    uptime = _uptime(event)
+    return None if uptime is None else f"{uptime:.6f} s since boot"
+
+
+def _positions(moments: Sequence[float], left: float, right: float) -> list[float]:
+    """x of each moment (seconds on one axis, in order)."""
     if not moments:
         return []
-    steps = [0.0] + [1 + math.log10(1 + max(0.0, (b - a).total_seconds())) for a, b in itertools.pairwise(moments)]
+    steps = [0.0] + [1 + math.log10(1 + max(0.0, b - a)) for a, b in itertools.pairwise(moments)]
     steps = [0.0 if i and moments[i] == moments[i - 1] else s for i, s in enumerate(steps)]
     total = sum(steps)
     if total == 0:
@@ -275,18 +386,20 @@ def _links(report: Report, marks: Sequence[Mark], shape: Timeline) -> tuple[Link
 
 
 def _ticks(marks: Sequence[Mark], spacing: float = 120) -> tuple[tuple[float, str], ...]:
-    """Time labels under the axis at event positions, never closer than `spacing`."""
+    """Time labels under the axis at event positions, never closer than `spacing`; a date after the first drops
+    the year they share."""
     ticks: list[tuple[float, str]] = []
     for mark in marks:
         if (not ticks or mark.x - ticks[-1][0] >= spacing) and (not ticks or mark.label != ticks[-1][1]):
             ticks.append((mark.x, mark.label))
-    return tuple(ticks)
+    year = ticks[0][1][:5] if ticks and ticks[0][1][4:5] == "-" else None
+    return tuple((x, label[5:] if i and year and label.startswith(year) else label) for i, (x, label) in
+                 enumerate(ticks))
 
 
-def _label(moment: datetime, clock: str | None = None) -> str:
-    """The time as shown; a log line without a year ("Dec  2 11:38:47") is shown without one."""
-    return (moment.strftime("%m-%d %H:%M:%S" if clock == "wall-no-year" else "%Y-%m-%d %H:%M:%S")
-            + (f".{moment.microsecond // 1000:03d}" if moment.microsecond else ""))
+def _label(moment: datetime) -> str:
+    """A date as shown on the axis, to the millisecond when the log gives one."""
+    return moment.strftime("%Y-%m-%d %H:%M:%S") + (f".{moment.microsecond // 1000:03d}" if moment.microsecond else "")
 
 
 # ---------------------------------------------------------------- telemetry

@@ -21,6 +21,7 @@ from typing import Any
 
 import regex
 
+from ..join import gpu_key
 from ..model import Event
 from ..text import Line, TextDoc
 
@@ -189,11 +190,8 @@ def _fold(seen: dict[tuple, Event], event: Event | None) -> None:
 
 
 def pci_of(bus: str) -> str:
-    """A bus id as the kernel prints it: nvidia-smi's 8-digit domain cut to 4 (00000000:07:00.0 -> 0000:07:00.0)."""
-    domain, colon, rest = bus.partition(":")
-    if not colon:
-        return bus.lower()
-    return f"{domain[-4:].rjust(4, '0')}:{rest}".lower()
+    """A bus id in the one spelling (join.gpu_key: 00000000:07:00.0 -> 0000:07:00.0), else as written."""
+    return gpu_key(bus) or bus.lower()
 
 
 # ---- nvidia-smi -q ---------------------------------------------------------------------------

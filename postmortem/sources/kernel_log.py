@@ -9,11 +9,12 @@ body patterns are searched, never anchored, so unknown prefixes do not matter.
 Times:
 - dmesg seconds since boot go into fields["uptime"].
 - Wall stamps become `Event.time`: naive unless the log gives a zone.
-- Syslog stamps carry no year. Convention: the year is taken from the first
-  stamp in the same input that has one (dmesg -T, ISO, journald JSON); when
-  none does, the placeholder year 1904 is used (a leap year, so Feb 29 parses,
-  and obviously not a real one), and the clock says "wall-no-year". A month
-  that goes backwards (Dec -> Jan) moves to the next year.
+- Syslog stamps carry no year. The year is taken from the first stamp in the
+  same input that has one (dmesg -T, ISO, journald JSON), and fields["joined"]
+  says so; a month that goes backwards (Dec -> Jan) moves to the next year.
+  When none does, the event has no time: its clock is model.YEARLESS and
+  fields["stamp"] keeps the stamp as written (join may still find the year in
+  another input of the incident).
 - A line with both a wall stamp and an uptime fixes the boot time; uptime-only
   lines of the same input and boot are then placed on the wall clock too
   (clock "uptime+boot").
@@ -31,7 +32,7 @@ import regex
 
 from .. import knowledge
 from ..join import shifted
-from ..model import Event
+from ..model import YEARLESS, Event, dated, month_number
 from ..text import Line, TextDoc
 
 NAME = "kernel-log"
@@ -92,21 +93,6 @@ PREFIX_REACH = 200
 """How far into a line a wall-clock prefix is looked for (quoting and alert text come first;
 dates inside a message body further on are not the line's time)."""
 
-PLACEHOLDER_YEAR = 1904
-"""Year given to syslog stamps when nothing in the input says which year it is."""
-
-_MONTHS = {
-    name: number
-    for number, names in enumerate(
-        [
-            ("jan", "jän"), ("feb",), ("mar", "mär", "mrz"), ("apr",), ("may", "mai"), ("jun",),
-            ("jul",), ("aug",), ("sep",), ("oct", "okt"), ("nov",), ("dec", "dez"),
-        ],
-        start=1,
-    )
-    for name in names
-}
-"""Month abbreviations: English, and German (journals from de_DE machines)."""
 
 # --- prefixes -----------------------------------------------------------------
 _DMESG_T = regex.compile(
@@ -141,12 +127,12 @@ class Stamp:
     uptime: float | None = None
     host: str | None = None
     month: int | None = None  # for syslog stamps, to notice a year boundary
+    written: str | None = None
+    """A year-less stamp as the line writes it (`Dec  2 11:38:47`)."""
+    year_from: str | None = None
+    """Where the year of a year-less stamp came from, when this input gives one."""
     absurd_uptime: str | None = None
     """An uptime the line gives but no kernel can have (over MAX_UPTIME), ignored: for the diagnostic."""
-
-
-def _month(name: str) -> int | None:
-    return _MONTHS.get(name.lower()[:3]) or _MONTHS.get(name.lower())
 
 
 def _wall(year: int, month: int, day: int, hms: str) -> datetime | None:
@@ -200,23 +186,21 @@ def stamp(text: str, before: list[Line] | None = None) -> Stamp:
     if m := _KMSG.match(text):
         uptime = int(m["usec"]) / 1e6 if len(m["usec"]) < 20 else None
         return Stamp(text[m.end():], uptime=uptime if uptime is not None and uptime <= MAX_UPTIME else None)
-    moment, clock, host, month, end = None, None, None, None, 0
+    moment, clock, host, month, written, end = None, None, None, None, None, 0
     if m := _DMESG_T.search(text):
-        month = _month(m["mon"])
+        month = month_number(m["mon"])
         moment = _wall(int(m["year"]), month, int(m["day"]), m["hms"]) if month else None
         clock, end = "wall", m.end()
     elif m := _ISO.search(text, 0, PREFIX_REACH):
         moment, clock, end = _iso(m), "wall", m.end()
         host = m["host"].strip() if m["host"] else None
-    elif (m := _SYSLOG.search(text, 0, PREFIX_REACH)) and (month := _month(m["mon"])):
-        moment = _wall(PLACEHOLDER_YEAR, month, int(m["day"]), m["hms"])
-        clock, end = "wall-no-year", m.end()
+    elif (m := _SYSLOG.search(text, 0, PREFIX_REACH)) and (month := month_number(m["mon"])):
+        written, clock, end = _written(m), YEARLESS, m.end()
         host = m["host"].strip() if m["host"] else None
     elif before and _BARE_KERNEL.search(text):
         for previous in reversed(before):
-            if (b := _WALL_BROADCAST.search(previous.text)) and (month := _month(b["mon"])):
-                moment = _wall(PLACEHOLDER_YEAR, month, int(b["day"]), b["hms"])
-                clock, host = "wall-no-year", b["host"]
+            if (b := _WALL_BROADCAST.search(previous.text)) and (month := month_number(b["mon"])):
+                written, clock, host = _written(b), YEARLESS, b["host"]
                 break
     up = _UPTIME.search(text, end)
     uptime = float(up["up"]) if up else None
@@ -225,10 +209,16 @@ def stamp(text: str, before: list[Line] | None = None) -> Stamp:
     start = _BODY_START.match(rest)
     assert start is not None  # every part of it is optional: it matches any text
     body = rest[start.end():] if not up else rest.lstrip()
-    if moment is None:
+    if moment is None and written is None:
         clock = None
-    return Stamp(body, moment, clock, None if absurd else uptime, host, month if clock == "wall-no-year" else None,
-                 absurd)
+    return Stamp(body, moment, clock, None if absurd else uptime, host, month if clock == YEARLESS else None,
+                 written, absurd_uptime=absurd)
+
+
+def _written(m: regex.Match) -> str | None:
+    """The month, day and time of a year-less stamp as written, when they make a date in some year."""
+    text = m.string[m.start("mon"):m.end("hms")]
+    return text if dated(text, 2000) else None  # 2000 is a leap year: Feb 29 is a date in some year
 
 
 def _iso(m: regex.Match) -> datetime | None:
@@ -249,19 +239,21 @@ def _iso(m: regex.Match) -> datetime | None:
     return moment
 
 
-def _settle_clocks(stamps: list[Stamp]) -> list[Stamp]:
-    """Give no-year stamps a year and uptime-only stamps a wall time, per the module docstring."""
-    year = next((s.time.year for s in stamps if s.time and s.clock == "wall"), PLACEHOLDER_YEAR)
+def _settle_clocks(lines: list[Line], stamps: list[Stamp]) -> list[Stamp]:
+    """Give no-year stamps the input's year and uptime-only stamps a wall time, per the module docstring."""
+    source = next(((line, s.time.year) for line, s in zip(lines, stamps) if s.time and s.clock == "wall"), None)
+    if source is None:
+        return _place_uptimes(stamps)
+    anchor, year = source
     settled, last_month = [], None
     for s in stamps:
-        if s.clock == "wall-no-year" and s.time and s.month:
+        if s.written and s.month:
             if last_month and s.month < last_month - 6:
                 year += 1
             last_month = s.month
-            try:
-                s = replace(s, time=s.time.replace(year=year))
-            except ValueError:  # Feb 29 in a non-leap year: keep the placeholder year
-                pass
+            if moment := dated(s.written, year):  # Feb 29 of a common year stays year-less
+                s = replace(s, time=moment, clock="wall",
+                            year_from=f"year {year} from line {anchor.number} (a dated stamp in this input)")
         settled.append(s)
     return _place_uptimes(settled)
 
@@ -431,7 +423,7 @@ _EDAC = regex.compile(
 # --- parse ----------------------------------------------------------------------
 def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
     """Kernel events from the candidate lines of one input, identical repeats folded."""
-    stamps = _settle_clocks([stamp(line.text, _before(doc, line)) for line in lines])
+    stamps = _settle_clocks(lines, [stamp(line.text, _before(doc, line)) for line in lines])
     absurd = [(line, s.absurd_uptime) for line, s in zip(lines, stamps) if s.absurd_uptime]
     if absurd:
         doc.diagnostics.append(
@@ -636,6 +628,10 @@ def _event(doc: TextDoc, kind: str, line: Line, s: Stamp, fields: dict, last: Li
         merged["uptime"] = s.uptime
     if s.host:
         merged.setdefault("host", s.host)
+    if s.written and s.time is None:
+        merged["stamp"] = s.written
+    if s.year_from:
+        merged["joined"] = {"time": s.year_from}
     return doc.event(kind, line, merged, last=last, time=s.time, clock=s.clock)
 
 
@@ -814,8 +810,10 @@ def _mce_event(doc: TextDoc, line: Line, s: Stamp, consumed: set[int]) -> Event:
 
 _HEX = regex.compile(r"0x[0-9a-fA-F_]+|\b[0-9a-fA-F]{8,}\b")
 _DIGITS = regex.compile(r"\d+")
-_VOLATILE = {"xid": frozenset({"uptime", "pid", "channel", "message"}),
-             "driver-message": frozenset({"uptime", "message", "nv_status", "nv_status_message"})}
+_WHEN = frozenset({"uptime", "stamp"})
+"""The fields that say when (an uptime, a year-less stamp): repeats differ in them."""
+_VOLATILE = {"xid": _WHEN | {"pid", "channel", "message"},
+             "driver-message": _WHEN | {"message", "nv_status", "nv_status_message"}}
 """Fields that may differ between reports folded into one (beyond the time)."""
 
 
@@ -830,14 +828,14 @@ def _fold(events: list[Event]) -> Iterator[Event]:
     apart from pid, channel and the hex values in the message (one fault hits
     every channel of a job, ESR registers differ per SM); up to MAX_FOLDED_PIDS
     pids are kept in fields["pids"] (the number of others in "pids_more"), and
-    the time of the last repeat in fields["last_time"].
+    the time of the last repeat in fields["last_time"] (a year-less one's stamp in "last_stamp").
     """
     first: dict[tuple, int] = {}
     out: list[Event] = []
     pids: dict[int, set[int]] = {}
     more: dict[int, int] = {}
     for event in events:
-        volatile = _VOLATILE.get(event.kind, frozenset({"uptime"}))
+        volatile = _VOLATILE.get(event.kind, _WHEN)
         message = _HEX.sub("#", str(event.fields.get("message", "")))
         if event.kind == "driver-message":  # register dumps and counters: one report, many lines
             message = _DIGITS.sub("#", message)
@@ -859,6 +857,8 @@ def _fold(events: list[Event]) -> Iterator[Event]:
         if event.time is not None and kept.time is not None and event.time.tzinfo == kept.time.tzinfo:
             last_time = max(event.time, kept.fields.get("last_time", kept.time))
         fields = kept.fields if last_time is None else {**kept.fields, "last_time": last_time}
+        if "stamp" in event.fields:  # year-less repeats: the last one as written (they come in line order)
+            fields = {**fields, "last_stamp": event.fields["stamp"]}
         out[index] = replace(kept, count=kept.count + event.count, fields=fields)
     for index, seen in pids.items():
         if len(seen) > 1:
