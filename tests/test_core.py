@@ -14,6 +14,7 @@ frames left out; gdb stops at main, so our frames past main are cut there.
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import os
 import re
@@ -389,6 +390,25 @@ def test_pythons_own_extension_modules_are_not_user_extensions(python_core):
     assert report.verdict.signature != "core-crash-in-user-extension"
     listed = text_report.render(report).split("GPU libraries loaded", 1)
     assert len(listed) == 1 or "_ctypes" not in listed[1].split("\n\n", 1)[0]
+
+
+def _listed(text: str, heading: str) -> list[str]:
+    """The module lines under one heading of a text report's core section."""
+    lines = text.splitlines()
+    at = next((i for i, line in enumerate(lines) if line.strip().startswith(heading)), None)
+    if at is None:
+        return []
+    return [line.strip() for line in itertools.takewhile(lambda line: line.startswith("    "), lines[at + 1:])]
+
+
+@pytest.mark.parametrize(("core", "module", "heading", "other"), [
+    ("extension", "_ops.cpython-311-x86_64-linux-gnu.so", "Compiled extension modules loaded", "GPU libraries loaded"),
+    ("torch", "libtorch_cuda.so", "GPU libraries loaded", "Compiled extension modules loaded")])
+def test_a_site_packages_extension_is_listed_apart_from_the_gpu_libraries(core, module, heading, other):
+    """A compiled extension in site-packages (a custom op, or numpy's) is not a GPU library: each list holds its own."""
+    shown = text_report.render(analyze([str(DATA / f"{core}.core.zst")]))
+    assert any(module in line for line in _listed(shown, heading))
+    assert not any(module in line for line in _listed(shown, other))
 
 
 def test_python_core_shows_the_python_stack_of_the_crash(python_core):

@@ -195,11 +195,10 @@ def _core(core, t: Translator) -> list[str]:
         body += _folded(title, _thread(thread, t, title))
     if len(others) > OTHER_THREADS:
         body += ["", text(t("more_threads", count=len(others) - OTHER_THREADS))]
-    gpu_modules = [m for m in core.modules if m.kind in view.GPU_KINDS]
-    if gpu_modules:
-        body += ["", f"{text(t('gpu_libraries'))}:", ""]
+    for heading, modules in view.module_groups(core.modules):
+        body += ["", f"{text(t(heading))}:", ""]
         body += [f"- {code(m.path)} {text(m.kind)} {text(m.version or '')} {code(m.build_id or '')}"
-                 for m in gpu_modules]
+                 for m in modules]
     return _folded(t("core_file", path=core.path), body)
 
 

@@ -20,10 +20,10 @@ from ..model import YEARLESS, Event, Finding, Report
 from .frames import frame_line
 from .i18n import Translator
 from .view import (
-    GPU_KINDS,
     fact_value,
     gpu_summary,
     lane_of,
+    module_groups,
     run_words,
     safe,
     shown_runs,
@@ -217,10 +217,9 @@ def _core(core, t: Translator, style: Style) -> list[str]:
     others = [th for th in core.threads if not th.crashed]
     if others:
         lines.append("  " + t("other_threads_hint", count=len(others)))
-    gpu_modules = [m for m in core.modules if m.kind in GPU_KINDS]
-    if gpu_modules:
-        lines.append(f"  {t('gpu_libraries')}:")
-        lines.extend(f"    {safe(m.path)} ({m.kind}{', ' + safe(m.version) if m.version else ''})" for m in gpu_modules)
+    for heading, modules in module_groups(core.modules):
+        lines.append(f"  {t(heading)}:")
+        lines.extend(f"    {safe(m.path)} ({m.kind}{', ' + safe(m.version) if m.version else ''})" for m in modules)
     values = core.environment.get("values") or {}
     if values:
         lines.append(f"  {t('environment_variables')}: "

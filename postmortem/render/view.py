@@ -22,7 +22,17 @@ from ..join import gpu_key
 from ..model import YEARLESS, Event, Finding, Report
 from .i18n import Translator
 
-GPU_KINDS = ("nvidia-driver", "cuda-library", "framework", "user-extension")
+GPU_KINDS = ("nvidia-driver", "cuda-library", "framework")
+EXTENSION_KINDS = ("user-extension",)
+"""Compiled extension modules from site-packages or the job's directory: a custom op, or numpy's; never listed
+as GPU libraries (the interpreter's own, lib-dynload's, are `python-stdlib` and listed with neither)."""
+
+
+def module_groups(modules: Sequence[Any]) -> list[tuple[str, list[Any]]]:
+    """(catalogue key of the heading, modules) for the GPU libraries and the compiled extensions a core loaded."""
+    groups = [("gpu_libraries", [m for m in modules if m.kind in GPU_KINDS]),
+              ("extensions_loaded", [m for m in modules if m.kind in EXTENSION_KINDS])]
+    return [(key, found) for key, found in groups if found]
 """Module kinds that belong to the GPU stack; highlighted in core sections."""
 
 _CONTROL = regex.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
