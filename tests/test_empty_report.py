@@ -58,3 +58,13 @@ def test_every_format_read_is_in_the_table_once() -> None:
     assert len(formats) == len(set(formats))
     assert set(formats) == {source.NAME for source in text_sources()} | {CORE_FORMAT}
     assert all(row["reads"] and row["get"] and row["reads_zh-CN"] for row in data_rows("input-formats.tsv"))
+
+
+@pytest.mark.parametrize("fmt", ["markdown", "html"])
+@pytest.mark.parametrize("path", [ROOT / "LICENSE", ROOT / "pyproject.toml"])
+def test_every_report_format_says_what_postmortem_reads(path: Path, fmt: str) -> None:
+    """The Markdown of an issue comment and the HTML page give the same advice as the terminal."""
+    output = _analyze("--format", fmt, str(path))
+    assert "Nothing in the 1 input(s) is in a format postmortem reads." in output
+    assert "What postmortem reads, and how to get it" in output and "nvidia-smi -q" in output
+    assert all(row["get"].split()[0] in output for row in data_rows("input-formats.tsv"))

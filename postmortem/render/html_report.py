@@ -64,6 +64,7 @@ def render(report: Report, lang: str = "en", color: bool = False) -> str:
         safe=view.safe,
         fold_frames=view.fold_frames,
         guesses=GUESSES,
+        nothing_known=view.nothing_known(report, t),
     )
 
 

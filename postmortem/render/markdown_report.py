@@ -88,7 +88,11 @@ def render(report: Report, lang: str = "en", color: bool = False) -> str:
     out: list[str] = []
     verdict = report.verdict
     if verdict is None:
-        out += [f"### {text(t('verdict_unknown'))}", "", text(t("unknown_detail", count=len(report.events)))]
+        known = view.nothing_known(report, t)
+        out += [f"### {text(t('verdict_unknown'))}", "", text(known.said)]
+        if known.formats:
+            out += ["", f"**{text(t('formats_heading'))}**", "",
+                    *(f"- {text(reads)}: {text(get)}" for reads, get in known.formats)]
     else:
         out += _verdict(report, verdict, t)
     out += _suspects(report, t)

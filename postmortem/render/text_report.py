@@ -15,7 +15,6 @@ from collections.abc import Callable
 import click
 import regex
 
-from ..knowledge import data_rows
 from ..model import YEARLESS, Event, Finding, Report
 from .frames import frame_line
 from .i18n import Translator
@@ -24,6 +23,7 @@ from .view import (
     gpu_summary,
     lane_of,
     module_groups,
+    nothing_known,
     run_words,
     safe,
     shown_runs,
@@ -266,19 +266,12 @@ def _inputs(report: Report, t: Translator, style: Style) -> list[str]:
 
 
 def _nothing_known(report: Report, t: Translator, style: Style) -> list[str]:
-    """Why there is no verdict, and what to try: with events, the suspects; with none, every format read and
-    how to get it (data/input-formats.tsv), so an empty directory or an unknown file leads somewhere."""
-    if report.events:
-        hint = f" {t('unknown_hint')}" if report.suspects else ""
-        return [f"  {t('unknown_detail', count=len(report.events))}{hint}"]
-    said = t("unknown_nothing_read", count=len(report.inputs)) if report.inputs else t("unknown_no_inputs")
-    return [f"  {said}", "", _heading(t("formats_heading"), style),
-            *(f"  - {_in(row, 'reads', t.lang)}: {_in(row, 'get', t.lang)}" for row in data_rows("input-formats.tsv"))]
-
-
-def _in(row: dict[str, str], column: str, lang: str) -> str:
-    """A table cell in the reader's language: its `column_lang` translation where the table has one."""
-    return row.get(f"{column}_{lang}") or row[column]
+    """Why there is no verdict, and what to try (view.nothing_known)."""
+    known = nothing_known(report, t)
+    if not known.formats:
+        return [f"  {known.said}"]
+    return [f"  {known.said}", "", _heading(t("formats_heading"), style),
+            *(f"  - {reads}: {get}" for reads, get in known.formats)]
 
 
 def _suspects(report: Report, t: Translator, style: Style) -> list[str]:

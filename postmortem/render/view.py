@@ -19,6 +19,7 @@ import regex
 
 from ..core.report import Thread
 from ..join import gpu_key
+from ..knowledge import data_rows
 from ..model import YEARLESS, Event, Finding, Report
 from .i18n import Translator
 
@@ -612,3 +613,26 @@ def stack_notes(thread: Thread, t: Translator) -> list[str]:
     if thread.guessed_from is not None:
         notes.append(t("frames_guessed", index=thread.guessed_from))
     return notes
+
+
+@dataclass(frozen=True)
+class NothingKnown:
+    """Why a report has no verdict, in the reader's words, and what to try: with events, the hint to the
+    suspects; with none, every format postmortem reads and how to get it (data/input-formats.tsv)."""
+
+    said: str
+    formats: list[tuple[str, str]]
+
+
+def nothing_known(report: Any, t: Any) -> NothingKnown:
+    if report.events:
+        hint = f" {t('unknown_hint')}" if report.suspects else ""
+        return NothingKnown(f"{t('unknown_detail', count=len(report.events))}{hint}", [])
+    said = t("unknown_nothing_read", count=len(report.inputs)) if report.inputs else t("unknown_no_inputs")
+    return NothingKnown(said, [(_in_language(row, "reads", t.lang), _in_language(row, "get", t.lang))
+                               for row in data_rows("input-formats.tsv")])
+
+
+def _in_language(row: Mapping[str, str], column: str, lang: str) -> str:
+    """A table cell in the reader's language: its `column_lang` translation where the table has one."""
+    return row.get(f"{column}_{lang}") or row[column]
