@@ -9,7 +9,7 @@ import pytest
 
 from postmortem.join import gpu_key
 from postmortem.pipeline import analyze
-from postmortem.render import html_report, text_report
+from postmortem.render import html_report, markdown_report, text_report
 from postmortem.render.view import gpu_summary
 from shared_checkout import SHARED, needs
 
@@ -99,6 +99,10 @@ def test_each_sick_gpu_has_its_line_under_the_verdict(case, worst):
     page = html_report.render(report)
     assert page.index('id="gpus"') < page.index('id="findings"')
     assert all(gpu in page.split('id="gpus"')[1].split("</section>")[0] for gpu in worst)
+    issue = markdown_report.render(report)  # the comment a maintainer reads in the bug report
+    listed = issue.split("**GPUs with findings")[1].split("\n\n", 2)[1]
+    for gpu, signature in worst.items():
+        assert any(gpu in line and f"[`{signature}`]" in line for line in listed.splitlines())
 
 
 @pytest.mark.parametrize(("case", "pci"), OFF_BUS)
@@ -114,7 +118,8 @@ def test_one_sick_gpu_needs_no_gpu_block(case, pci):
                  marks=needs(CASES / "xid13-graphics-exc-vllm-02")),
     pytest.param(CORPUS / "inf-nvlink-xid74-vllm-talos-01", "Xid 45 x 2 on 0000:48:00.0", id="xid45-other"),
 ])
-def test_counts_per_gpu_are_in_the_text_and_html_reports(case, words):
+def test_counts_per_gpu_are_in_the_text_html_and_markdown_reports(case, words):
     report = analyze([str(case)])
     assert words in text_report.render(report)
     assert words in html_report.render(report)
+    assert words in markdown_report.render(report)

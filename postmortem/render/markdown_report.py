@@ -115,9 +115,11 @@ def _verdict(report: Report, finding: Finding, t: Translator) -> list[str]:
         f"**{text(t('signature'))}** `{finding.signature}` · **{text(t('severity'))}** "
         f"{text(t('severity_' + finding.severity))} · **{text(t('confidence'))}** {finding.confidence:.2f} "
         f"({text(words.reason)})",
-        "",
-        text(words.explanation),
     ]
+    counted = view.tally_words(view.tallies(report, finding), t)
+    out += ["", text(counted)] if counted else []
+    out += _gpus(report, t)
+    out += ["", text(words.explanation)]
     if words.actions:
         out += ["", f"**{text(t('what_to_do'))}**", ""]
         out += [f"{i}. {text(action)}" for i, action in enumerate(words.actions, 1)]
@@ -128,6 +130,22 @@ def _verdict(report: Report, finding: Finding, t: Translator) -> list[str]:
         if len(events) > EVIDENCE_OPEN:
             out += _folded(t("more_events", count=len(events) - EVIDENCE_OPEN),
                            [block for event in events[EVIDENCE_OPEN:] for block in _evidence(event, t)])
+    return out
+
+
+def _gpus(report: Report, t: Translator) -> list[str]:
+    """Under the verdict, one line per sick GPU with its worst finding, when several are sick (view.gpu_summary)."""
+    summary = view.gpu_summary(report)
+    if not summary:
+        return []
+    out = ["", f"**{text(t('gpus_sick', count=len(summary)))}**", ""]
+    for line in summary:
+        finding = line.finding
+        counted = view.tally_words(line.tallies, t)
+        more = f" ({text(t('more_findings', count=line.others))})" if line.others else ""
+        out.append(f"- {code(line.gpu)} `{finding.cause}` [{code(finding.signature)}] "
+                   f"{text(t('severity_' + finding.severity))}: {text(t.words(finding, report).title)}"
+                   + (f"; {text(counted)}" if counted else "") + more)
     return out
 
 
@@ -170,8 +188,10 @@ def _other_findings(report: Report, t: Translator) -> list[str]:
     for finding in others:
         words = t.words(finding, report)
         note = text(t("consequence_of", root=finding.consequence_of)) if finding.consequence_of else ""
-        rows.append(f"| `{finding.cause}` {text(words.title)} | `{finding.signature}` | "
-                    f"{text(t('severity_' + finding.severity))} | {finding.confidence:.2f} | {note} |")
+        counted = view.tally_words(view.tallies(report, finding), t)
+        rows.append(f"| `{finding.cause}` {text(words.title)}{' (' + text(counted) + ')' if counted else ''} | "
+                    f"`{finding.signature}` | {text(t('severity_' + finding.severity))} | {finding.confidence:.2f} | "
+                    f"{note} |")
         body += [f"**{text(words.title)}** (`{finding.signature}`): {text(words.explanation)}", ""]
         body += [block for event in view.evidence_of(report, finding)[:EVIDENCE_OPEN] for block in _evidence(event, t)]
     return ["", f"**{text(t('other_findings'))}**", "", *rows] + _folded(t("evidence"), body)
