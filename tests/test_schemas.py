@@ -13,9 +13,7 @@ import csv
 import dataclasses
 import json
 import math
-import os
 import sqlite3
-import subprocess
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -37,7 +35,7 @@ from postmortem.fleet.scan import scan
 from postmortem.pipeline import analyze
 from postmortem.render import json_report
 from shared_checkout import SHARED
-from test_core import PYTHON, SRC, _allow_cores
+from test_core import python_core  # noqa: F401 - the fixture: a real core of this interpreter under faulthandler
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent
@@ -110,20 +108,7 @@ def test_the_cases_reach_every_part_of_the_analyze_schema() -> None:
     assert any(m["kind"] == "nvidia-driver" for d in documents for c in d["cores"] for m in c["modules"])
 
 
-@pytest.fixture(scope="module")
-def python_core(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real core of this interpreter under faulthandler: Python frames, an original fault, a signal frame."""
-    directory = tmp_path_factory.mktemp("schema-pycore")
-    subprocess.run([str(PYTHON), "-X", "faulthandler", str(SRC / "pycrash.py")], cwd=directory,
-                   preexec_fn=_allow_cores, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-                   capture_output=True, check=False, timeout=60)
-    core = directory / "core"
-    if not core.exists():
-        pytest.skip("no core file was written (core_pattern pipes cores elsewhere)")
-    return core
-
-
-def test_a_live_python_core_validates(python_core: Path) -> None:
+def test_a_live_python_core_validates(python_core: Path) -> None:  # noqa: F811 - the fixture of test_core
     document = analysed(str(python_core))
     assert problems("analyze", document) == []
     (core,) = document["cores"]

@@ -689,8 +689,8 @@ def _strings(memory: Memory, pointers: list[int]) -> list[str | None]:
 
 def _string(memory: Memory, addr: int) -> str | None:
     """The C string at `addr` (MAX_STRING bytes at most), None where the core does not hold it."""
-    data = memory.read(addr, MAX_STRING)
-    return None if data is None else data.split(b"\0", 1)[0].decode("utf-8", "replace")
+    data = memory.cstring(addr, MAX_STRING)
+    return None if data is None else data.decode("utf-8", "replace")
 
 
 def _environment(environ: list[str], show_env: bool) -> dict[str, object]:

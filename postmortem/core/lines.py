@@ -120,12 +120,13 @@ class Location:
     inlined: tuple[Place, ...] = ()
 
 
-class _Window(io.RawIOBase):
-    """`read(offset, length)` seen as a read-only file of `size` bytes starting at `start`."""
+class _ReadOnlyFile(io.RawIOBase):
+    """A read-only, seekable file of `size` bytes over something else (pyelftools wants a stream);
+    subclasses say how `readinto` gets the bytes at the position."""
 
-    def __init__(self, read: Read, start: int, size: int):
+    def __init__(self, size: int):
         super().__init__()
-        self._read, self._start, self._size, self._pos = read, start, size, 0
+        self._size, self._pos = size, 0
 
     def readable(self) -> bool:
         return True
@@ -140,6 +141,14 @@ class _Window(io.RawIOBase):
         base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
         self._pos = max(0, base + offset)
         return self._pos
+
+
+class _Window(_ReadOnlyFile):
+    """`read(offset, length)` seen as a read-only file of `size` bytes starting at `start`."""
+
+    def __init__(self, read: Read, start: int, size: int):
+        super().__init__(size)
+        self._read, self._start = read, start
 
     def readinto(self, buffer) -> int:
         want = min(len(buffer), self._size - self._pos)
@@ -149,32 +158,18 @@ class _Window(io.RawIOBase):
         return len(data)
 
 
-class _Inflated(io.RawIOBase):
+class _Inflated(_ReadOnlyFile):
     """A zlib stream of `packed` bytes at `start` of `read`, seen as a read-only file of its `size`
     inflated bytes, inflated INFLATE_CHUNK bytes at a time: the inflater's state is kept at the start of
     every chunk reached (about 40 KiB each), so a chunk read again is inflated from the one before it,
     and only INFLATED_KEPT chunks are held, not the whole section."""
 
     def __init__(self, read: Read, start: int, packed: int, size: int):
-        super().__init__()
-        self._read, self._end, self._size, self._pos = read, start + packed, size, 0
+        super().__init__(size)
+        self._read, self._end = read, start + packed
         self._states: list[tuple[zlib._Decompress, int, bytes]] = [(zlib.decompressobj(), start, b"")]
         """Per chunk reached: the inflater before it, the offset of the next packed byte, input left over."""
         self._kept: OrderedDict[int, bytes] = OrderedDict()
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
-        self._pos = max(0, base + offset)
-        return self._pos
 
     def readinto(self, buffer) -> int:
         index, skip = divmod(self._pos, INFLATE_CHUNK)

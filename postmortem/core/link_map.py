@@ -139,5 +139,5 @@ def _objects(memory: Memory, r_debug: int | None) -> list[tuple[str | None, int,
 
 
 def _string(memory: Memory, addr: int) -> str | None:
-    data = memory.read(addr, MAX_PATH)
-    return None if data is None else data.split(b"\0", 1)[0].decode("utf-8", "surrogateescape") or None
+    data = memory.cstring(addr, MAX_PATH)
+    return None if data is None else data.decode("utf-8", "surrogateescape") or None

@@ -61,6 +61,11 @@ class Memory:
             out += chunk
         return bytes(out) if out else None
 
+    def cstring(self, addr: int, limit: int) -> bytes | None:
+        """The NUL-terminated bytes at `addr`, `limit` of them at most; None where the core does not hold them."""
+        data = self.read(addr, limit)
+        return None if data is None else data.split(b"\0", 1)[0]
+
     def word(self, addr: int) -> int | None:
         """One little-endian u64, or None when not all eight bytes are known."""
         data = self.read(addr, 8)
