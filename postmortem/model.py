@@ -90,6 +90,12 @@ MONTHS = {
 """Month abbreviations of year-less stamps: English, and German (journals from de_DE machines)."""
 
 
+def driver_code(event: Event) -> str | None:
+    """`Xid 48` or `SXid 12028` for a driver's numbered report, else None: how a person names it."""
+    code = event.fields.get(event.kind) if event.kind in ("xid", "sxid") else None
+    return None if code is None else f"{'Xid' if event.kind == 'xid' else 'SXid'} {code}"
+
+
 def month_number(name: str) -> int | None:
     """1..12 for a month abbreviation in MONTHS ("Sep", "Sept.", "Mär"), else None."""
     return MONTHS.get(name.lower()[:3]) or MONTHS.get(name.lower())

@@ -42,7 +42,7 @@ from pathlib import PurePath
 from .join import apart, gpu_key, incidents
 from .knowledge import cuda_error, data_rows
 from .merge import merge_same_fault
-from .model import Event, Finding, dated, severity_rank
+from .model import Event, Finding, dated, driver_code, severity_rank
 from .signatures import Cause, moment
 
 WINDOW = timedelta(minutes=10)
@@ -268,8 +268,8 @@ def _specifics(root: _Scope, follower: _Scope, finding: Finding) -> str:
 
 def _label(event: Event, finding: Finding | None = None) -> str:
     """What an event is, in a few words: 'Xid 48', 'cudaErrorIllegalAddress error', else the signature."""
-    if event.kind in ("xid", "sxid") and event.fields.get(event.kind) is not None:
-        return f"{'Xid' if event.kind == 'xid' else 'SXid'} {event.fields[event.kind]}"
+    if code := driver_code(event):
+        return code
     if event.fields.get("error"):
         return f"{event.fields['error']} error"
     return f"{finding.signature} report" if finding else event.kind

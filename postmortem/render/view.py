@@ -20,7 +20,7 @@ import regex
 from ..core.report import Thread
 from ..join import gpu_key
 from ..knowledge import data_rows
-from ..model import YEARLESS, Event, Finding, Report
+from ..model import YEARLESS, Event, Finding, Report, driver_code
 from .i18n import Translator
 
 GPU_KINDS = ("nvidia-driver", "cuda-library", "framework")
@@ -159,9 +159,7 @@ def gpu_of(event: Event) -> str | None:
 
 def report_label(event: Event) -> str:
     """What an event reports, in a few words: `Xid 13`, `SXid 12028`, the CUDA error, else its kind."""
-    if event.kind in ("xid", "sxid") and event.fields.get(event.kind) is not None:
-        return f"{'Xid' if event.kind == 'xid' else 'SXid'} {event.fields[event.kind]}"
-    return safe(str(event.fields.get("error") or event.kind))
+    return driver_code(event) or safe(str(event.fields.get("error") or event.kind))
 
 
 def tallies(report: Report, finding: Finding) -> list[Tally]:
