@@ -34,12 +34,13 @@ _MASKS: tuple[tuple[regex.Pattern, str], ...] = tuple(
 SUSPICIOUS_KINDS = (
     "core-signal", "coredump", "fatal-signal", "gpu-exception", "sanitizer-error", "cuda-error", "xid", "sxid",
     "segfault", "kernel-panic", "kernel-oops", "driver-message", "python-exception", "child-failed", "library-error",
-    "nccl-error", "nccl-warn", "backtrace",
+    "nccl-error", "nccl-warn", "backtrace", "process-hang", "thread-blocked", "tool-hang", "job-hang",
 )
 """Event kinds most likely to be the crash itself, most telling first; any other kind follows."""
 
 CONTEXT_KINDS = frozenset({"job-run", "bundle-manifest", "software-stack", "python-packages", "environment-variables",
-                           "cuda-device", "library-arch"})
+                           "cuda-device", "library-arch", "process-snapshot",
+                           "snapshot-record"})
 """Event kinds that record how the evidence was gathered (a `postmortem run` record, a `collect` bundle's own
 files) or what the machine holds (its software, a library's device code), never the crash: no suspects."""
 

@@ -32,11 +32,12 @@ def example_report(example: str | Mapping[str, str], root: Path, database: Datab
     """The analysis of one example with `database`; None for a file example that is not at hand.
 
     Text examples are analysed as a log; `{file: path}` examples (cores and
-    other binary inputs) are read from `root`, the pack's repository.
+    other binary inputs, or a folder read as one job: flight-recorder dumps of every rank) are read from
+    `root`, the pack's repository.
     """
     if isinstance(example, Mapping):
         path = root / example["file"]
-        if not path.is_file():
+        if not path.exists():
             return None
         return analyze([str(path)], database)
     return analyze_text(example, "example.log", database)

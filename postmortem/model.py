@@ -96,6 +96,18 @@ def driver_code(event: Event) -> str | None:
     return None if code is None else f"{'Xid' if event.kind == 'xid' else 'SXid'} {code}"
 
 
+def ranks_text(ranks: Iterable[int]) -> str:
+    """`rank 3`, `ranks 0-2, 4, 6-7`: the ranks a finding names, runs of neighbours joined, as people write them."""
+    runs: list[list[int]] = []
+    for rank in sorted(set(ranks)):
+        if runs and rank == runs[-1][-1] + 1:
+            runs[-1].append(rank)
+        else:
+            runs.append([rank])
+    words = ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
+    return ("rank " if len(runs) == 1 and len(runs[0]) == 1 else "ranks ") + words
+
+
 def month_number(name: str) -> int | None:
     """1..12 for a month abbreviation in MONTHS ("Sep", "Sept.", "Mär"), else None."""
     return MONTHS.get(name.lower()[:3]) or MONTHS.get(name.lower())

@@ -87,6 +87,14 @@ def analyze_blobs(blobs: Iterable[Blob], database: Database | None = None, optio
         cores = run_record.job_environment(cores, events)
     telemetry = tuple(e.fields["series"] for e in events if e.kind == "gpu-series")  # frames, not evidence
     events = [e for e in events if e.kind != "gpu-series"]
+    if any(e.kind == "process-snapshot" for e in events):  # live snapshots: where each process waits
+        from .hang import hang_events
+
+        events.extend(hang_events(events))
+    if any(e.kind == "flight-recorder" for e in events):  # dumps of several ranks: where the ranks parted
+        from .flight import with_collective_mismatches
+
+        events = with_collective_mismatches(events)
     events = with_driver_support(with_arch_knowledge(_number(_dated(join(_dated(_dedupe(events)))))))
     if any(e.kind in ("library-arch", "arch-unsupported", "cuda-error") for e in events):
         from .binaries.library_arch import libraries_in_logs, with_library_verdicts

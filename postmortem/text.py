@@ -17,11 +17,12 @@ import bisect
 import codecs
 import dataclasses
 import hashlib
+import json
 import re
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import regex
 
@@ -139,6 +140,16 @@ class TextDoc:
     def decode(self, raw: bytes) -> str:
         """Bytes to clean text; undecodable bytes become U+FFFD, never an error."""
         return clean(raw.decode(self.encoding, "replace"))
+
+    def json_object(self, limit: int) -> tuple[dict[str, Any], str] | None:
+        """The whole input as one JSON object, read up to `limit` bytes, with its text (the files postmortem
+        itself writes: run records, snapshots); None when it is not one."""
+        text = self.decode(self.reader.read_at(0, limit))
+        try:
+            found = json.loads(text)
+        except ValueError:
+            return None
+        return (found, text) if isinstance(found, dict) else None
 
     def make_line(self, number: int, start: int, end: int, raw: bytes, groups: frozenset[str] = frozenset()) -> Line:
         """A Line from its bytes: normalised text, and the written text when they differ."""

@@ -504,6 +504,15 @@ def _spooled(reader: ByteReader) -> ByteReader:
     return FileReader(copy)
 
 
+def save_redacted(piece: Piece, folder: Path, redactor: Redactor) -> tuple[Path | None, dict[str, int]]:
+    """Write a piece under `folder` as the bundle holds it: text redacted (`_redacted`), ELF cores as they are;
+    returns the file and what was redacted in it."""
+    if piece.reader is None or is_elf_core(piece.reader.read_at(0, 18)):
+        return save_piece(piece, folder), {}
+    data, _size, counts, _cut = _redacted(piece.reader, redactor)
+    return save_piece(Piece(piece.name, piece.source, piece.status, data), folder), dict(counts)
+
+
 def save_piece(piece: Piece, folder: Path) -> Path | None:
     """Write a piece's bytes, unredacted, under `folder` (a case directory stays on the machine)."""
     if piece.reader is None:

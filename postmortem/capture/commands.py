@@ -79,8 +79,11 @@ def collect_command(paths: tuple[str, ...], output: Path | None, since: str, ano
               help="CUDA_LAUNCH_BLOCKING=1: errors are reported at the launch that caused them.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Case directory (default: postmortem-run-<time> here).")
+@click.option("--hang-after", default="0", show_default=True,
+              help="Take a snapshot of the job (postmortem snapshot) when its output and its GPU utilisation have "
+                   "not changed for this long (20m, 1h); 0 never. The job goes on.")
 def run_command(command: tuple[str, ...], telemetry: str, sanitizer: bool, gpu_core: bool, sync: bool,
-                out: Path | None) -> None:
+                out: Path | None, hang_after: str) -> None:
     """Run a job with crash evidence switched on; if it fails, collect and explain.
 
     Example: postmortem run --gpu-core -- python train.py --lr 3e-4
@@ -93,7 +96,8 @@ def run_command(command: tuple[str, ...], telemetry: str, sanitizer: bool, gpu_c
 
     if out is not None:
         output_step(lambda: check_folder_output(out))  # before the job starts, not after it ran for hours
-    options = RunOptions(list(command), out, _seconds(telemetry, "--telemetry"), sanitizer, gpu_core, sync)
+    options = RunOptions(list(command), out, _seconds(telemetry, "--telemetry"), sanitizer, gpu_core, sync,
+                         _seconds(hang_after, "--hang-after"))
     try:
         status = output_step(lambda: run(options))
     except RunError as exc:
@@ -101,3 +105,49 @@ def run_command(command: tuple[str, ...], telemetry: str, sanitizer: bool, gpu_c
         status = COMMAND_NOT_FOUND
     sys.stdout.flush()
     sys.exit(status)
+
+
+@click.command("snapshot")
+@click.argument("pids", nargs=-1, type=click.IntRange(1))
+@click.option("--job", is_flag=True,
+              help="Every process of the job each PID belongs to (the tree under its torchrun, mpirun or srun); "
+                   "with no PID, every such job on this node.")
+@click.option("-o", "--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Case directory (default: postmortem-snapshot-<time> here).")
+@click.option("--telemetry", default="3s", show_default=True, help="How long to sample nvidia-smi (0 to skip).")
+@click.option("--timeout", default="10s", show_default=True,
+              help="Time limit of nvidia-smi and the other node tools (a hung nvidia-smi is recorded as such).")
+def snapshot_command(pids: tuple[int, ...], job: bool, out: Path | None, telemetry: str, timeout: str) -> None:
+    """Capture hung processes alive: every thread's native and Python stack, where each waits in the kernel,
+    the GPU state and the kernel log; each process is stopped for milliseconds and goes on running.
+
+    Read the case directory with `postmortem analyze DIR`.
+    """
+    from datetime import datetime
+
+    from ..cli import output_step
+    from ..outputs import check_folder_output
+    from .collect import Plan
+    from .snapshot import job_processes, snapshot
+
+    if not pids and not job:
+        raise click.UsageError("name the PIDs to capture, or --job to find the job's processes")
+    targets = job_processes(pids) if job else list(dict.fromkeys(pids))
+    if not targets:
+        raise click.UsageError("no job processes found (no torchrun, mpirun or srun tree on this node)")
+    now = datetime.now()
+    out = out or Path(f"postmortem-snapshot-{now:%Y%m%d-%H%M%S}")
+    output_step(lambda: check_folder_output(out))
+    plan = Plan(since=now, telemetry_s=_seconds(telemetry, "--telemetry"), timeout_s=_seconds(timeout, "--timeout"))
+    manifest = output_step(lambda: snapshot(out, targets, plan,
+                                            progress=lambda step: click.echo(f"postmortem: {step} ...", err=True)))
+    for process in manifest["processes"]:
+        if process["error"]:
+            click.echo(f"postmortem: {process['error']}", err=True)
+            continue
+        rank = f" rank {process['rank']['rank']}" if "rank" in process["rank"] else ""
+        click.echo(f"postmortem: pid {process['pid']}{rank}: {process['threads']} threads "
+                   f"({process['python_threads']} with Python stacks), stopped {process['stopped_ms']:.1f} ms",
+                   err=True)
+    click.echo(f"postmortem: {manifest['gpu']}", err=True)
+    click.echo(f"postmortem: wrote {out}; read it with: postmortem analyze {out}", err=True)

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -38,12 +38,15 @@ from .collect import (
     kernel_log,
     save_piece,
 )
+from .tools import run_tool
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 WINDOW_MARGIN_S = 5.0
 """The kernel log is read from this long before the start (a driver message can precede the job's first line)."""
 COREDUMP_WAIT_S = 3.0
 """systemd-coredump registers a core a moment after the process died."""
+SNAPSHOT_TIMEOUT_S = 300.0
+"""Most time the hang snapshot may take (a few seconds a process, plus nvidia-smi's own time limit)."""
 PUMP_GRACE_S = 10.0
 """How long output is still copied after the job exits (a worker it left behind may hold its pipes open)."""
 STREAMS = {"stdout": "stdout.log", "stderr": "stderr.log"}
@@ -59,6 +62,9 @@ class RunOptions:
     sanitizer: bool = False
     gpu_core: bool = False
     sync: bool = False
+    hang_after_s: float = 0.0
+    """Take a snapshot (capture/snapshot.py) when neither the job's output nor the GPUs' utilisation changed for
+    this long; 0: never."""
 
 
 class RunError(Exception):
@@ -68,7 +74,8 @@ class RunError(Exception):
 def armed_environment(environ: Mapping[str, str], case: Path, options: RunOptions) -> dict[str, str]:
     """The variables postmortem sets (data/run-environment.tsv): defaults the user's own settings override, and
     what the flags ask for. The run record lists them, so that the report tells them from the job's own."""
-    asked = {"default": True, "--gpu-core": options.gpu_core, "--sync": options.sync}
+    asked = {"default": True, "--gpu-core": options.gpu_core, "--sync": options.sync,
+             "--hang-after": options.hang_after_s > 0}
     return {setting.name: setting.value.replace("{case}", str(case)) for setting in run_settings()
             if asked[setting.when] and not (setting.when == "default" and setting.name in environ)}
 
@@ -117,8 +124,9 @@ def run(options: RunOptions, say=lambda message: print(f"postmortem: {message}",
         raise
     sampler = _start_telemetry(case, options.telemetry_s)
     family = _Family(child.pid)
-    with _terminal_to(child.pid), _forwarding(child.pid), family:
-        pumps = [threading.Thread(target=_pump, args=(pipe, fd, log), daemon=True)
+    watch = _HangWatch(options.hang_after_s, case, family, say)
+    with _terminal_to(child.pid), _forwarding(child.pid), family, watch:
+        pumps = [threading.Thread(target=_pump, args=(pipe, fd, log, watch.saw_output), daemon=True)
                  for pipe, fd, log in ((child.stdout, 1, logs[0]), (child.stderr, 2, logs[1]))]
         for pump in pumps:
             pump.start()
@@ -135,10 +143,12 @@ def run(options: RunOptions, say=lambda message: print(f"postmortem: {message}",
               "ended": datetime.now().astimezone().isoformat(timespec="seconds"), "exit_status": status,
               "signal_number": -returncode if returncode < 0 else None, "environment_set": armed,
               "streams": STREAMS, "cores": setup.describe(), "telemetry": "sampled" if sampler else "not sampled"}
+    if watch.taken:
+        record["hang_snapshot"] = watch.taken
     if status != 0:
         record["collected"] = _gather(case, started, t0, child.pid, family.pids, setup, say)
     (case / "run.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    if status != 0:
+    if status != 0 or watch.taken:
         _explain(case, status, returncode, say)
     return status
 
@@ -167,10 +177,11 @@ def _spawn(command: list[str], env: dict[str, str], case: Path) -> tuple[subproc
         resource.setrlimit(resource.RLIMIT_CORE, (soft, hard))
 
 
-def _pump(pipe: BinaryIO, terminal: int, log: BinaryIO) -> None:
+def _pump(pipe: BinaryIO, terminal: int, log: BinaryIO, seen: Callable[[], None]) -> None:
     """Copy the job's stream to our own and to the log, unchanged; a closed terminal does not stop the log."""
     to_terminal = True
     while chunk := os.read(pipe.fileno(), 65536):
+        seen()
         if to_terminal:
             try:
                 _write_all(terminal, chunk)
@@ -260,12 +271,9 @@ def _gather(case: Path, started: datetime, t0: float, pid: int, family: set[int]
             say) -> list[str]:
     """The kernel log of the run's window and the job's cores, into the case directory; what happened, in words."""
     notes = []
-    kernel = kernel_log(started - timedelta(seconds=WINDOW_MARGIN_S), 30.0)
-    if kernel.reader is not None:
-        kept, dropped = job_lines(kernel.reader.read_at(0, kernel.reader.size).decode("utf-8", "replace"), family)
-        kernel = Piece.text(kernel.name, kernel.source, kept)
-        if dropped:
-            notes.append(f"kernel log: {dropped} line(s) about other processes' crashes left out")
+    kernel, dropped = job_kernel_log(started - timedelta(seconds=WINDOW_MARGIN_S), family, 30.0)
+    if dropped:
+        notes.append(f"kernel log: {dropped} line(s) about other processes' crashes left out")
     saved = save_piece(kernel, case)
     notes.append(f"kernel log: {kernel.source}" if saved else f"kernel log: not collected ({kernel.why})")
     if setup.handler and "systemd-coredump" in setup.handler:
@@ -282,6 +290,16 @@ def _gather(case: Path, started: datetime, t0: float, pid: int, family: set[int]
 
 _PROCESS_FAULT = re.compile(r"(?<!\S)\S+\[(\d+)\]:? (?:segfault at|general protection|trap )|traps: \S+\[(\d+)\]")
 """A kernel line about one user process's crash: `name[pid]: segfault at ...`."""
+
+
+def job_kernel_log(since: datetime, family: set[int], timeout: float) -> tuple[Piece, int]:
+    """The kernel log since `since` without other processes' crashes (`job_lines`), and how many lines that left
+    out: on a shared node, another program's segfault is not the job's."""
+    kernel = kernel_log(since, timeout)
+    if kernel.reader is None:
+        return kernel, 0
+    kept, dropped = job_lines(kernel.reader.read_at(0, kernel.reader.size).decode("utf-8", "replace"), family)
+    return Piece.text(kernel.name, kernel.source, kept), dropped
 
 
 def job_lines(text: str, family: set[int]) -> tuple[str, int]:
@@ -330,6 +348,74 @@ class _Family:
                     if parent in self.pids and child not in self.pids:
                         self.pids.add(child)
                         grew = True
+
+
+class _HangWatch:
+    """Takes one snapshot of the job's processes (capture/snapshot.py, into CASE/hang-snapshot) when for
+    `after_s` seconds the job wrote nothing and the GPUs' utilisation (telemetry.csv, when nvidia-smi samples it)
+    did not change: a job that stopped moving. The job goes on; the snapshot never stops it for more than
+    milliseconds."""
+
+    def __init__(self, after_s: float, case: Path, family: _Family, say: Callable[[str], None]):
+        self.after_s, self.case, self.family, self.say = after_s, case, family, say
+        self.last_change = time.monotonic()
+        self.taken: str | None = None
+        self._utilisation: tuple[str, ...] = ()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def saw_output(self) -> None:
+        self.last_change = time.monotonic()
+
+    def __enter__(self) -> _HangWatch:
+        if self.after_s > 0:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(min(5.0, max(0.2, self.after_s / 10))):
+            utilisation = _latest_utilisation(self.case / "telemetry.csv")
+            if utilisation != self._utilisation:
+                self._utilisation, self.last_change = utilisation, time.monotonic()
+            if time.monotonic() - self.last_change >= self.after_s:
+                self._snapshot()
+                return
+
+    def _snapshot(self) -> None:
+        """`postmortem snapshot` in a process of its own: the job is this process's child, and a parent waiting
+        for its child would be told the child's ptrace stops, which are the snapshot's to see."""
+        pids = sorted(pid for pid in self.family.pids if os.path.exists(f"/proc/{pid}"))
+        self.say(f"no output and no change in GPU utilisation for {self.after_s:g} s: taking a snapshot of "
+                 f"{len(pids)} process(es); the job goes on (Ctrl-C stops it)")
+        folder = self.case / "hang-snapshot"
+        done = run_tool([sys.executable, "-m", "postmortem", "snapshot", *map(str, pids), "-o", str(folder),
+                         "--telemetry", "3s"], SNAPSHOT_TIMEOUT_S)
+        for line in done.errors.splitlines():
+            if "stopped" in line or not done.ok:
+                self.say(line.removeprefix("postmortem: "))
+        self.taken = folder.name if (folder / "snapshot.json").exists() else None
+
+
+def _latest_utilisation(telemetry: Path) -> tuple[str, ...]:
+    """The utilization.gpu values of the last sample of every GPU in telemetry.csv (TELEMETRY_FIELDS' order)."""
+    column = TELEMETRY_FIELDS.split(",").index("utilization.gpu")
+    try:
+        with open(telemetry, "rb") as handle:
+            handle.seek(max(0, os.fstat(handle.fileno()).st_size - 16384))
+            lines = handle.read().decode("utf-8", "replace").splitlines()[1:]
+    except OSError:
+        return ()
+    latest: dict[str, str] = {}
+    for line in lines:
+        cells = [cell.strip() for cell in line.split(",")]
+        if len(cells) > column and cells[1].isdigit():
+            latest[cells[1]] = cells[column]
+    return tuple(latest[index] for index in sorted(latest))
 
 
 def _systemd_cores(case: Path, started: datetime, pid: int) -> list[str]:

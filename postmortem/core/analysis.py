@@ -35,7 +35,7 @@ from .unwind import (
 )
 
 if TYPE_CHECKING:
-    from .python_stack import PythonThread
+    from .python_stack import PythonThread, Read as PythonRead
 
 SHOWN_ENV = regex.compile(r"^(?:CUDA_\w*|NCCL_\w*|TORCH_\w*|PYTORCH_\w*|LD_LIBRARY_PATH|NVIDIA_\w*|OMP_NUM_THREADS|"
                           r"TF_CPP_\w*|TF_GPU_\w*|TF_FORCE_GPU_\w*|XLA_FLAGS|XLA_PYTHON_CLIENT_\w*|CUBLAS_\w*|CUDNN_\w*|"
@@ -171,10 +171,7 @@ def _read(read: Read, size: int, path: str, head: elf.Header, files: Files, show
     for module in modules:
         result.diagnostics.extend(module.warnings)
     paths = [m.path for m in modules]
-    # the real files too: a program started by a link (/usr/bin/python3) is named so by AT_EXECFN
-    names = paths + [os.path.realpath(m.resolved) for m in modules if m.resolved]
-    python = gpu.python_version([name for name in names if gpu.classify(name) == "python"]
-                                + ([process.fname] if process else []))
+    python = python_version(modules, process.fname if process else None)
     threads = _with_python(threads, memory, modules, python, result)
     sig_record = signal_record(signal, finder) if signal is not None else None
     sig_record = _in_stack_guard(sig_record, segments, statuses, crashed_tid, arch) if sig_record and arch else \
@@ -620,8 +617,9 @@ def _cut_short(thread: Thread, done: Unwound) -> Thread:
 
 
 def _crashed_tid(statuses: list[notes.ThreadStatus], signal: notes.SignalInfo | None) -> int | None:
-    """The thread that took the signal: the kernel writes it first; gcore marks it by pr_cursig."""
-    if not statuses:
+    """The thread that took the signal: the kernel writes it first; gcore marks it by pr_cursig. A core of a
+    live process (gcore's, `postmortem snapshot`'s) has no signal and no crashed thread."""
+    if not statuses or signal is None:
         return None
     if signal is not None:
         marked = [s for s in statuses if s.cursig == signal.number]
@@ -739,15 +737,17 @@ def _missing(modules: list[Module], finder: _ModuleFinder, raw_threads, files: F
             "pass --sysroot DIR with a copy of the crashed machine's files")
 
 
-def _with_python(threads: list[Thread], memory: Memory, modules: list[Module], version: str | None,
-                 result: CoreRead) -> list[Thread]:
-    """Each thread's Python stack (postmortem.core.python_stack) when the process is CPython.
+def python_version(modules: list[Module], command: str | None) -> str | None:
+    """The CPython version of a process, from its interpreter's file names and its command name."""
+    # the real files too: a program started by a link (/usr/bin/python3) is named so by AT_EXECFN
+    names = [m.path for m in modules] + [os.path.realpath(m.resolved) for m in modules if m.resolved]
+    return gpu.python_version([name for name in names if gpu.classify(name) == "python"]
+                              + ([command] if command else []))
 
-    Symbols are looked up in the interpreter's modules (libpython or the python
-    executable); a failure there is a diagnostic, never the end of the analysis.
-    """
-    if version is None:
-        return threads
+
+def read_python_stacks(read: PythonRead, modules: list[Module], version: str) -> list[PythonThread]:
+    """Every thread's Python stack (postmortem.core.python_stack), symbols looked up in the interpreter's
+    modules (libpython or the python executable). Raises PythonStackError or ValueError."""
     from . import python_stack  # only a CPython process needs the interpreter's layouts
 
     interpreter = [m for m in modules if gpu.classify(m.path) == "python" or m.path.endswith(("/python", "/python3"))]
@@ -761,8 +761,19 @@ def _with_python(threads: list[Thread], memory: Memory, modules: list[Module], v
         return None
 
     major, _, minor = version.partition(".")
+    return python_stack.python_stacks(read, find_symbol, (int(major), int(minor)))
+
+
+def _with_python(threads: list[Thread], memory: Memory, modules: list[Module], version: str | None,
+                 result: CoreRead) -> list[Thread]:
+    """Each thread's Python stack when the process is CPython; a failure is a diagnostic, never the end of
+    the analysis."""
+    if version is None:
+        return threads
+    from . import python_stack
+
     try:
-        stacks = python_stack.python_stacks(memory.read, find_symbol, (int(major), int(minor)))
+        stacks = read_python_stacks(memory.read, modules, version)
     except (python_stack.PythonStackError, ValueError) as exc:
         result.diagnostics.append(f"Python stacks not read: {exc}")
         return threads
@@ -771,6 +782,7 @@ def _with_python(threads: list[Thread], memory: Memory, modules: list[Module], v
     result.diagnostics.extend(cut[:MAX_THREAD_NOTES])
     if len(cut) > MAX_THREAD_NOTES:
         result.diagnostics.append(f"{len(cut) - MAX_THREAD_NOTES} more Python stacks cut short")
+    major, _, minor = version.partition(".")
     by_tid = {stack.thread_id: stack for stack in stacks}
     return [_merged(t, by_tid[t.tid], (int(major), int(minor))) if t.tid in by_tid else t for t in threads]
 

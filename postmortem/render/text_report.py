@@ -202,10 +202,11 @@ def _core(core, t: Translator, style: Style) -> list[str]:
         lines.append(f"  {t('original_fault')} {style(fault.signal.name, fg='red', bold=True)} "
                      f"({fault.signal.code_meaning}){f' @ {fault.signal.address}' if fault.signal.address else ''}: "
                      + t("reraised_by", handler=safe(fault.handler)))
+    live = core.signal is None  # a snapshot of a live process: every thread is shown, none crashed
     for thread in core.threads:
-        if not thread.crashed:
+        if not (thread.crashed or live):
             continue
-        lines.append(f"  {t('crashing_thread', tid=thread.tid)}:")
+        lines.append(f"  {t('crashing_thread' if thread.crashed else 'thread', tid=thread.tid)}:")
         stack = _stack(thread, t)
         lines.extend(stack)
         if thread.python_merge:
@@ -214,7 +215,7 @@ def _core(core, t: Translator, style: Style) -> list[str]:
                 thread.python_frames):  # some Python frames sit on no shown eval-loop frame: list them all
             lines.append(f"    {t('python_stack')}:")
             lines.extend(f"      {_python_frame(f)}" for f in thread.python_frames[:CORE_FRAMES])
-    others = [th for th in core.threads if not th.crashed]
+    others = [th for th in core.threads if not (th.crashed or live)]
     if others:
         lines.append("  " + t("other_threads_hint", count=len(others)))
     for heading, modules in module_groups(core.modules):

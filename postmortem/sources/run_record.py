@@ -10,7 +10,6 @@ environment apart from what run added (`job_environment`).
 from __future__ import annotations
 
 import dataclasses
-import json
 import posixpath
 import shlex
 from collections.abc import Iterable, Iterator, Mapping
@@ -50,16 +49,15 @@ def run_settings() -> tuple[RunSetting, ...]:
 
 def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
     """One `job-run` event for a run record; any other JSON or text that holds the anchor yields nothing."""
-    raw = doc.reader.read_at(0, MAX_RECORD)
-    try:
-        record = json.loads(doc.decode(raw))
-    except ValueError:
+    found = doc.json_object(MAX_RECORD)
+    if found is None:
         return
-    if not (isinstance(record, dict) and isinstance(record.get("command"), list)
+    record, text = found
+    if not (isinstance(record.get("command"), list)
             and isinstance(record.get("exit_status"), int) and isinstance(record.get("environment_set"), dict)):
         return
     ended = _time(record.get("ended"))
-    text = doc.decode(raw).rstrip("\n")
+    text = text.rstrip("\n")
     yield Event(kind="job-run", where=Location(doc.path, 1, text.count("\n") + 1), text=text,
                 fields=_fields(record, doc.path), time=ended, clock="wall" if ended else None)
 

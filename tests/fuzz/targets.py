@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from postmortem import safe_pickle
 from postmortem.binaries import cudadump, fatbin
 from postmortem.core import elf, notes, unwind
 from postmortem.core.arch import BY_MACHINE
@@ -162,6 +163,15 @@ def nvcudmp_target(data: bytes) -> None:
             pass
 
 
+def safe_pickle_target(data: bytes) -> None:
+    """The plain-data pickle decoder: any bytes give data or PickleRefused, nothing is run, in bounded time."""
+    with time_bound():
+        try:
+            safe_pickle.loads(data)
+        except safe_pickle.PickleRefused:
+            pass
+
+
 def archive_target(data: bytes) -> None:
     """Compressed streams and archives opened by content, every member read to its end."""
     with tempfile.NamedTemporaryFile(suffix=".bin") as handle:
@@ -235,10 +245,14 @@ def _read_all(paths: list[Path]) -> list[bytes]:
     return [_decompressed(p) for p in paths]
 
 
+TEXT_SEEDS = ("*/*.txt", "*/*.log", "*/*.xml", "*/*.csv", "*/*/*.json", "flight_recorder/*/nccl_trace_rank_*")
+"""Logs, reports, tables, the JSON of snapshots and flight-recorder dumps, and the dumps' pickles."""
+
 TARGETS: tuple[Target, ...] = (
-    Target("text", text_sources_target, lambda: _read_all(_files("*/*.txt", "*/*.log", "*/*.xml", "*/*.csv"))),
-    *(Target(f"source-{s.NAME}", one_source_target(s.NAME),
-             lambda: _read_all(_files("*/*.txt", "*/*.log", "*/*.xml", "*/*.csv"))) for s in text_sources()),
+    Target("text", text_sources_target, lambda: _read_all(_files(*TEXT_SEEDS))),
+    *(Target(f"source-{s.NAME}", one_source_target(s.NAME), lambda: _read_all(_files(*TEXT_SEEDS)))
+      for s in text_sources()),
+    Target("safe-pickle", safe_pickle_target, lambda: _read_all(_files("flight_recorder/*/nccl_trace_rank_*"))),
     Target("core", core_target, lambda: _read_all(_files("core/*.core.zst"))),
     Target("elf-notes", elf_notes_target, _note_segments),
     Target("cfi", cfi_target, lambda: _read_all(_files("core/*.so*", "core/crash", "fatbin/*.so"))),

@@ -1,0 +1,382 @@
+"""`postmortem snapshot PID...`: a hung job captured alive, into a case directory that `analyze` reads.
+
+For each process: a core holding every thread's registers and stack and the pages its Python stacks were read
+from (core/live.py, core/core_writer.py: the process is stopped for milliseconds and never killed), and its
+state as /proc shows it (process.PID.json: each thread's scheduler state, wchan and kernel stack, the
+/dev/nvidia* files it holds, its rank from the launcher's variables). Where PyTorch's debug pipe is armed
+(TORCH_NCCL_DEBUG_INFO_PIPE_FILE), the process is asked for a fresh flight-recorder dump. For the node:
+nvidia-smi with a short time limit (a hang of nvidia-smi is itself recorded), a few seconds of telemetry and
+the kernel log of the last hour, as `collect` gathers them.
+
+Environment variables whose values may be secrets are blanked in the core (same length, so nothing moves)
+and the command line is redacted as `collect` redacts text.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import stat
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from functools import cache
+from pathlib import Path
+
+import regex
+
+from .. import __version__
+from ..core import core_writer, live
+from ..knowledge import data_rows
+from .collect import Plan, gpu_pieces, save_redacted
+from .redact import Redactor, env_value_allowed
+from .run import job_kernel_log
+
+FORMAT = "postmortem-snapshot/1"
+PROCESS_FORMAT = "postmortem-process/1"
+MANIFEST = "snapshot.json"
+KERNEL_LOG_WINDOW = timedelta(hours=1)
+DUMP_WAIT_S = 5.0
+"""How long a process asked through its debug pipe may take to write its flight-recorder dump."""
+DEFAULT_DUMP_PREFIX = "/tmp/nccl_trace_rank_"
+"""Where ProcessGroupNCCL writes a dump when TORCH_NCCL_DEBUG_INFO_TEMP_FILE is not set (torch >= 2.2)."""
+MAX_KERNEL_STACK = 64
+GPU_DEVICE = regex.compile(r"^/dev/(?:nvidia|dri/|infiniband/)")
+"""Device files whose holders use a GPU or an RDMA NIC (the evidence a driver hang needs)."""
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class RankVariable:
+    name: str
+    meaning: str
+
+
+@cache
+def rank_variables() -> tuple[RankVariable, ...]:
+    return tuple(RankVariable(row["name"], row["meaning"]) for row in data_rows("rank-variables.tsv"))
+
+
+@cache
+def launchers() -> tuple[tuple[regex.Pattern, str], ...]:
+    return tuple((regex.compile(row["pattern"]), row["launcher"]) for row in data_rows("launchers.tsv"))
+
+
+@dataclass
+class ProcessResult:
+    """One process's snapshot, as printed and put in the manifest."""
+
+    pid: int
+    files: list[str] = field(default_factory=list)
+    stopped_ms: float | None = None
+    threads: int = 0
+    python_threads: int = 0
+    rank: dict[str, int] = field(default_factory=dict)
+    error: str | None = None
+
+
+# ---------------------------------------------------------------- /proc
+
+def _read(path: str, limit: int = 1 << 20) -> bytes | None:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(limit)
+    except OSError:
+        return None
+
+
+def _stat_fields(pid: int | str, tid: int | str | None = None) -> list[str]:
+    """/proc/PID[/task/TID]/stat after the command name (whose parentheses may hold anything): field 3 on."""
+    raw = _read(f"/proc/{pid}/task/{tid}/stat" if tid else f"/proc/{pid}/stat") or b""
+    return raw[raw.rfind(b")") + 2:].decode("ascii", "replace").split()
+
+
+def environment(pid: int) -> dict[str, str]:
+    raw = _read(f"/proc/{pid}/environ", 4 << 20) or b""
+    pairs = (entry.split(b"=", 1) for entry in raw.split(b"\0") if b"=" in entry)
+    return {name.decode("utf-8", "replace"): value.decode("utf-8", "replace") for name, value in pairs}
+
+
+def command_line(pid: int) -> list[str]:
+    raw = _read(f"/proc/{pid}/cmdline") or b""
+    return [arg.decode("utf-8", "replace") for arg in raw.split(b"\0")[:-1]]
+
+
+def rank_of(environ: dict[str, str]) -> dict[str, int]:
+    """rank, local_rank, world_size, node_rank from the first launcher variable present for each."""
+    found: dict[str, int] = {}
+    for variable in rank_variables():
+        value = environ.get(variable.name, "")
+        if variable.meaning not in found and value.strip().isdigit():
+            found[variable.meaning] = int(value)
+    return found
+
+
+def _children() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            fields = _stat_fields(name)
+            if len(fields) > 1:
+                tree.setdefault(int(fields[1]), []).append(int(name))
+    return tree
+
+
+def _launcher(pid: int) -> str | None:
+    line = " ".join(command_line(pid))
+    return next((name for pattern, name in launchers() if pattern.search(line)), None)
+
+
+def job_processes(pids: Iterable[int]) -> list[int]:
+    """The processes of the jobs the pids belong to: everything under the outermost launcher above each pid
+    (torchrun, mpirun, srun: data/launchers.tsv), or under the pid itself when no launcher is above it; with
+    no pid, the trees of every launcher on this node."""
+    tree = _children()
+    parent = {child: ppid for ppid, children in tree.items() for child in children}
+    roots = []
+    for pid in pids:
+        root, at = pid, pid
+        while at in parent and at > 1:
+            at = parent[at]
+            if _launcher(at):
+                root = at
+        roots.append(root)
+    if not roots:
+        outermost = [pid for pid in parent if _launcher(pid)]
+        roots = [pid for pid in outermost if not any(_launcher(up) for up in _ancestors(pid, parent))]
+    found: list[int] = []
+    for root in roots:
+        stack = [root]
+        while stack:
+            at = stack.pop()
+            if at not in found:
+                found.append(at)
+                stack.extend(sorted(tree.get(at, []), reverse=True))
+    return [pid for pid in found if pid != os.getpid()]
+
+
+def _ancestors(pid: int, parent: dict[int, int]) -> Iterable[int]:
+    while pid in parent and pid > 1:
+        pid = parent[pid]
+        yield pid
+
+
+def process_state(pid: int, redactor: Redactor) -> dict:
+    """What /proc says of the process and each thread: the evidence of where a thread waits in the kernel."""
+    status = (_read(f"/proc/{pid}/status") or b"").decode("utf-8", "replace")
+    state = regex.search(r"(?m)^State:\s*(.+)$", status)
+    threads = []
+    for tid in sorted(int(t) for t in os.listdir(f"/proc/{pid}/task") if t.isdigit()):
+        fields = _stat_fields(pid, tid)
+        kernel = (_read(f"/proc/{pid}/task/{tid}/stack") or b"").decode("ascii", "replace").splitlines()
+        threads.append({
+            "tid": tid,
+            "name": (_read(f"/proc/{pid}/task/{tid}/comm") or b"").decode("utf-8", "replace").strip(),
+            "state": fields[0] if fields else None,
+            "wchan": (_read(f"/proc/{pid}/task/{tid}/wchan") or b"").decode("ascii", "replace").strip() or None,
+            "kernel_stack": [line.split("] ", 1)[-1] for line in kernel[:MAX_KERNEL_STACK]],
+        })
+    devices = set()
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if GPU_DEVICE.match(target):
+                    devices.add(target)
+    except OSError:
+        pass
+    fields = _stat_fields(pid)
+    return {
+        "format": PROCESS_FORMAT,
+        "pid": pid,
+        "ppid": int(fields[1]) if len(fields) > 1 else None,
+        "host": socket.gethostname(),
+        "command": [redactor.field(arg) for arg in command_line(pid)],
+        "state": state[1].strip() if state else None,
+        "rank": rank_of(environment(pid)),
+        "launcher": _launcher(pid),
+        "threads": threads,
+        "devices": sorted(devices),
+    }
+
+
+# ---------------------------------------------------------------- one process
+
+def _blank_secrets(taken: live.Stopped, pid: int) -> int:
+    """Blanks, in the kept pages, the values of environment variables that may hold secrets; returns how many.
+
+    The environment block lies at [env_start, env_end) of /proc/PID/stat (fields 50 and 51, Linux 3.5 on)."""
+    fields = _stat_fields(pid)
+    if len(fields) < 49:
+        return 0
+    start, end = int(fields[47]), int(fields[48])
+    blanked = 0
+    at = start
+    while at < end:
+        chunk = _bytes_at(taken, at, min(end - at, 1 << 16))
+        entry_end = chunk.find(b"\0")
+        entry = chunk if entry_end < 0 else chunk[:entry_end]
+        if not entry:
+            break
+        name, sep, value = entry.partition(b"=")
+        if sep and value and not env_value_allowed(name.decode("utf-8", "replace")):
+            _write_at(taken, at + len(name) + 1, b"*" * len(value))
+            blanked += 1
+        at += len(entry) + 1
+    return blanked
+
+
+def _bytes_at(taken: live.Stopped, addr: int, length: int) -> bytes:
+    out = bytearray()
+    while len(out) < length:
+        page = (addr + len(out)) - (addr + len(out)) % live.PAGE
+        data = taken.pages.get(page)
+        if data is None:
+            break
+        out += data[addr + len(out) - page: addr + len(out) - page + length - len(out)]
+    return bytes(out)
+
+
+def _write_at(taken: live.Stopped, addr: int, data: bytes) -> None:
+    while data:
+        page = addr - addr % live.PAGE
+        old = taken.pages.get(page)
+        if old is None:
+            return
+        cut = min(len(data), live.PAGE - (addr - page))
+        taken.pages[page] = old[: addr - page] + data[:cut] + old[addr - page + cut:]
+        addr, data = addr + cut, data[cut:]
+
+
+def snapshot_process(pid: int, folder: Path, redactor: Redactor) -> ProcessResult:
+    """The process's core and state in `folder`; a process that cannot be read is an error line, not an end."""
+    result = ProcessResult(pid)
+    try:
+        state = process_state(pid, redactor)
+    except OSError as exc:
+        result.error = f"process {pid}: {exc.strerror or exc}"
+        return result
+    result.rank = state["rank"]
+    try:
+        taken = live.capture(pid)
+    except live.LiveError as exc:
+        result.error = str(exc)
+        state["diagnostics"] = [str(exc)]
+    else:
+        result.stopped_ms = round(taken.stopped_s * 1000, 2)
+        result.threads, result.python_threads = len(taken.threads), len(taken.python)
+        blanked = _blank_secrets(taken, pid)
+        command = state["command"]
+        note = core_writer.ProcessNote(pid, state["ppid"] or 0, os.stat(f"/proc/{pid}").st_uid,
+                                       os.stat(f"/proc/{pid}").st_gid, (command[0] if command else "?")[-15:],
+                                       " ".join(command))
+        core = folder / f"core.{pid}"
+        fd = os.open(core, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            core_writer.write(handle, taken, note)
+        result.files.append(core.name)
+        stacks, notes = read_stacks(core)
+        state.update(stopped_ms=result.stopped_ms, core=core.name, environment_blanked=blanked,
+                     diagnostics=taken.diagnostics + notes, stacks=stacks)
+    dump = _flight_recorder_dump(pid, folder)
+    if dump:
+        result.files.append(dump)
+        state["flight_recorder_dump"] = dump
+    name = f"process.{pid}.json"
+    (folder / name).write_text(json.dumps(state, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    result.files.append(name)
+    return result
+
+
+def read_stacks(core: Path) -> tuple[list[dict], list[str]]:
+    """Every thread's native and Python frames, read from the snapshot's core here, where the process's
+    libraries are: the process file carries them to a machine that has none of those files."""
+    from ..core.analysis import read_core
+    from ..reader import FileReader
+
+    with open(core, "rb") as handle:
+        reader = FileReader(handle)
+        found = read_core(reader.read_at, reader.size, str(core), core_dir=str(core.parent))
+    if found.core is None:
+        return [], found.diagnostics
+    return [{"tid": thread.tid,
+             "frames": [{"pc": f.pc, "module": f.module, "symbol": f.symbol, "file": f.file, "line": f.line}
+                        for f in thread.frames],
+             "python": [{"function": f.function, "file": f.file, "line": f.line} for f in thread.python_frames or ()]}
+            for thread in found.core.threads], found.diagnostics
+
+
+def _flight_recorder_dump(pid: int, folder: Path) -> str | None:
+    """Asks the process for a flight-recorder dump through the named pipe ProcessGroupNCCL watches
+    (TORCH_NCCL_DEBUG_INFO_PIPE_FILE + rank + ".pipe"; the dump lands at TORCH_NCCL_DEBUG_INFO_TEMP_FILE + rank)
+    and copies the dump into the case directory when one appears in time; a dump that lands in the directory
+    above it (the case of `postmortem run --hang-after`, which points the dumps there) is named, not copied."""
+    environ = environment(pid)
+    stem, rank = environ.get("TORCH_NCCL_DEBUG_INFO_PIPE_FILE"), rank_of(environ).get("rank")
+    if not stem or rank is None:
+        return None
+    pipe = f"{stem}{rank}.pipe"
+    target = environ.get("TORCH_FR_DUMP_TEMP_FILE") or environ.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") \
+        or DEFAULT_DUMP_PREFIX
+    dump = Path(f"{target}{rank}")
+    try:
+        if not stat.S_ISFIFO(os.stat(pipe).st_mode):
+            return None
+        before = dump.stat().st_mtime_ns if dump.exists() else None
+        fd = os.open(pipe, os.O_WRONLY | os.O_NONBLOCK)  # ENXIO when nothing reads it: no dump to wait for
+        try:
+            os.write(fd, b"1\n")
+        finally:
+            os.close(fd)
+    except OSError:
+        return None
+    deadline = time.monotonic() + DUMP_WAIT_S
+    while time.monotonic() < deadline:
+        if dump.exists() and dump.stat().st_mtime_ns != before and dump.stat().st_size:
+            time.sleep(0.2)  # let the writer finish
+            if dump.resolve().parent == folder.resolve().parent:
+                return f"../{dump.name}"
+            name = f"flight-recorder.{pid}.{dump.name}"
+            (folder / name).write_bytes(dump.read_bytes())
+            return name
+        time.sleep(0.05)
+    return None
+
+
+# ---------------------------------------------------------------- the case
+
+def snapshot(folder: Path, pids: list[int], plan: Plan, progress: Progress = lambda message: None) -> dict:
+    """Snapshots of the processes, then of the node; writes and returns the manifest."""
+    folder.mkdir(parents=True, exist_ok=True)
+    redactor = Redactor(plan.environ)
+    results = []
+    for pid in pids:
+        progress(f"process {pid}")
+        results.append(snapshot_process(pid, folder, redactor))
+    progress("GPU state, telemetry and kernel log")
+    pieces, gpu_state = gpu_pieces(plan)
+    kernel, dropped = job_kernel_log(datetime.now() - KERNEL_LOG_WINDOW, set(pids), plan.timeout_s)
+    if dropped:
+        kernel.why = f"{dropped} line(s) about other processes' crashes left out"
+    pieces.append(kernel)
+    node = []
+    for piece in pieces:
+        saved, redacted = save_redacted(piece, folder, redactor)
+        node.append({"path": saved.name if saved else None, "source": piece.source, "status": piece.status,
+                     "seconds": piece.seconds, "redacted": redacted,
+                     **({"why": redactor.field(piece.why)} if piece.why else {})})
+    manifest = {
+        "format": FORMAT,
+        "tool": {"name": "postmortem", "version": __version__},
+        "host": socket.gethostname(),
+        "taken": datetime.now().astimezone().isoformat(timespec="seconds"),
+        "gpu": redactor.field(gpu_state),
+        "processes": [vars(result) for result in results],
+        "node": node,
+    }
+    (folder / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return manifest

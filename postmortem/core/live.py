@@ -1,0 +1,367 @@
+"""A running process read the way the core reader reads a dead one, stopped for as short a time as possible.
+
+`capture(pid)` seizes every thread with ptrace (PTRACE_SEIZE + PTRACE_INTERRUPT: no SIGSTOP is sent, so
+the job control state of the process and its parent's waitpid() see nothing), reads each thread's general
+registers (PTRACE_GETREGSET NT_PRSTATUS: the same user_regs_struct a core's NT_PRSTATUS holds), copies each
+thread's stack from its stack pointer to the end of its mapping, reads every thread's Python stack when the
+process is CPython, and detaches. The memory reads go through /proc/PID/mem one page at a time and keep
+the pages they read, so that `core_writer` can write a core holding exactly what the readers looked at:
+analysing that core with `read_core` unwinds and reads the same Python stacks again, with the one unwinder,
+symbolizer and CPython reader of postmortem/core.
+
+The process's memory is seen through a virtual core whose file offsets are the addresses themselves (a
+PT_LOAD per mapping, offset == vaddr), so the modules, the symbols and the interpreter's layout are found by
+the same code as in a core (modules.load_module, analysis.read_python_stacks). Device mappings
+(/dev/nvidia*, /dev/dri) and [vvar] are left out: reading a GPU's or the driver's memory through /proc/PID/mem
+may block in the driver that is hung.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import struct
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from . import elf, link_map, notes
+from .analysis import process_memory, python_version, read_python_stacks
+from .arch import BY_MACHINE, Arch
+from .memory import Memory
+from .modules import Files, Module
+from .python_stack import PythonStackError, PythonThread
+
+PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+PTRACE_SEIZE, PTRACE_INTERRUPT, PTRACE_DETACH, PTRACE_GETREGSET = 0x4206, 0x4207, 17, 0x4204
+PTRACE_EVENT_STOP = 128
+WALL = 0x40000000
+"""waitpid's __WALL: wait for a traced thread that is not our child."""
+MACHINES = {"x86_64": elf.EM_X86_64, "aarch64": elf.EM_AARCH64}
+"""platform.machine() -> ELF e_machine, for the CPUs core/arch.py knows."""
+MAX_STACK_COPY = 64 << 20
+"""Bytes of one thread's stack copied at the most (from its stack pointer up): a deep recursion fills 8 MiB."""
+RED_ZONE = 128
+"""Bytes below the stack pointer a leaf function may use (System V x86-64 psABI 3.2.2): copied too."""
+MAX_READ = 16 << 20
+"""The longest single read served: the readers ask for headers, frames and strings, never more."""
+STOP_WAIT_S = 2.0
+"""How long the threads may take to report their ptrace stops (they take microseconds; a thread in uninterruptible
+sleep stops when it wakes, which may be never): its registers are then not read, the others' are."""
+MAX_STOP_ROUNDS = 8
+"""Times the thread list is read again for threads started while the others were being stopped."""
+SKIPPED_PATHS = ("/dev/", "[vvar]", "[vvar_vclock]")
+"""Mappings never read: device memory (GPU BARs, the driver's control pages) and the kernel's vvar pages."""
+
+
+class LiveError(Exception):
+    """The process cannot be stopped or read (gone, not ours, ptrace refused)."""
+
+
+@dataclass(frozen=True)
+class Vma:
+    """One line of /proc/PID/maps."""
+
+    start: int
+    end: int
+    perms: str
+    offset: int
+    path: str
+
+    @property
+    def flags(self) -> int:
+        """The PT_LOAD flags a core would give it (PF_R 4, PF_W 2, PF_X 1)."""
+        return (4 if "r" in self.perms else 0) | (2 if "w" in self.perms else 0) | (1 if "x" in self.perms else 0)
+
+    @property
+    def file_backed(self) -> bool:
+        return self.path.startswith("/") and not self.path.startswith(SKIPPED_PATHS)
+
+    @property
+    def readable(self) -> bool:
+        return "r" in self.perms and not self.path.startswith(SKIPPED_PATHS)
+
+
+@dataclass
+class Stopped:
+    """What was taken from one process while it was stopped."""
+
+    pid: int
+    arch: Arch
+    machine: int
+    vmas: list[Vma]
+    threads: list[notes.ThreadStatus]
+    pages: dict[int, bytes]
+    """Page address -> the page's bytes as read while the process was stopped (or, for headers, just before)."""
+    python: list[PythonThread] = field(default_factory=list)
+    python_version: str | None = None
+    stopped_s: float = 0.0
+    diagnostics: list[str] = field(default_factory=list)
+    auxv: bytes = b""
+
+
+def maps(pid: int) -> list[Vma]:
+    """/proc/PID/maps, parsed."""
+    found = []
+    with open(f"/proc/{pid}/maps", "rb") as handle:
+        for raw in handle:
+            parts = raw.decode("utf-8", "surrogateescape").rstrip("\n").split(maxsplit=5)
+            if len(parts) < 5:
+                continue
+            start, _, end = parts[0].partition("-")
+            found.append(Vma(int(start, 16), int(end, 16), parts[1], int(parts[2], 16),
+                             parts[5] if len(parts) > 5 else ""))
+    return found
+
+
+class PageReader:
+    """Reads of /proc/PID/mem a page at a time, each page read once and kept (the core is written from them)."""
+
+    def __init__(self, pid: int, vmas: list[Vma]):
+        self._fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY)
+        self._readable = sorted((v.start, v.end) for v in vmas if v.readable)
+        self._starts = [start for start, _ in self._readable]
+        self.pages: dict[int, bytes] = {}
+        self._missing: set[int] = set()
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+    def _may_read(self, page: int) -> bool:
+        import bisect
+
+        i = bisect.bisect_right(self._starts, page) - 1
+        return i >= 0 and page < self._readable[i][1]
+
+    def page(self, page: int) -> bytes | None:
+        if page in self.pages:
+            return self.pages[page]
+        if page in self._missing or not self._may_read(page):
+            return None
+        try:
+            data = os.pread(self._fd, PAGE, page)
+        except OSError:
+            data = b""
+        if len(data) < PAGE:
+            self._missing.add(page)
+            return None
+        self.pages[page] = data
+        return data
+
+    def read(self, offset: int, length: int) -> bytes:
+        """The core-style read: `offset` is the address (the virtual core's offsets are addresses)."""
+        out = bytearray()
+        length = min(length, MAX_READ)
+        while len(out) < length:
+            addr = offset + len(out)
+            page = addr - addr % PAGE
+            data = self.page(page)
+            if data is None:
+                break
+            out += data[addr - page: addr - page + length - len(out)]
+        return bytes(out)
+
+    def copy(self, start: int, end: int) -> None:
+        """Read [start, end) in one go (a stack), kept page by page."""
+        start -= start % PAGE
+        try:
+            data = os.pread(self._fd, end - start, start)
+        except OSError:
+            data = b""
+        for at in range(0, len(data) - len(data) % PAGE, PAGE):
+            self.pages[start + at] = data[at: at + PAGE]
+
+
+def _virtual_segments(vmas: list[Vma]) -> list[elf.Segment]:
+    """The virtual core's PT_LOADs: each readable mapping at file offset == its address."""
+    return [elf.Segment(elf.PT_LOAD, v.flags, v.start, v.start, v.end - v.start, v.end - v.start)
+            for v in vmas if v.readable]
+
+
+def file_mappings(vmas: list[Vma]) -> list[notes.FileMapping]:
+    """NT_FILE's entries for the file-backed mappings, as the kernel writes them."""
+    return [notes.FileMapping(v.start, v.end, v.offset, v.path) for v in vmas if v.file_backed]
+
+
+class _Ptrace:
+    """ptrace(2) through libc."""
+
+    def __init__(self) -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        self._call = libc.ptrace
+        self._call.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+        self._call.restype = ctypes.c_long
+
+    def __call__(self, request: int, tid: int, addr: int | None = None, data: object = None) -> None:
+        if self._call(request, tid, addr, data) == -1:
+            errno = ctypes.get_errno()
+            raise OSError(errno, os.strerror(errno))
+
+    def registers(self, tid: int, arch: Arch) -> dict[str, int]:
+        size = 8 * len(arch.prstatus_registers)
+        buffer = ctypes.create_string_buffer(size)
+
+        class IoVec(ctypes.Structure):
+            _fields_ = [("base", ctypes.c_void_p), ("length", ctypes.c_size_t)]
+
+        vec = IoVec(ctypes.cast(buffer, ctypes.c_void_p), size)
+        self(PTRACE_GETREGSET, tid, notes.NT_PRSTATUS, ctypes.byref(vec))
+        values = struct.unpack_from(f"<{len(arch.prstatus_registers)}Q", buffer.raw)
+        return dict(zip(arch.prstatus_registers, values, strict=True))
+
+
+def _tids(pid: int) -> list[int]:
+    try:
+        return sorted(int(name) for name in os.listdir(f"/proc/{pid}/task") if name.isdigit())
+    except OSError as exc:
+        raise LiveError(f"process {pid}: {exc.strerror}") from None
+
+
+def _wait_stop(tid: int, deadline: float) -> int:
+    """Waits for the thread's ptrace stop; returns the signal to hand back at detach (0: none was taken).
+
+    Raises TimeoutError when no stop is reported by `deadline` (time.monotonic): a thread in uninterruptible
+    sleep stops only when it wakes, and another thread of this process may have reaped the stop (a parent's
+    waitpid on its own child sees a tracee's stops too); no snapshot may hang."""
+    while True:
+        found, status = os.waitpid(tid, WALL | os.WNOHANG)
+        if found == 0:
+            if time.monotonic() > deadline:
+                raise TimeoutError(tid)
+            time.sleep(0.0002)
+            continue
+        if os.WIFEXITED(status) or os.WIFSIGNALED(status):
+            raise ProcessLookupError(tid)
+        if os.WIFSTOPPED(status):
+            if status >> 16 == PTRACE_EVENT_STOP:
+                return 0
+            return os.WSTOPSIG(status)  # a signal was being delivered: it is handed back at detach
+
+
+def capture(pid: int) -> Stopped:
+    """Stops the process, takes registers, stacks and Python stacks, lets it go; raises LiveError."""
+    machine = MACHINES.get(platform.machine())
+    arch = BY_MACHINE.get(machine) if machine else None
+    if arch is None or machine is None:
+        raise LiveError(f"live snapshots are taken on {' and '.join(MACHINES)} only, not {platform.machine()}")
+    try:
+        vmas = maps(pid)
+        reader = PageReader(pid, vmas)
+        auxv = open(f"/proc/{pid}/auxv", "rb").read()  # noqa: SIM115 - one read of a small proc file
+    except OSError as exc:
+        raise LiveError(f"process {pid}: {exc.strerror or exc}") from None
+    try:
+        return _capture(pid, arch, machine, vmas, reader, auxv)
+    finally:
+        reader.close()
+
+
+def _capture(pid: int, arch: Arch, machine: int, vmas: list[Vma], reader: PageReader, auxv: bytes) -> Stopped:
+    result = Stopped(pid, arch, machine, vmas, [], reader.pages, auxv=auxv)
+    files = Files(None, None, ())
+    try:
+        # before the stop: modules and the interpreter's symbols (files on disk, headers that do not change)
+        memory, modules = process_memory(reader.read, _virtual_segments(vmas), file_mappings(vmas), files,
+                                         result.diagnostics)
+        # the dynamic linker's list of loaded objects, read once so that its pages are in the core: gdb finds a
+        # core's libraries through it (r_debug, link_map), not through NT_FILE
+        link_map.mappings(notes.auxv(auxv), memory, files, [])
+        result.python_version = python_version(modules, _comm(pid))
+        _take(pid, arch, vmas, reader, memory, modules, result)
+    finally:
+        files.close()
+    vdso = notes.auxv(auxv).get(notes.AT_SYSINFO_EHDR)
+    for vma in vmas:
+        if vma.start == vdso:
+            reader.copy(vma.start, vma.end)
+    return result
+
+
+def _take(pid: int, arch: Arch, vmas: list[Vma], reader: PageReader, memory: Memory, modules: list[Module],
+          result: Stopped) -> None:
+    ptrace = _Ptrace()
+    held: dict[int, int] = {}
+    """Seized thread -> the signal to hand back when it is let go."""
+    started = time.perf_counter()
+    try:
+        for _ in range(MAX_STOP_ROUNDS):
+            new = [tid for tid in _tids(pid) if tid not in held]
+            if not new:
+                break
+            for tid in new:
+                try:
+                    ptrace(PTRACE_SEIZE, tid, 0, 0)
+                    ptrace(PTRACE_INTERRUPT, tid, 0, 0)
+                    held[tid] = -1
+                except OSError as exc:
+                    if exc.errno == 3:  # ESRCH: the thread ended meanwhile
+                        continue
+                    raise LiveError(f"cannot stop thread {tid} of process {pid}: {exc.strerror} "
+                                    "(ptrace needs the same user and kernel.yama.ptrace_scope 0, or "
+                                    "CAP_SYS_PTRACE)") from None
+            deadline = time.monotonic() + STOP_WAIT_S  # one wait for the whole round, however many threads
+            for tid in new:
+                if held.get(tid) == -1:
+                    try:
+                        held[tid] = _wait_stop(tid, deadline)
+                    except (ProcessLookupError, ChildProcessError):
+                        del held[tid]
+                    except TimeoutError:
+                        result.diagnostics.append(f"thread {tid} did not stop within {STOP_WAIT_S:g} s (in "
+                                                  "uninterruptible sleep?): its registers and stack are not read")
+                        held[tid] = -2
+        for tid in sorted(t for t, how in held.items() if how >= 0):
+            try:
+                registers = ptrace.registers(tid, arch)
+            except OSError as exc:
+                result.diagnostics.append(f"thread {tid}: registers not read ({exc.strerror})")
+                continue
+            result.threads.append(notes.ThreadStatus(tid, 0, registers))
+            _copy_stack(registers[arch.sp], vmas, reader)
+        if result.python_version:
+            try:
+                result.python = read_python_stacks(memory.read, modules, result.python_version)
+            except (PythonStackError, ValueError) as exc:
+                result.diagnostics.append(f"Python stacks not read: {exc}")
+    finally:
+        for tid, signal in held.items():
+            try:
+                ptrace(PTRACE_DETACH, tid, 0, max(signal, 0))
+            except OSError:
+                pass
+        result.stopped_s = time.perf_counter() - started
+    if not result.threads:
+        raise LiveError(f"process {pid}: no thread could be stopped"
+                        + (f" ({'; '.join(result.diagnostics)})" if result.diagnostics else ""))
+
+
+def _copy_stack(sp: int, vmas: list[Vma], reader: PageReader) -> None:
+    """The thread's stack from just below its stack pointer to the end of the mapping holding it."""
+    vma = next((v for v in vmas if v.start <= sp < v.end), None)
+    if vma is None or not vma.readable:
+        return
+    start = max(vma.start, sp - RED_ZONE)
+    reader.copy(start, min(vma.end, start + MAX_STACK_COPY))
+
+
+def _comm(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/comm", "rb") as handle:
+            return handle.read().decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+
+
+def page_runs(pages: dict[int, bytes]) -> Iterator[tuple[int, bytes]]:
+    """The kept pages as runs of adjacent pages: (address, bytes)."""
+    run_start, chunks = None, []
+    for page in sorted(pages):
+        if run_start is not None and page == run_start + PAGE * len(chunks):
+            chunks.append(pages[page])
+            continue
+        if run_start is not None:
+            yield run_start, b"".join(chunks)
+        run_start, chunks = page, [pages[page]]
+    if run_start is not None:
+        yield run_start, b"".join(chunks)

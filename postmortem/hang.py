@@ -1,0 +1,193 @@
+"""Hang analysis: where each process of a hung job waits, grouped, and who the others wait for.
+
+Input: the `process-snapshot` events of `postmortem snapshot`'s process files, whose stacks were read from the
+snapshot's core on the machine that took it (where the libraries are). Each process is placed where its main
+thread waits: the first row of data/wait-places.tsv that matches a frame of that thread (a collective, a barrier,
+the GPU, a Python lock, a sleep, I/O...), shown as its innermost Python frame (or native frame). Processes in the
+same place form a group. When most wait for the others (a collective or a barrier), those that do not are the
+suspects: they are where the job stopped. The result is one `job-hang` event for the job and one
+`process-hang` event per process whose threads wait on each other (two or more threads on Python locks); the
+signatures (signatures/hang.yaml) turn them into findings, with the ranks and places as fields.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import regex
+
+from .knowledge import data_rows
+from .model import Event, Location, ranks_text
+
+OTHERS = frozenset({"collective", "barrier"})
+"""Wait kinds that wait for other processes: a process not waiting with the others there is the suspect."""
+LAUNCHERS = frozenset({"child", "launcher"})
+"""Wait kinds of a job's launcher or parent (torchrun, mpirun, a multiprocessing parent): never a suspect."""
+GPU_MODULES = regex.compile(r"^nvidia")
+"""Kernel modules of the NVIDIA driver (nvidia, nvidia_uvm, nvidia_modeset): a thread blocked in one of them
+waits for the driver."""
+SHOWN_GROUPS = 8
+
+
+@dataclass(frozen=True)
+class WaitPlace:
+    """One row of data/wait-places.tsv."""
+
+    frame: str
+    pattern: regex.Pattern
+    kind: str
+    meaning: str
+
+
+@cache
+def wait_places() -> tuple[WaitPlace, ...]:
+    return tuple(WaitPlace(row["frame"], regex.compile(row["pattern"]), row["kind"], row["meaning"])
+                 for row in data_rows("wait-places.tsv"))
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Where one thread waits."""
+
+    tid: int
+    kind: str
+    meaning: str
+    where: str
+    """Its innermost Python frame (`function (file:line)`), else its innermost named native frame."""
+
+
+@dataclass(frozen=True)
+class Waiter:
+    """One process of the job, placed where its main thread waits."""
+
+    pid: int
+    host: str | None
+    rank: int | None
+    launcher: str | None
+    """The launcher the process is (torchrun, mpirun: data/launchers.tsv), when it is one: never a suspect."""
+    path: str
+    main: Wait
+    threads: tuple[Wait, ...]
+
+    @property
+    def name(self) -> str:
+        who = f"rank {self.rank}" if self.rank is not None else f"pid {self.pid}"
+        return who + (f" (pid {self.pid}{' on ' + self.host if self.host else ''})" if self.rank is not None
+                      else f" on {self.host}" if self.host else "")
+
+
+def thread_wait(thread: Mapping[str, Any]) -> Wait:
+    """Where a thread waits: the first wait-place row matching one of its frames (a process file's `stacks`)."""
+    python = [f for f in thread.get("python") or [] if isinstance(f, Mapping)]
+    native = [str(f["symbol"]) for f in thread.get("frames") or [] if isinstance(f, Mapping) and f.get("symbol")]
+    candidates = {"python": [f"{f.get('function')}@{f.get('file')}" for f in python], "native": native}
+    found = next((place for place in wait_places() if any(place.pattern.search(c) for c in candidates[place.frame])),
+                 None)
+    where = _python_place(python[0]) if python else (native[0] if native else "?")
+    tid = thread["tid"] if isinstance(thread.get("tid"), int) else 0
+    if found is None:
+        return Wait(tid, "running", "not in a known wait (running, or in code the table does not know)", where)
+    return Wait(tid, found.kind, found.meaning, where)
+
+
+def _python_place(frame: Mapping[str, Any]) -> str:
+    return f"{frame.get('function')} ({os.path.basename(str(frame.get('file')))}:{frame.get('line')})"
+
+
+def waiters(events: Iterable[Event]) -> list[Waiter]:
+    """The processes of the snapshots, each with where its threads wait (the stacks its process file holds)."""
+    found = []
+    for event in events:
+        stacks = event.fields.get("stacks") if event.kind == "process-snapshot" else None
+        if not stacks:
+            continue
+        threads = tuple(thread_wait(thread) for thread in stacks if isinstance(thread, Mapping))
+        pid = event.fields["pid"]
+        main = next((w for w in threads if w.tid == pid), threads[0])
+        found.append(Waiter(pid, event.fields.get("host"), event.fields.get("rank"), event.fields.get("launcher"),
+                            event.where.path, main, threads))
+    return sorted(found, key=lambda w: (w.rank is None, w.rank if w.rank is not None else 0, w.host or "", w.pid))
+
+
+def hang_events(events: Sequence[Event]) -> list[Event]:
+    """`process-hang` events for processes whose threads wait on each other, and one `job-hang` event."""
+    found = waiters(events)
+    made = [event for waiter in found if (event := _process_hang(waiter)) is not None]
+    if found:
+        made.append(_job_hang(found, events))
+    return made
+
+
+def _process_hang(waiter: Waiter) -> Event | None:
+    locked = [w for w in waiter.threads if w.kind == "python-lock"]
+    if len(locked) < 2:
+        return None
+    places = "; ".join(f"thread {w.tid} at {w.where}" for w in locked)
+    return Event(kind="process-hang", where=Location(waiter.path), text=f"{waiter.name}: {len(locked)} threads "
+                 f"wait for Python locks: {places}",
+                 fields={"pid": waiter.pid, "host": waiter.host, "who": waiter.name, "lock_waiters": len(locked),
+                         "lock_places": places, "threads": len(waiter.threads)})
+
+
+def _members(group: list[Waiter]) -> str:
+    ranks = [w.rank for w in group if w.rank is not None]
+    pids = [w.pid for w in group if w.rank is None]
+    parts = ([ranks_text(ranks)] if ranks else []) + \
+            ([f"pid{'s' if len(pids) > 1 else ''} {', '.join(map(str, sorted(pids)))}"] if pids else [])
+    return " and ".join(parts)
+
+
+def _meaning(waiter: Waiter) -> str:
+    return f"the job's launcher, {waiter.launcher}" if waiter.launcher else waiter.main.meaning
+
+
+def _job_hang(found: list[Waiter], events: Sequence[Event]) -> Event:
+    groups: dict[tuple[str, str], list[Waiter]] = {}
+    for waiter in found:
+        kind = "launcher" if waiter.launcher else waiter.main.kind
+        groups.setdefault((kind, waiter.main.where), []).append(waiter)
+    ordered = sorted(groups.items(), key=lambda item: (item[0][0] in LAUNCHERS, -len(item[1])))
+    (kind, where), largest = ordered[0]
+    suspects = [w for (k, _), group in ordered[1:] if k not in LAUNCHERS for w in group] \
+        if kind in OTHERS and len(found) > 1 else []
+    blocked = [e for e in events if e.kind == "thread-blocked"
+               and any(GPU_MODULES.search(m) for m in e.fields.get("kernel_modules", []))]
+    tool_hangs = [e for e in events if e.kind == "tool-hang"]
+    gpu_side = kind == "gpu" or bool(blocked) or bool(tool_hangs)
+    text = "; ".join(f"{_members(group)} {'wait' if len(group) > 1 else 'waits'} in {place} "
+                     f"({_meaning(group[0])})" for (_, place), group in ordered[:SHOWN_GROUPS])
+    fields: dict[str, Any] = {
+        "processes": len(found),
+        "hosts": sorted({w.host for w in found if w.host}),
+        "groups": [{"members": _members(group), "kind": k, "where": place, "meaning": _meaning(group[0])}
+                   for (k, place), group in ordered],
+        "groups_text": text,
+        "side": "gpu" if gpu_side else "host",
+        "waiting_kind": kind,
+        "waiting_where": where,
+        "waiting_members": _members(largest),
+    }
+    world = {size for e in events
+             if e.kind == "process-snapshot" and isinstance(size := e.fields.get("world_size"), int)}
+    ranks = {w.rank for w in found if w.rank is not None}
+    if len(world) == 1 and ranks:
+        missing = sorted(set(range(next(iter(world)))) - ranks)
+        if missing:
+            fields["missing_ranks"] = ranks_text(missing)
+    if suspects:
+        fields["suspects"] = "; ".join(f"{w.name} in {w.main.where} ({w.main.meaning})" for w in suspects)
+        fields["suspect"] = suspects[0].name
+        fields["suspect_where"] = suspects[0].main.where
+        fields["suspect_kind"] = suspects[0].main.kind
+        if suspects[0].rank is not None:
+            fields["suspect_rank"] = suspects[0].rank
+    if blocked:
+        fields["driver_blocked"] = "; ".join(e.text for e in blocked[:4])
+    if tool_hangs:
+        fields["tool_hang"] = tool_hangs[0].text
+    return Event(kind="job-hang", where=Location(found[0].path), text=text,
+                 fields={k: v for k, v in fields.items() if v not in (None, [], "")})

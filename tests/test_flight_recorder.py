@@ -1,0 +1,264 @@
+"""Flight-recorder dumps of real 4-rank jobs (tests/data/flight_recorder): the suspect and the mismatch are those
+PyTorch's own fr_trace printed for the same dumps (fr_trace_pgconfig.txt, parsed here); hostile, truncated and
+mixed-version dumps give diagnostics and the conclusion the readable dumps still allow."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import regex
+from click.testing import CliRunner
+
+from postmortem.cli import main
+from postmortem.flight import with_collective_mismatches
+from postmortem.inputs import open_inputs
+from postmortem.model import Event
+from postmortem.pipeline import read_blob
+from postmortem.safe_pickle import loads
+
+DATA = Path(__file__).parent / "data" / "flight_recorder"
+SCENARIOS = ("skip", "size", "sleep")
+FORMATS = {"pickle": "nccl_trace_rank_[0-9]", "json": "fr_json_rank_[0-9].json"}
+ERROR_TYPES = {"COLLECTIVE_TYPE_MISMATCH": "op", "SIZE_OR_SYNTAX_MISMATCH": "sizes",
+               "COLLECTIVE_DTYPE_MISMATCH": "dtypes"}
+"""fr_trace's error types (torch/distributed/flight_recorder/components/types.py MatchState) in our words."""
+
+
+@dataclass(frozen=True)
+class Oracle:
+    """What fr_trace said about one scenario: its first error."""
+
+    seq: int
+    pg: str
+    pg_desc: str
+    suspects: str
+    mismatch: str
+    expected: str | None
+    found: str | None
+    caller: str
+
+
+def oracle(scenario: str) -> Oracle:
+    """The first error of fr_trace's analysis in fr_trace_pgconfig.txt (it goes on to the errors that follow from
+    it: in `size`, seq 6 that only rank 1 reached)."""
+    analysis = (DATA / scenario / "fr_trace_pgconfig.txt").read_text().split("\n\n")[0]
+    text = regex.split(r"\n(?=Collective sequence number|Not all ranks joining)", analysis)[1]  # [0]: the command
+    seq = regex.search(r"sequence number: (\d+)", text)
+    group = regex.search(r"group info: (\w+):(\w+)", text)
+    frame = next(m for m in regex.finditer(r"(?m)^\s*(\S+) at (\S+):(\d+)$", text) if "/torch/" not in m[2])
+    caller = f"{frame[1]} ({os.path.basename(frame[2])}:{frame[3]})"
+    assert seq and group
+    if missing := regex.search(r"missing ranks: \{([\d, ]+)\}", text):
+        return Oracle(int(seq[1]), group[1], group[2], missing[1], "missing", None, None, caller)
+    culprit = regex.search(r"Culprit rank (\d+); Error type: (\w+), Expected [^']*'([^']*)'.*found [^']*'([^']*)'",
+                           text)
+    assert culprit, text
+    return Oracle(int(seq[1]), group[1], group[2], culprit[1], ERROR_TYPES[culprit[2]], culprit[3], culprit[4],
+                  caller)
+
+
+def read(paths: list[Path]) -> tuple[list[Event], dict[str, tuple[str, ...]]]:
+    """The events of `paths` after the cross-rank analysis, and each input's diagnostics."""
+    events: list[Event] = []
+    diagnostics = {}
+    for blob in open_inputs([str(p) for p in paths]):
+        info, found = read_blob(blob)
+        events.extend(found)
+        diagnostics[Path(info.path).name] = info.diagnostics
+    return with_collective_mismatches(events), diagnostics
+
+
+def mismatches(paths: list[Path]) -> list[Event]:
+    return [e for e in read(paths)[0] if e.kind == "collective-mismatch"]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_suspect_and_mismatch_are_fr_traces(scenario: str, fmt: str) -> None:
+    expected = oracle(scenario)
+    [found] = mismatches(sorted((DATA / scenario).glob(FORMATS[fmt])))
+    fields = found.fields
+    assert (fields["suspect_ranks"], fields["mismatch"], fields["seq"], fields["pg"], fields["pg_desc"]) == (
+        expected.suspects, expected.mismatch, expected.seq, expected.pg, expected.pg_desc)
+    if expected.expected is not None:
+        assert fields["expected"].endswith(f" {expected.expected}") or fields["expected"] == expected.expected
+        assert fields["found"].endswith(f" {expected.found}") or fields["found"] == expected.found
+    assert fields["ranks_total"] == 4 and isinstance(fields["waited_s"], float)
+    if fmt == "pickle":  # JSON dumps hold no stack frames
+        assert fields["others_caller"] == expected.caller
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_each_dump_event_says_how_far_each_group_got(scenario: str) -> None:
+    events, diagnostics = read(sorted((DATA / scenario).glob("fr_json_rank_*.json")))
+    dumps = {e.fields["rank"]: e for e in events if e.kind == "flight-recorder"}
+    assert sorted(dumps) == [0, 1, 2, 3] and not any(diagnostics.values())
+    for rank, event in dumps.items():
+        raw = json.loads((DATA / scenario / f"fr_json_rank_{rank}.json").read_text())
+        assert event.fields["version"] == raw["version"] and "entries" not in event.fields
+        assert {pg: (g["enqueued"], g["started"], g["completed"]) for pg, g in event.fields["groups"].items()} == {
+            pg: tuple(int(s[f"last_{k}_collective"]) for k in ("enqueued", "started", "completed"))
+            for pg, s in raw["pg_status"].items()}
+        last = raw["entries"][-1]
+        assert (event.fields["last_op"], event.fields["last_seq"], event.fields["last_input_sizes"]) == (
+            last["profiling_name"].split(":")[1], last["collective_seq_id"], last["input_sizes"])
+
+
+def test_pickle_dump_names_the_users_frame() -> None:
+    events, _ = read([DATA / "skip" / "nccl_trace_rank_2"])
+    [dump] = [e for e in events if e.kind == "flight-recorder"]
+    raw = loads((DATA / "skip" / "nccl_trace_rank_2").read_bytes())
+    assert isinstance(raw, dict)
+    user = next(f for f in raw["entries"][-1]["frames"] if "/torch/" not in f["filename"])
+    assert dump.fields["last_caller"] == f"{user['name']} (make_dumps.py:{user['line']})"
+    assert not [e for e in events if e.kind == "collective-mismatch"]  # one rank alone is compared with nobody
+
+
+def _analyze(*args: str) -> str:
+    result = CliRunner().invoke(main, ["analyze", *args])
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output
+    return result.output
+
+
+def test_cli_verdict_names_the_rank_and_the_mismatch() -> None:
+    output = _analyze(str(DATA / "skip"))
+    verdict = " ".join(output.split("What to do:")[0].split())  # the report wraps its lines
+    assert "flight-recorder-op-mismatch" in verdict
+    assert "rank 2 called broadcast" in verdict and "ranks 0-1, 3 called all_reduce" in verdict
+    assert "seq 5" in verdict and "make_dumps.py:" in verdict
+    report = json.loads(_analyze("--format", "json", str(DATA / "skip")))
+    assert report["findings"][0]["signature"] == "flight-recorder-op-mismatch"
+
+
+def test_watchdog_line_of_the_same_collective_is_told_the_suspect(tmp_path: Path) -> None:
+    for dump in (DATA / "skip").glob("nccl_trace_rank_*"):
+        shutil.copy(dump, tmp_path)
+    (tmp_path / "rank0.log").write_text(
+        "[rank0]:[E1201 16:52:37.000000000 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=3000) ran for 3001 "
+        "milliseconds before timing out.\n")
+    events, _ = read([tmp_path])
+    [timeout] = [e for e in events if e.kind == "nccl-timeout"]
+    [mismatch] = [e for e in events if e.kind == "collective-mismatch"]
+    assert timeout.fields["suspect_ranks"] == "2" and timeout.fields["mismatch"] == "op"
+    assert mismatch.fields["watchdog_ranks"] == "0"
+    assert "rank 2 called broadcast" in " ".join(_analyze(str(tmp_path)).split("What to do:")[0].split())
+
+
+class Payload:
+    """Unpickled by pickle.load, this would run a shell command."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+@pytest.mark.parametrize("protocol", [2, 4])
+def test_hostile_pickle_runs_nothing(tmp_path: Path, protocol: int) -> None:
+    marker = tmp_path / "ran"
+    folder = tmp_path / "dumps"
+    shutil.copytree(DATA / "sleep", folder)
+    dump = loads((folder / "nccl_trace_rank_0").read_bytes())
+    assert isinstance(dump, dict)
+    dump["entries"][0]["frames"] = [Payload(marker)]
+    (folder / "nccl_trace_rank_0").write_bytes(pickle.dumps(dump, protocol=protocol))
+    _, diagnostics = read([folder])
+    assert not marker.exists()
+    assert any("not read" in note and "system" in note and "nothing in it was run" in note
+               for note in diagnostics["nccl_trace_rank_0"])
+    [found] = mismatches([folder])  # ranks 1 and 2, and the JSON dump of rank 0, still show rank 3 missing
+    assert found.fields["suspect_ranks"] == "3" and found.fields["mismatch"] == "missing"
+    assert "Traceback" not in _analyze(str(folder)) and not marker.exists()
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_truncated_dump_is_a_diagnostic_and_the_rest_still_concludes(tmp_path: Path, fmt: str) -> None:
+    source = next((DATA / "sleep").glob(FORMATS[fmt].replace("[0-9]", "0")))
+    data = source.read_bytes()
+    for cut in (10, 100, len(data) // 2, len(data) - 1):
+        folder = tmp_path / str(cut)
+        folder.mkdir()
+        for dump in (DATA / "sleep").glob(FORMATS[fmt]):
+            shutil.copy(dump, folder)
+        (folder / source.name).write_bytes(data[:cut])
+        events, diagnostics = read([folder])
+        assert 0 not in [e.fields["rank"] for e in events if e.kind == "flight-recorder"]
+        notes = diagnostics[source.name]
+        # cut before any key of a dump it is data of no known format; after one, a dump that was cut
+        assert any("not read" in note for note in notes) if cut >= 100 else notes, (cut, notes)
+        [found] = mismatches([folder])
+        assert (found.fields["suspect_ranks"], found.fields["other_ranks"]) == ("3", "ranks 1-2")
+
+
+def _rewrite(path: Path, version: str, renamed: dict[str, str], dropped: tuple[str, ...],
+             added: dict[str, object]) -> None:
+    dump = loads(path.read_bytes())
+    assert isinstance(dump, dict)
+    dump["version"] = version
+    for key in dropped:
+        dump.pop(key, None)
+    for entry in dump["entries"]:
+        for key in dropped:
+            entry.pop(key, None)
+        for old, new in renamed.items():
+            entry[new] = entry.pop(old)
+        entry.update(added)
+    path.write_bytes(pickle.dumps(dump, protocol=2))
+
+
+def test_mixed_versions(tmp_path: Path) -> None:
+    """Rank 0 as a 2.4 recorder wrote it, rank 1 of an unknown 9.0, rank 2 of 1.x (seq_id): 9.0 is named and left
+    out; the others still show rank 3 missing from seq 5."""
+    for dump in (DATA / "sleep").glob("nccl_trace_rank_*"):
+        shutil.copy(dump, tmp_path)
+    _rewrite(tmp_path / "nccl_trace_rank_0", "2.4", {}, ("thread_id", "thread_name", "comm_lib_version"),
+             {"duration_ms": 1.5})
+    _rewrite(tmp_path / "nccl_trace_rank_1", "9.0", {}, (), {})
+    _rewrite(tmp_path / "nccl_trace_rank_2", "1.9", {"collective_seq_id": "seq_id"}, ("p2p_seq_id",), {})
+    events, diagnostics = read([tmp_path])
+    assert not diagnostics["nccl_trace_rank_0"] and not diagnostics["nccl_trace_rank_2"]
+    [note] = diagnostics["nccl_trace_rank_1"]
+    assert "'9.0'" in note and "not know" in note
+    versions = {e.fields["rank"]: e.fields["version"] for e in events if e.kind == "flight-recorder"}
+    assert versions == {0: "2.4", 1: "9.0", 2: "1.9", 3: "2.10"}
+    [found] = [e for e in events if e.kind == "collective-mismatch"]
+    assert (found.fields["suspect_ranks"], found.fields["other_ranks"], found.fields["seq"]) == ("3", "ranks 0, 2", 5)
+
+
+def test_dump_without_entries_says_so(tmp_path: Path) -> None:
+    dump = json.loads((DATA / "skip" / "fr_json_rank_0.json").read_text())
+    dump["entries"] = []
+    (tmp_path / "fr_json_rank_0.json").write_text(json.dumps(dump))
+    events, diagnostics = read([tmp_path])
+    assert "holds no entries" in diagnostics["fr_json_rank_0.json"][0]
+    assert [e.fields["rank"] for e in events if e.kind == "flight-recorder"] == [0]
+
+
+def test_a_log_that_mentions_the_keys_is_no_dump(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("we grep for collective_seq_id and profiling_name in the dumps\n")
+    events, diagnostics = read([tmp_path])
+    assert not [e for e in events if e.kind == "flight-recorder"] and "flight" not in str(diagnostics)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_dumps_of_one_job_in_a_folder_per_node_are_aligned_as_one(tmp_path: Path, scenario: str) -> None:
+    """Each node writes the dumps of its own ranks: two folders of disjoint ranks are one job; two folders of the
+    same ranks are two jobs (two scenarios here), each with its own conclusion."""
+    for node, ranks in (("node-a", (0, 1)), ("node-b", (2, 3))):
+        (tmp_path / node).mkdir()
+        for rank in ranks:
+            shutil.copy(DATA / scenario / f"nccl_trace_rank_{rank}", tmp_path / node)
+    [found] = mismatches([tmp_path / "node-a", tmp_path / "node-b"])
+    assert (found.fields["suspect_ranks"], found.fields["seq"]) == (oracle(scenario).suspects, oracle(scenario).seq)
+    both = mismatches([DATA / "skip", DATA / "sleep"])
+    assert sorted(e.fields["suspect_ranks"] for e in both) == sorted([oracle("skip").suspects,
+                                                                      oracle("sleep").suspects])
