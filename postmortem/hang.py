@@ -25,6 +25,9 @@ from .model import Event, Location, ranks_text
 
 OTHERS = frozenset({"collective", "barrier"})
 """Wait kinds that wait for other processes: a process not waiting with the others there is the suspect."""
+DELEGATES = frozenset({"autograd"})
+"""Wait kinds of a main thread that waits for threads of its own process (the autograd engine's): the process
+waits where the first of those waits for other processes, when one does (a gradient collective)."""
 LAUNCHERS = frozenset({"child", "launcher"})
 """Wait kinds of a job's launcher or parent (torchrun, mpirun, a multiprocessing parent): never a suspect."""
 GPU_MODULES = regex.compile(r"^nvidia")
@@ -108,6 +111,8 @@ def waiters(events: Iterable[Event]) -> list[Waiter]:
         threads = tuple(thread_wait(thread) for thread in stacks if isinstance(thread, Mapping))
         pid = event.fields["pid"]
         main = next((w for w in threads if w.tid == pid), threads[0])
+        if main.kind in DELEGATES:
+            main = next((w for w in threads if w.kind in OTHERS), main)
         found.append(Waiter(pid, event.fields.get("host"), event.fields.get("rank"), event.fields.get("launcher"),
                             event.where.path, main, threads))
     return sorted(found, key=lambda w: (w.rank is None, w.rank if w.rank is not None else 0, w.host or "", w.pid))

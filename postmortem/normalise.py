@@ -18,6 +18,8 @@ Sources read the normalised text (`Line.text`); evidence shows the line as writt
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import regex
 
 TRANSPORT = regex.compile(
@@ -26,12 +28,13 @@ TRANSPORT = regex.compile(
       [ \t]*+(?:>[ \t]?)+                          # quote markers, also nested (">> ")
     | [ \t]*(?:```|~~~)(?=\S)                                # a Markdown fence glued to the first line
     | [ \t]*\d{1,6}[ \t]*[|│][ \t]?                          # editor / pager gutter: "  12 | "
-    | [ \t]*(?:\[(?:rank|default)\d+\]|\[\d+,\d+\]<(?:stdout|stderr)>):[ \t]?   # torchrun, mpirun --tag-output
+    | [ \t]*(?:\[(?:rank|default)(?P<rank>\d+)\]                 # torchrun: "[rank3]:", "[default3]:"
+      |\[\d+,(?P<rank>\d+)\]<(?:stdout|stderr)>):[ \t]?              # mpirun --tag-output: "[1,3]<stderr>:"
     | [ \t]*From[ ]worker[ ]\d+:[ \t]*                      # Julia Distributed
     | [ \t]*\((?:[A-Za-z][\w.\-]*(?:[ ][\w.\-]+)*[ ])?pid=\d+(?:,[ ]ip=[\d.]+)?\)[ \t]+  # Ray / vLLM workers
     | [ \t]*\((?:raylet|gcs_server|dashboard\w*)\)[ \t]+    # Ray daemons
     | [ \t]*[A-Za-z][\w.\-]*[ \t]+\|[ \t]                    # docker compose: "vllm-1  | "
-    | [ \t]*\d{1,4}:[ ]                                      # srun --label: "0: "
+    | [ \t]*(?P<rank>\d{1,4}):[ ]                            # srun --label: "0: "
     | \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6,9}Z[ ]           # kubectl --timestamps, CI runners (UTC, 6-9 digits)
     )""",
     regex.VERBOSE,
@@ -43,9 +46,22 @@ MAX_LAYERS = 4
 def strip_transport(text: str) -> str:
     """The line without the quoting, gutter and relay prefixes in front of it."""
     pos = 0
+    for match in _layers(text):
+        pos = match.end()
+    return text[pos:] if pos else text
+
+
+def relay_rank(text: str) -> int | None:
+    """The rank the relay prefixes of a line as written give it (torchrun `[rank3]:` / `[default3]:`, mpirun
+    `[1,3]<stderr>:`, srun `3: `), the outermost first; None when none does."""
+    return next((int(match["rank"]) for match in _layers(text) if match["rank"]), None)
+
+
+def _layers(text: str) -> Iterator[regex.Match[str]]:
+    pos = 0
     for _ in range(MAX_LAYERS):
         match = TRANSPORT.match(text, pos)
         if match is None or match.end() == pos:
-            break
+            return
+        yield match
         pos = match.end()
-    return text[pos:] if pos else text

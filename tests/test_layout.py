@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from postmortem.inputs import Blob
-from postmortem.normalise import strip_transport
+from postmortem.normalise import relay_rank, strip_transport
 from postmortem.pipeline import analyze_blobs, analyze_text
 from postmortem.reader import BytesReader
 
@@ -92,3 +92,16 @@ def test_evidence_shows_the_line_as_written():
 ])
 def test_strip_transport(written, body):
     assert strip_transport(written) == body
+
+
+@pytest.mark.parametrize(("written", "rank"), [
+    ("> > [rank3]: RuntimeError: x", 3),
+    ("[default12]:[E ProcessGroupNCCL.cpp:737] [Rank 12] Watchdog caught collective operation timeout", 12),
+    ("[1,5]<stderr>:[HOST:03599] Signal: Segmentation fault (11)", 5),
+    ("7: Thread 8851 (idle): \"MainThread\"", 7),
+    ("  12 | [rank4]: NCCL WARN x", 4),
+    ("vllm-1  | INFO 05-01 ready", None),
+    ("[Rank 3] Watchdog caught collective operation timeout", None),
+])
+def test_relay_rank_is_read_from_the_layers_strip_transport_takes_off(written, rank):
+    assert relay_rank(written) == rank

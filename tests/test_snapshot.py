@@ -353,3 +353,28 @@ def test_a_thread_in_uninterruptible_sleep_is_reported_and_does_not_hold_the_sna
     assert [e.fields["tid"] for e in blocked] == [hung.pid]
     if state["threads"][0]["kernel_stack"]:  # /proc/PID/stack is root's to read
         assert "vfork" in " ".join(state["threads"][0]["kernel_stack"])
+
+
+def test_job_is_the_tree_under_the_outermost_launcher(tmp_path):
+    """`--job`: from any process of a job, up to the outermost launcher (data/launchers.tsv) and down to every
+    process under it; with no pid, every launcher's tree. The launcher here is a real process tree whose program
+    is named torchrun, as the launcher's is (what the table matches is the command line)."""
+    launcher = tmp_path / "torchrun"
+    launcher.write_text(textwrap.dedent(f"""\
+        #!{sys.executable}
+        import subprocess, sys, time
+        workers = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in range(2)]
+        print(" ".join(str(w.pid) for w in workers), flush=True)
+        time.sleep(60)
+    """))
+    launcher.chmod(0o755)
+    job = subprocess.Popen([str(launcher), "--nproc-per-node", "2"], stdout=subprocess.PIPE)
+    try:
+        assert job.stdout is not None
+        workers = [int(pid) for pid in job.stdout.readline().split()]
+        assert job_processes([workers[1]]) == [job.pid, *sorted(workers)]
+        assert set(job_processes([])) >= {job.pid, *workers}
+    finally:
+        for pid in [*workers, job.pid]:
+            os.kill(pid, 9)
+        job.wait()

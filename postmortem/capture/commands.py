@@ -147,7 +147,7 @@ def snapshot_command(pids: tuple[int, ...], job: bool, out: Path | None, telemet
             continue
         rank = f" rank {process['rank']['rank']}" if "rank" in process["rank"] else ""
         click.echo(f"postmortem: pid {process['pid']}{rank}: {process['threads']} threads "
-                   f"({process['python_threads']} with Python stacks), stopped {process['stopped_ms']:.1f} ms",
-                   err=True)
+                   f"({process['python_threads']} with Python stacks), stopped {process['stopped_ms']:.1f} ms"
+                   + (f"; main thread in {process['waits']}" if process["waits"] else ""), err=True)
     click.echo(f"postmortem: {manifest['gpu']}", err=True)
     click.echo(f"postmortem: wrote {out}; read it with: postmortem analyze {out}", err=True)

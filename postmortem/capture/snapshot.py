@@ -76,6 +76,8 @@ class ProcessResult:
     threads: int = 0
     python_threads: int = 0
     rank: dict[str, int] = field(default_factory=dict)
+    waits: str | None = None
+    """Where its main thread waits, in words (hang.thread_wait)."""
     error: str | None = None
 
 
@@ -280,6 +282,12 @@ def snapshot_process(pid: int, folder: Path, redactor: Redactor) -> ProcessResul
             core_writer.write(handle, taken, note)
         result.files.append(core.name)
         stacks, notes = read_stacks(core)
+        main = next((s for s in stacks if s["tid"] == pid), stacks[0] if stacks else None)
+        if main is not None:
+            from ..hang import thread_wait
+
+            wait = thread_wait(main)
+            result.waits = f"{wait.where}: {wait.meaning}"
         state.update(stopped_ms=result.stopped_ms, core=core.name, environment_blanked=blanked,
                      diagnostics=taken.diagnostics + notes, stacks=stacks)
     dump = _flight_recorder_dump(pid, folder)

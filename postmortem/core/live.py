@@ -18,6 +18,7 @@ may block in the driver that is hung.
 
 from __future__ import annotations
 
+import bisect
 import ctypes
 import os
 import platform
@@ -25,6 +26,7 @@ import struct
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from . import elf, link_map, notes
 from .analysis import process_memory, python_version, read_python_stacks
@@ -33,7 +35,7 @@ from .memory import Memory
 from .modules import Files, Module
 from .python_stack import PythonStackError, PythonThread
 
-PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+PAGE = os.sysconf("SC_PAGE_SIZE")
 PTRACE_SEIZE, PTRACE_INTERRUPT, PTRACE_DETACH, PTRACE_GETREGSET = 0x4206, 0x4207, 17, 0x4204
 PTRACE_EVENT_STOP = 128
 WALL = 0x40000000
@@ -129,8 +131,6 @@ class PageReader:
         os.close(self._fd)
 
     def _may_read(self, page: int) -> bool:
-        import bisect
-
         i = bisect.bisect_right(self._starts, page) - 1
         return i >= 0 and page < self._readable[i][1]
 
@@ -248,7 +248,7 @@ def capture(pid: int) -> Stopped:
     try:
         vmas = maps(pid)
         reader = PageReader(pid, vmas)
-        auxv = open(f"/proc/{pid}/auxv", "rb").read()  # noqa: SIM115 - one read of a small proc file
+        auxv = Path(f"/proc/{pid}/auxv").read_bytes()
     except OSError as exc:
         raise LiveError(f"process {pid}: {exc.strerror or exc}") from None
     try:
