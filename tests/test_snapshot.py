@@ -378,3 +378,19 @@ def test_job_is_the_tree_under_the_outermost_launcher(tmp_path):
         for pid in [*workers, job.pid]:
             os.kill(pid, 9)
         job.wait()
+
+
+def test_a_second_snapshot_into_the_same_folder_never_overwrites_the_first(tmp_path):
+    from postmortem.outputs import OutputError
+
+    with blocked_in_ctypes() as hung:
+        first = snapshot(tmp_path, [hung.pid], Plan(since=_now(), telemetry_s=0, timeout_s=5))
+        written = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+        with pytest.raises(OutputError, match="already holds a snapshot"):
+            snapshot(tmp_path, [hung.pid], Plan(since=_now(), telemetry_s=0, timeout_s=5))
+        (tmp_path / "snapshot.json").rename(tmp_path / "first.json")  # a folder of loose files: cores stay
+        again = snapshot(tmp_path, [hung.pid], Plan(since=_now(), telemetry_s=0, timeout_s=5))
+    assert first["processes"][0]["error"] is None
+    assert "cannot write" in again["processes"][0]["error"] and "File exists" in again["processes"][0]["error"]
+    assert (tmp_path / f"core.{hung.pid}").read_bytes() == written[f"core.{hung.pid}"]
+    assert (tmp_path / f"process.{hung.pid}.json").read_bytes() == written[f"process.{hung.pid}.json"]

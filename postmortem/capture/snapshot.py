@@ -31,6 +31,7 @@ import regex
 from .. import __version__
 from ..core import core_writer, live
 from ..knowledge import data_rows
+from ..outputs import OutputError
 from .collect import Plan, gpu_pieces, save_redacted
 from .redact import Redactor, env_value_allowed
 from .run import job_kernel_log
@@ -277,7 +278,11 @@ def snapshot_process(pid: int, folder: Path, redactor: Redactor) -> ProcessResul
                                        os.stat(f"/proc/{pid}").st_gid, (command[0] if command else "?")[-15:],
                                        " ".join(command))
         core = folder / f"core.{pid}"
-        fd = os.open(core, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            fd = os.open(core, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # never over an earlier snapshot's
+        except OSError as exc:
+            result.error = f"process {pid}: cannot write {core}: {exc.strerror or exc}"
+            return result
         with os.fdopen(fd, "wb") as handle:
             core_writer.write(handle, taken, note)
         result.files.append(core.name)
@@ -358,7 +363,10 @@ def _flight_recorder_dump(pid: int, folder: Path) -> str | None:
 # ---------------------------------------------------------------- the case
 
 def snapshot(folder: Path, pids: list[int], plan: Plan, progress: Progress = lambda message: None) -> dict:
-    """Snapshots of the processes, then of the node; writes and returns the manifest."""
+    """Snapshots of the processes, then of the node; writes and returns the manifest. A folder that holds a
+    snapshot already is refused (OutputError): one snapshot never writes over another."""
+    if (folder / MANIFEST).exists():
+        raise OutputError(f"{folder} already holds a snapshot ({MANIFEST}): choose another folder")
     folder.mkdir(parents=True, exist_ok=True)
     redactor = Redactor(plan.environ)
     results = []
