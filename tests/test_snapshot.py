@@ -230,6 +230,13 @@ def test_debug_pipe_asks_the_process_for_a_flight_recorder_dump(tmp_path):
     assert state["rank"]["rank"] == 3
 
 
+def test_cli_exits_1_when_no_process_could_be_taken(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "postmortem", "snapshot", str(_gone_pid()), "-o", str(tmp_path / "c"),
+                           "--telemetry", "0"], capture_output=True, text=True, check=False, timeout=120)
+    assert done.returncode == 1 and "No such file or directory" in done.stderr
+    assert (tmp_path / "c" / "snapshot.json").exists()
+
+
 def test_cli_prints_each_stop_and_writes_a_case_analyze_reads(tmp_path):
     with python_lock_deadlock() as hung:
         done = subprocess.run([sys.executable, "-m", "postmortem", "snapshot", str(hung.pid), "-o",

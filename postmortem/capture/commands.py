@@ -121,7 +121,7 @@ def snapshot_command(pids: tuple[int, ...], job: bool, out: Path | None, telemet
     """Capture hung processes alive: every thread's native and Python stack, where each waits in the kernel,
     the GPU state and the kernel log; each process is stopped for milliseconds and goes on running.
 
-    Read the case directory with `postmortem analyze DIR`.
+    Read the case directory with `postmortem analyze DIR`. Exits with 1 when no process could be taken.
     """
     from datetime import datetime
 
@@ -151,3 +151,5 @@ def snapshot_command(pids: tuple[int, ...], job: bool, out: Path | None, telemet
                    + (f"; main thread in {process['waits']}" if process["waits"] else ""), err=True)
     click.echo(f"postmortem: {manifest['gpu']}", err=True)
     click.echo(f"postmortem: wrote {out}; read it with: postmortem analyze {out}", err=True)
+    if all(process["error"] for process in manifest["processes"]):
+        sys.exit(1)
