@@ -1,13 +1,15 @@
 """Hang analysis: where each process of a hung job waits, grouped, and who the others wait for.
 
-Input: the `process-snapshot` events of `postmortem snapshot`'s process files, whose stacks were read from the
-snapshot's core on the machine that took it (where the libraries are). Each process is placed where its main
+Input: the `process-snapshot` events of `postmortem snapshot`'s process files (whose stacks were read from the
+snapshot's core on the machine that took it, where the libraries are) and of pasted py-spy / pystack dumps
+(sources/live_stacks.py). Each process is placed where its main
 thread waits: the first row of data/wait-places.tsv that matches a frame of that thread (a collective, a barrier,
 the GPU, a Python lock, a sleep, I/O...), shown as its innermost Python frame (or native frame). Processes in the
 same place form a group. When most wait for the others (a collective or a barrier), those that do not are the
 suspects: they are where the job stopped. The result is one `job-hang` event for the job and one
-`process-hang` event per process whose threads wait on each other (two or more threads on Python locks); the
-signatures (signatures/hang.yaml) turn them into findings, with the ranks and places as fields.
+`process-hang` event per process whose threads wait on each other (two or more threads on Python locks). The
+signatures (signatures/hang.yaml) turn the job's into findings, with the ranks and places as fields; a
+process-hang has no cause of its own in the vocabulary and is shown as the first unexplained line.
 """
 
 from __future__ import annotations

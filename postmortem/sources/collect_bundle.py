@@ -53,7 +53,8 @@ FRAMEWORK_PACKAGES = {"torch": "pytorch", "tensorflow": "tensorflow", "jax": "ja
 
 _FORMAT = regex.compile(r'"format": "(postmortem-bundle/[^"]*)')
 _KEY_VALUE = regex.compile(r"^(?P<key>[\w.() -]+?): ?(?P<value>.*)$")
-_PACKAGE = regex.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>\d[\w.+!-]*)$")
+_PACKAGE = regex.compile(r"^(?:\[(?:pip3?|conda)\] +)?(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>\d[\w.+!-]*)$")
+"""A pip list line; torch.utils.collect_env prefixes it with the tool that listed it (`[pip3] torch==2.5.1`)."""
 _VARIABLE = regex.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)$")
 _DEVICE_SM = regex.compile(r" (sm_\d+[af]?)(?: |$)")
 """What ends each device of torch.txt's `devices:` line ("NAME sm_XY", joined by spaces)."""
