@@ -108,6 +108,15 @@ def ranks_text(ranks: Iterable[int]) -> str:
     return ("rank " if len(runs) == 1 and len(runs[0]) == 1 else "ranks ") + words
 
 
+def iso_time(value: object) -> datetime | None:
+    """A time postmortem wrote into one of its own records (run.json, snapshot.json) with isoformat; None for
+    anything else."""
+    try:
+        return datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
 def month_number(name: str) -> int | None:
     """1..12 for a month abbreviation in MONTHS ("Sep", "Sept.", "Mär"), else None."""
     return MONTHS.get(name.lower()[:3]) or MONTHS.get(name.lower())

@@ -12,6 +12,8 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -76,6 +78,18 @@ def _native(state: dict) -> dict[int, list[tuple[int, str | None]]]:
         found[thread["tid"]] = frames[: names.index("main") + 1] if "main" in names else frames
     return found
 
+
+
+@contextmanager
+def _ready_child(program: str, env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+    """A Python program that prints `ready` when it is where the test wants it, killed at the end."""
+    child = subprocess.Popen([sys.executable, "-c", program], stdout=subprocess.PIPE, env=env)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+        yield child
+    finally:
+        child.kill()
+        child.wait()
 
 def _gdb_pairs(threads) -> dict[int, list[tuple[int, str | None]]]:
     return pairs(on_the_stack(threads), _spell)
@@ -178,13 +192,8 @@ def test_secret_environment_values_are_blanked_in_the_core(tmp_path):
     secret, kept = "s3cr3t-value-0123456789", "3,1"
     program = "import sys, time; print('ready', flush=True); time.sleep(60)"
     env = {**os.environ, "MY_API_TOKEN": secret, "CUDA_VISIBLE_DEVICES": kept}
-    child = subprocess.Popen([sys.executable, "-c", program], stdout=subprocess.PIPE, env=env)
-    try:
-        assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+    with _ready_child(program, env) as child:
         state = _snapshot(child.pid, tmp_path)
-    finally:
-        child.kill()
-        child.wait()
     core = (tmp_path / state["core"]).read_bytes()
     assert secret.encode() not in core
     assert b"MY_API_TOKEN=" + b"*" * len(secret) in core
@@ -219,13 +228,8 @@ def test_debug_pipe_asks_the_process_for_a_flight_recorder_dump(tmp_path):
     """)
     env = {**os.environ, "RANK": "3", "TORCH_NCCL_DEBUG_INFO_PIPE_FILE": str(stem),
            "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": str(dump), "TORCH_NCCL_TRACE_BUFFER_SIZE": "100"}
-    child = subprocess.Popen([sys.executable, "-c", program], stdout=subprocess.PIPE, env=env)
-    try:
-        assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+    with _ready_child(program, env) as child:
         state = _snapshot(child.pid, tmp_path / "case")
-    finally:
-        child.kill()
-        child.wait()
     assert (tmp_path / "case" / state["flight_recorder_dump"]).read_bytes() == b"dumped by rank 3"
     assert state["rank"]["rank"] == 3
 
@@ -321,14 +325,9 @@ def test_flight_recorder_suspect_gets_the_pid_and_host_of_its_rank_from_a_snapsh
     with RANK=2 beside the committed dumps of the skip scenario, whose suspect is rank 2)."""
     import shutil
 
-    child = subprocess.Popen([sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)"],
-                             stdout=subprocess.PIPE, env={**os.environ, "RANK": "2", "WORLD_SIZE": "4"})
-    try:
-        assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+    program = "import time; print('ready', flush=True); time.sleep(60)"
+    with _ready_child(program, {**os.environ, "RANK": "2", "WORLD_SIZE": "4"}) as child:
         state = _snapshot(child.pid, tmp_path / "snapshot")
-    finally:
-        child.kill()
-        child.wait()
     shutil.copytree(SNAPSHOTS.parent / "flight_recorder" / "skip", tmp_path / "dumps")
     report = analyze([str(tmp_path / "dumps"), str(tmp_path / "snapshot")])
     mismatch = next(e for e in report.events if e.kind == "collective-mismatch")

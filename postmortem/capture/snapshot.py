@@ -168,7 +168,7 @@ def _ancestors(pid: int, parent: dict[int, int]) -> Iterable[int]:
         yield pid
 
 
-def process_state(pid: int, redactor: Redactor) -> dict:
+def process_state(pid: int, redactor: Redactor, environ: dict[str, str]) -> dict:
     """What /proc says of the process and each thread: the evidence of where a thread waits in the kernel."""
     status = (_read(f"/proc/{pid}/status") or b"").decode("utf-8", "replace")
     state = regex.search(r"(?m)^State:\s*(.+)$", status)
@@ -200,7 +200,9 @@ def process_state(pid: int, redactor: Redactor) -> dict:
         "host": socket.gethostname(),
         "command": [redactor.field(arg) for arg in command_line(pid)],
         "state": state[1].strip() if state else None,
-        "rank": rank_of(environment(pid)),
+        "uid": (owner := os.stat(f"/proc/{pid}")).st_uid,
+        "gid": owner.st_gid,
+        "rank": rank_of(environ),
         "launcher": _launcher(pid),
         "threads": threads,
         "devices": sorted(devices),
@@ -259,7 +261,8 @@ def snapshot_process(pid: int, folder: Path, redactor: Redactor) -> ProcessResul
     """The process's core and state in `folder`; a process that cannot be read is an error line, not an end."""
     result = ProcessResult(pid)
     try:
-        state = process_state(pid, redactor)
+        environ = environment(pid)
+        state = process_state(pid, redactor, environ)
     except OSError as exc:
         result.error = f"process {pid}: {exc.strerror or exc}"
         return result
@@ -274,9 +277,8 @@ def snapshot_process(pid: int, folder: Path, redactor: Redactor) -> ProcessResul
         result.threads, result.python_threads = len(taken.threads), len(taken.python)
         blanked = _blank_secrets(taken, pid)
         command = state["command"]
-        note = core_writer.ProcessNote(pid, state["ppid"] or 0, os.stat(f"/proc/{pid}").st_uid,
-                                       os.stat(f"/proc/{pid}").st_gid, (command[0] if command else "?")[-15:],
-                                       " ".join(command))
+        note = core_writer.ProcessNote(pid, state["ppid"] or 0, state["uid"], state["gid"],
+                                       (command[0] if command else "?")[-15:], " ".join(command))
         core = folder / f"core.{pid}"
         try:
             fd = os.open(core, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # never over an earlier snapshot's
@@ -295,7 +297,7 @@ def snapshot_process(pid: int, folder: Path, redactor: Redactor) -> ProcessResul
             result.waits = f"{wait.where}: {wait.meaning}"
         state.update(stopped_ms=result.stopped_ms, core=core.name, environment_blanked=blanked,
                      diagnostics=taken.diagnostics + notes, stacks=stacks)
-    dump = _flight_recorder_dump(pid, folder)
+    dump = _flight_recorder_dump(environ, folder)
     if dump:
         result.files.append(dump)
         state["flight_recorder_dump"] = dump
@@ -323,12 +325,11 @@ def read_stacks(core: Path) -> tuple[list[dict], list[str]]:
             for thread in found.core.threads], found.diagnostics
 
 
-def _flight_recorder_dump(pid: int, folder: Path) -> str | None:
+def _flight_recorder_dump(environ: dict[str, str], folder: Path) -> str | None:
     """Asks the process for a flight-recorder dump through the named pipe ProcessGroupNCCL watches
     (TORCH_NCCL_DEBUG_INFO_PIPE_FILE + rank + ".pipe"; the dump lands at TORCH_NCCL_DEBUG_INFO_TEMP_FILE + rank)
     and copies the dump into the case directory when one appears in time; a dump that lands in the directory
     above it (the case of `postmortem run --hang-after`, which points the dumps there) is named, not copied."""
-    environ = environment(pid)
     stem, rank = environ.get("TORCH_NCCL_DEBUG_INFO_PIPE_FILE"), rank_of(environ).get("rank")
     if not stem or rank is None:
         return None
@@ -353,7 +354,7 @@ def _flight_recorder_dump(pid: int, folder: Path) -> str | None:
             time.sleep(0.2)  # let the writer finish
             if dump.resolve().parent == folder.resolve().parent:
                 return f"../{dump.name}"
-            name = f"flight-recorder.{pid}.{dump.name}"
+            name = f"flight-recorder.{dump.name}"
             (folder / name).write_bytes(dump.read_bytes())
             return name
         time.sleep(0.05)

@@ -14,12 +14,11 @@ the pid.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from datetime import datetime
 from typing import Any
 
 import regex
 
-from ..model import Event, Location
+from ..model import Event, Location, iso_time
 from ..text import Line, TextDoc
 
 NAME = "postmortem-snapshot"
@@ -93,7 +92,7 @@ def _process(record: Mapping[str, Any], where: Location) -> Iterator[Event]:
 
 
 def _node(record: Mapping[str, Any], where: Location) -> Iterator[Event]:
-    taken = _time(record.get("taken"))
+    taken = iso_time(record.get("taken"))
     processes = [p for p in record.get("processes") or [] if isinstance(p, dict)]
     host = _text(record.get("host"))
     yield Event(kind="snapshot-record", where=where, time=taken, clock="wall" if taken else None,
@@ -117,8 +116,3 @@ def _text(value: object) -> str | None:
     return str(value) if isinstance(value, str | int) and str(value) else None
 
 
-def _time(value: object) -> datetime | None:
-    try:
-        return datetime.fromisoformat(value) if isinstance(value, str) else None
-    except ValueError:
-        return None

@@ -14,12 +14,11 @@ import posixpath
 import shlex
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from functools import cache
 from typing import Any
 
 from ..knowledge import data_rows, signal_name
-from ..model import Event, Location
+from ..model import Event, Location, iso_time
 from ..text import Line, TextDoc
 
 NAME = "run-record"
@@ -56,7 +55,7 @@ def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
     if not (isinstance(record.get("command"), list)
             and isinstance(record.get("exit_status"), int) and isinstance(record.get("environment_set"), dict)):
         return
-    ended = _time(record.get("ended"))
+    ended = iso_time(record.get("ended"))
     text = text.rstrip("\n")
     yield Event(kind="job-run", where=Location(doc.path, 1, text.count("\n") + 1), text=text,
                 fields=_fields(record, doc.path), time=ended, clock="wall" if ended else None)
@@ -93,13 +92,6 @@ def set_by_run_words(added: Mapping[str, str]) -> str:
     for name, value in added.items():
         groups.setdefault(purposes.get(name, ""), []).append(f"{name}={value}")
     return "; ".join(", ".join(names) + (f" ({purpose})" if purpose else "") for purpose, names in groups.items())
-
-
-def _time(value: object) -> datetime | None:
-    try:
-        return datetime.fromisoformat(value) if isinstance(value, str) else None
-    except ValueError:
-        return None
 
 
 def captured_streams(events: Iterable[Event]) -> dict[str, str]:
