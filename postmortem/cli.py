@@ -325,6 +325,7 @@ def _with_spinner(work: Callable[[Progress | None], Report]) -> Report:
 from .binaries.commands import gpu_arch_command  # noqa: E402
 from .capture.commands import collect_command, run_command, snapshot_command  # noqa: E402
 from .fleet.commands import COMMANDS as FLEET_COMMANDS  # noqa: E402
+from .triage.commands import triage_command  # noqa: E402
 
-for _command in (gpu_arch_command, collect_command, run_command, snapshot_command, *FLEET_COMMANDS):
+for _command in (gpu_arch_command, collect_command, run_command, snapshot_command, triage_command, *FLEET_COMMANDS):
     main.add_command(_command)

@@ -76,7 +76,8 @@ _ZIP_LOCAL_HEADER = 30
 class Blob:
     """One readable input after unpacking: its display path and bytes.
 
-    `kind` is "text" or "elf"; `diagnostics` says what went wrong on the way.
+    `kind` is "text", "elf", or "prose" (what a person wrote: an issue's text, read by the sources of people's
+    words too); `diagnostics` says what went wrong on the way.
     """
 
     path: str

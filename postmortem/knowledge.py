@@ -101,6 +101,20 @@ def cuda_error(token: str | int) -> CudaError | None:
     return _index().get(numbered.group(1) or numbered.group(2)) if numbered else None
 
 
+MESSAGE_MIN = 20
+"""Shortest cudaGetErrorString() message looked for in free text (shorter ones, "invalid argument", are words
+anyone writes)."""
+
+
+def quoted_cuda_message(text: str) -> CudaError | None:
+    """The CUDA error whose message a person quotes, in any letter case ("[CUDA ERROR]: Too many resources
+    requested for launch"); only messages of MESSAGE_MIN characters or more."""
+    for message in _message_pattern().finditer(text):
+        if len(message.group(0)) >= MESSAGE_MIN:
+            return _index()[message.group(0).lower()]
+    return None
+
+
 def find_cuda_error(text: str) -> tuple[CudaError | None, int | None]:
     """The CUDA error a log line reports, and the number it printed (if any).
 
@@ -258,15 +272,19 @@ def data_rows(name: str) -> list[dict[str, str]]:
 
 
 def _models(examples: str) -> list[str]:
-    """'RTX 4090/4080/4070' -> ['RTX 4090', 'RTX 4080', 'RTX 4070']: a slash swaps the first name's last word."""
+    """'RTX 4090/4080/4070' -> ['RTX 4090', 'RTX 4080', 'RTX 4070']: a slash swaps the first name's model number
+    and what follows it ('GTX 1080 Ti/1080' -> 'GTX 1080'), or its last word when it has no number
+    ('GTX TITAN/780' -> 'GTX 780')."""
     names: list[str] = []
     for entry in examples.split(","):
         first, *others = [part.strip() for part in entry.split("/")]
         if not first or first == "-":
             continue
         names.append(first)
-        stem = first.rsplit(" ", 1)[0] + " " if " " in first else ""
-        names.extend(stem + other for other in others if other)
+        words = first.split(" ")
+        numbered = next((i for i, word in enumerate(words) if any(c.isdigit() for c in word)), None)
+        stem = words[:numbered] if numbered is not None else words[:-1]
+        names.extend(" ".join([*stem, other]) for other in others if other)
     return names
 
 

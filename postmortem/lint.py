@@ -15,8 +15,10 @@ from pathlib import Path
 
 import regex
 
+from .inputs import Blob
 from .model import Report
-from .pipeline import analyze, analyze_text
+from .pipeline import analyze, analyze_blobs, analyze_text
+from .reader import BytesReader
 from .signatures import Database, Flaw, Signature, default_directory, trace
 
 
@@ -33,12 +35,21 @@ def example_report(example: str | Mapping[str, str], root: Path, database: Datab
 
     Text examples are analysed as a log; `{file: path}` examples (cores and
     other binary inputs, or a folder read as one job: flight-recorder dumps of every rank) are read from
-    `root`, the pack's repository.
+    `root`, the pack's repository; `{issue: path}` examples are bug reports, read as `postmortem triage` reads
+    them (the reporter's words are evidence there only); `{prose: text}` is text a person wrote, read as an
+    issue's text is.
     """
+    if isinstance(example, Mapping) and "prose" in example:
+        blob = Blob("example.md", BytesReader(example["prose"].encode("utf-8")), kind="prose")
+        return analyze_blobs([blob], database)
     if isinstance(example, Mapping):
-        path = root / example["file"]
+        path = root / next(iter(example.values()))
         if not path.exists():
             return None
+        if "issue" in example:
+            from .triage import issue_report
+
+            return issue_report(path, database)
         return analyze([str(path)], database)
     return analyze_text(example, "example.log", database)
 

@@ -30,19 +30,30 @@ if TYPE_CHECKING:
     from .prefilter import Prefilter
 
 
+READS = ("text", "prose")
+"""The input kinds a text source reads unless it says otherwise (its READS): logs, and what people wrote. A
+source of what only people write (reporter_words) reads prose alone: the text of an issue, never a log."""
+
+
+def sources_for(kind: str = "text") -> tuple[ModuleType, ...]:
+    """The text sources that read inputs of `kind` (a Blob's kind: "text", or "prose" for an issue's text)."""
+    return tuple(source for source in text_sources() if kind in getattr(source, "READS", READS))
+
+
 @cache
-def text_prefilter() -> Prefilter:
-    """The one prefilter over every text source's anchors (compiled once, when a text input first needs it)."""
+def text_prefilter(kind: str = "text") -> Prefilter:
+    """The one prefilter over the anchors of every source of `kind` (compiled once, when an input first needs
+    it)."""
     from .prefilter import Prefilter
 
-    return Prefilter({source.NAME: source.ANCHORS for source in text_sources()})
+    return Prefilter({source.NAME: source.ANCHORS for source in sources_for(kind)})
 
 
-def text_repeats() -> frozenset[bytes]:
+def text_repeats(kind: str = "text") -> frozenset[bytes]:
     """Anchors whose identical lines fold as they are read (a source's REPEATS): only those that no source
     without them shares, since another source may need every line of them. Not cached: it follows
     `text_sources` as it is now, and costs microseconds."""
-    anchors = [(frozenset(source.ANCHORS), frozenset(getattr(source, "REPEATS", ()))) for source in text_sources()]
+    anchors = [(frozenset(source.ANCHORS), frozenset(getattr(source, "REPEATS", ()))) for source in sources_for(kind)]
     folding = frozenset().union(*(repeats for _, repeats in anchors))
     return frozenset(a for a in folding if all(a in repeats for owned, repeats in anchors if a in owned))
 
@@ -132,8 +143,8 @@ def read_blob(blob: Blob) -> tuple[InputInfo, list[Event]]:
     events: list[Event] = []
     formats: list[str] = []
     try:
-        lines = doc.scan(text_prefilter(), text_repeats())
-        for source in text_sources():
+        lines = doc.scan(text_prefilter(blob.kind), text_repeats(blob.kind))
+        for source in sources_for(blob.kind):
             found = _run_source(source, doc, [line for line in lines if source.NAME in line.groups], diagnostics)
             if found:
                 formats.append(source.NAME)

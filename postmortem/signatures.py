@@ -324,7 +324,7 @@ def _signature(path: Path, index: int, entry: Any, node: yaml.Node | None) -> tu
         for i, value in enumerate(examples.get(kind) or ()):
             example = _example(value)
             if example is None:
-                flaw("an example is text or {file: path}", "examples", kind, i)
+                flaw("an example is text, {file: path}, {issue: path} or {prose: text}", "examples", kind, i)
             else:
                 parsed[kind].append(example)
     if flaws or rule is None:
@@ -353,9 +353,13 @@ def _signature(path: Path, index: int, entry: Any, node: yaml.Node | None) -> tu
     ), []
 
 
+EXAMPLE_KEYS = frozenset({"file", "issue", "prose"})
+"""What a mapping example names: a file, an issue (read as triage reads it), or text a person wrote (lint.py)."""
+
+
 def _example(value: Any) -> str | Mapping[str, str] | None:
     if isinstance(value, dict):
-        return {"file": str(value["file"])} if set(value) == {"file"} else None
+        return {key: str(value[key]) for key in value} if len(value) == 1 and set(value) <= EXAMPLE_KEYS else None
     return str(value)
 
 

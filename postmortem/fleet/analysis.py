@@ -63,7 +63,7 @@ def analyse_case(case: Case, known: frozenset[str] = frozenset()) -> CaseResult:
         from ..pipeline import analyze_blobs
 
         report = analyze_blobs(open_inputs(list(case.files)))
-        _fill(result, report)
+        fill(result, report)
     except Exception as exc:  # noqa: BLE001 - one bad case is recorded, never the end of the scan
         result.status = "error"
         if not result.digest:  # unreadable before it could be digested: named by where it is and its change key
@@ -81,7 +81,8 @@ def analyse_batch(cases: list[Case], known: frozenset[str] = frozenset()) -> lis
     return [analyse_case(case, known) for case in cases]
 
 
-def _fill(result: CaseResult, report: Report) -> None:
+def fill(result: CaseResult, report: Report) -> None:
+    """The store's rows of one analysed case (scan's cases, triage's issues)."""
     from ..signatures import load_default
 
     layers = {name: cause.layer for name, cause in load_default().causes.items()}

@@ -126,10 +126,10 @@ def _verdict(report: Report, finding: Finding, t: Translator) -> list[str]:
     events = view.evidence_of(report, finding)
     if events:
         out += ["", f"**{text(t('evidence'))}**", ""]
-        out += [block for event in events[:EVIDENCE_OPEN] for block in _evidence(event, t)]
+        out += [block for event in events[:EVIDENCE_OPEN] for block in evidence_block(event, t)]
         if len(events) > EVIDENCE_OPEN:
             out += _folded(t("more_events", count=len(events) - EVIDENCE_OPEN),
-                           [block for event in events[EVIDENCE_OPEN:] for block in _evidence(event, t)])
+                           [block for event in events[EVIDENCE_OPEN:] for block in evidence_block(event, t)])
     return out
 
 
@@ -149,7 +149,7 @@ def _gpus(report: Report, t: Translator) -> list[str]:
     return out
 
 
-def _evidence(event: Event, t: Translator) -> list[str]:
+def evidence_block(event: Event, t: Translator) -> list[str]:
     """One event: its place, then its lines (repeats folded with a count) in a fence."""
     lines = view.evidence_lines(event, EVIDENCE_LINES)
     width = max((len(str(line.number)) for line in lines if line.number is not None), default=0)
@@ -173,7 +173,7 @@ def _suspects(report: Report, t: Translator) -> list[str]:
     events = [e for e in (report.event(i) for i in report.suspects) if e is not None]
     if not events:
         return []
-    return ["", f"**{text(t('suspects'))}**", ""] + [block for event in events for block in _evidence(event, t)]
+    return ["", f"**{text(t('suspects'))}**", ""] + [block for event in events for block in evidence_block(event, t)]
 
 
 def _other_findings(report: Report, t: Translator) -> list[str]:
@@ -193,7 +193,8 @@ def _other_findings(report: Report, t: Translator) -> list[str]:
                     f"`{finding.signature}` | {text(t('severity_' + finding.severity))} | {finding.confidence:.2f} | "
                     f"{note} |")
         body += [f"**{text(words.title)}** (`{finding.signature}`): {text(words.explanation)}", ""]
-        body += [block for event in view.evidence_of(report, finding)[:EVIDENCE_OPEN] for block in _evidence(event, t)]
+        shown = view.evidence_of(report, finding)[:EVIDENCE_OPEN]
+        body += [block for event in shown for block in evidence_block(event, t)]
     return ["", f"**{text(t('other_findings'))}**", "", *rows] + _folded(t("evidence"), body)
 
 

@@ -62,7 +62,8 @@ ANCHORS: tuple[bytes, ...] = (
     b"Resource exhausted: Out", b"Out of memory allocating", b"Allocator fail", b"out_of_memory",
     b"out of memory to allocate", b"Failed to allocate memory for requested buffer",
     b"GPUs or newer", b"for compute capability", b"is not defined for option 'gpu-name'",
-    b"Unsupported gpu architecture", b"Unsupported .version",
+    b"Unsupported gpu architecture", b"Unsupported .version", b"is higher than default SM version",
+    b"unable to write to file </torch", b"unable to open shared memory object </torch",
 )
 MESSAGE_ANCHOR_MIN = 20
 """Shortest cudaGetErrorString() message used as an anchor (shorter ones, "invalid argument", are everywhere)."""
@@ -379,6 +380,9 @@ _TOOLCHAIN_ARCH = regex.compile(
 )
 """ptxas or nvcc older than the GPU: it cannot build for that architecture (Triton, Inductor, JAX and
 extension builds all call them)."""
+_PTX_TARGET_ARCH = regex.compile(r"SM version specified by \.target is higher than default SM version assumed")
+"""ptxas handed PTX whose `.target` is a newer architecture than the one it builds for (the GPU's, when a
+program JIT-builds for the GPU it runs on): the PTX was written for newer GPUs than this one."""
 _FEATURE_ARCH = regex.compile(
     r"(?P<feature>[A-Z][\w\-]*) only supports (?P<min_family>Maxwell|Pascal|Volta|Turing|Ampere|Ada|Hopper|Blackwell) "
     r"GPUs or newer"
@@ -414,6 +418,9 @@ def _arch(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
         tool = "nvcc" if "nvcc" in body else "ptxas"
         fields = {"sm": match["sm"].replace("compute_", "sm_"), "tool": tool, "reason": f"{tool} cannot build for it"}
         last = line
+    elif _PTX_TARGET_ARCH.search(body):
+        fields = {"tool": "ptxas", "reason": "its PTX targets a newer GPU architecture than the one ptxas builds for"}
+        return [_Found("arch-unsupported", line, line, fields, ("arch-unsupported", "ptx-target"), pre.time)]
     elif match := _EXTENSION_ARCH.search(body):
         cc = match["cc"] if "." in match["cc"] else f"{match['cc'][:-1]}.{match['cc'][-1]}"
         fields = {"feature": match["feature"], "sm": _sm(cc), "reason": f"no {match['feature']} build for {_sm(cc)}"}
@@ -726,8 +733,11 @@ def _cuda(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
 # ---------------------------------------------------------------- workers and children
 
 _SHM = regex.compile(r"(?i)Unexpected bus error encountered in (?:DataLoader )?worker"
-                     r"|insufficient shared memory \(shm\)")
-"""PyTorch's and Paddle's DataLoader words for a worker killed by SIGBUS on a full /dev/shm."""
+                     r"|insufficient shared memory \(shm\)"
+                     r"|unable to (?:write to file|open shared memory object) </torch")
+"""PyTorch's and Paddle's DataLoader words for a worker killed by SIGBUS on a full /dev/shm, and torch's
+shared-memory allocator failing on its `/dev/shm/torch_PID_N` files (`unable to write to file </torch_18692_1954>:
+No space left on device (28)`): tensors that DataLoader workers hand over live there."""
 _WORKER_SIGNAL = regex.compile(r"DataLoader worker \(pid (?P<pid>\d+)\) is killed by signal: (?P<sig>[^.]+)")
 _WORKER_FAULT = regex.compile(r"Unexpected (?P<what>segmentation fault|floating point exception"
                               r"|illegal instruction) encountered in worker")

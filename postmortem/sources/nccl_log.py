@@ -319,7 +319,23 @@ def _result_of(code: int | None, message: str) -> str | None:
         return _BY_CODE[code]
     lowered = message.lower()
     by_name = next((name for name in RESULTS if name.lower() in lowered), None)
-    return by_name or next((name for name, (_, text) in RESULTS.items() if text.lower() in lowered), None)
+    by_text = next((name for name, (_, text) in RESULTS.items() if text.lower() in lowered), None)
+    return by_name or by_text or _retyped(lowered)
+
+
+RETYPED_RATIO = 0.9
+"""How close (difflib's ratio) a message must be to a result's text to be read as that text retyped with a slip."""
+
+
+def _retyped(message: str) -> str | None:
+    """The result whose text the message's last clause is, but for a slip of the keys ("unhanled system error",
+    retyped from a screenshot)."""
+    import difflib
+
+    clause = message.rsplit(",", 1)[-1].strip(" .")
+    scored = [(difflib.SequenceMatcher(None, text.lower(), clause).ratio(), name) for name, (_, text) in RESULTS.items()]
+    ratio, name = max(scored, default=(0.0, None))
+    return name if ratio >= RETYPED_RATIO else None
 
 
 def _add(folds: dict, key: tuple, kind: str, first: Line, last: Line, text: str | None, fields: dict) -> None:
