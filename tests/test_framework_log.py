@@ -255,3 +255,32 @@ def test_tensorflow_allocator_retry_is_only_a_warning():
     report = analyze([str(DATA / "tf-bfc-retry.log")])
     assert [f.signature for f in report.findings] == ["tf-allocator-retry"]
     assert report.findings[0].severity == "warning"
+
+
+@pytest.mark.parametrize("text", [
+    # https://github.com/Optiminer/OptiminerEquihash/issues/2 (a GTX 950M; the PTX targets sm_61)
+    "ptxas fatal   : SM version specified by .target is higher than default SM version assumed",
+    # https://github.com/Optiminer/OptiminerEquihash/issues/11
+    "[2017-11-20 19:34:42.709] [error] Build Log:\n"
+    "ptxas fatal   : SM version specified by .target is higher than default SM version assumed",
+    # https://github.com/IBMSparkGPU/GPUEnabler/issues/34
+    "[root@localhost resources]# ptxas GpuEnablerExamples.ptx\n\n"
+    "ptxas fatal   : SM version specified by .target is higher than default SM version assumed",
+])
+def test_ptx_for_a_newer_gpu_than_ptxas_builds_for_is_an_arch_mismatch(text):
+    report = analyze_text(text + "\n")
+    assert report.verdict.cause == "arch-mismatch"
+    assert next(e for e in report.events if e.kind == "arch-unsupported").fields["tool"] == "ptxas"
+
+
+@pytest.mark.parametrize("text", [
+    # https://github.com/NVIDIA/flownet2-pytorch/issues/43 (fixed with --ipc=host)
+    "Error : RuntimeError: unable to write to file </torch_18693_1954506624> at "
+    "/pytorch/torch/lib/TH/THAllocator.c:271",
+    # https://github.com/idiap/ESLAM/issues/20 (fixed with --shm-size=32g)
+    "RuntimeError: unable to write to file </torch_31911_952036340_6686>: No space left on device (28)",
+    # https://github.com/MIC-DKFZ/nnUNet/issues/294
+    "    fd, size = storage._share_fd_()\nRuntimeError: unable to write to file </torch_15769_1517813162>",
+])
+def test_torch_failing_on_its_shared_memory_files_is_a_full_dev_shm(text):
+    assert analyze_text(text + "\n").verdict.cause == "shm-exhausted"

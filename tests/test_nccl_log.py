@@ -197,3 +197,34 @@ def test_thousands_of_interleaved_rank_lines_fold_into_one_timeout():
     timeouts = of_kind(parse_alone(nccl_log, raw, "interleaved.log"), "nccl-timeout")
     assert len(timeouts) == 1
     assert set(range(64)) <= set(timeouts[0].fields["ranks"])
+
+
+@pytest.mark.parametrize("line, result, signature", [
+    # https://github.com/BVLC/caffe/issues/5599
+    ("F0508 14:41:40.563820 19761 parallel.cpp:195] Check failed: result == ncclSuccess (1 vs. 0)  "
+     "unhandled cuda error",
+     "ncclUnhandledCudaError", "nccl-unhandled-cuda-error"),
+    # https://github.com/ppengtang/oicr/issues/10
+    ("F0118 23:24:48.788218 37264 parallel.cpp:135] Check failed: result == ncclSuccess (2 vs. 0)  unhandled system "
+     "error. *** Check failure stack trace: ***     I tried cuda9 and cuda8, got the same problem.",
+     "ncclSystemError", "nccl-transport-failure"),
+])
+def test_caffes_check_on_an_nccl_call_names_the_result(line, result, signature):
+    from postmortem.pipeline import analyze_text
+
+    report = analyze_text(line + "\n")
+    error = next(e for e in report.events if e.kind == "nccl-error")
+    assert error.fields["result"] == result and error.fields["src"] in line
+    assert report.verdict.signature == signature
+
+
+def test_a_result_retyped_with_a_slip_is_still_that_result():
+    """https://github.com/pytorch/pytorch/issues/23363: the reporter retyped the message ("unhanled")."""
+    from postmortem.pipeline import analyze_text
+
+    line = ("fail to new train...e= NCCL error in: /pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:272, "
+            "unhanled system error")
+    error = next(e for e in analyze_text(line + "\n").events if e.kind == "nccl-error")
+    assert error.fields["result"] == "ncclSystemError"
+    assert nccl_log._retyped("unhandled cuda error") == "ncclUnhandledCudaError"
+    assert nccl_log._retyped("unhandled error") is None  # too far from any result's text

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from ..deadline import Overtime, time_limit
 from . import store
 from .analysis import CaseResult, analyse_batch, analyse_case
 from .cases import Case, discover
@@ -169,24 +170,13 @@ def _die_with_parent() -> None:
         pass
 
 
-class _Overtime(BaseException):
-    """Raised into a case that outran CASE_SECONDS (BaseException: the pipeline's own handlers must not eat it)."""
-
-
 def _bounded(case: Case, known: frozenset[str]) -> CaseResult:
-    """`analyse_case` under a wall-clock budget (SIGALRM: worker processes and the single-process path only)."""
-    def overtime(signum: int, frame: object) -> None:
-        raise _Overtime
-
-    previous = signal.signal(signal.SIGALRM, overtime)
-    signal.setitimer(signal.ITIMER_REAL, CASE_SECONDS)
+    """`analyse_case` under a wall-clock budget (worker processes and the single-process path only)."""
     try:
-        return analyse_case(case, known)
-    except _Overtime:
+        with time_limit(CASE_SECONDS):
+            return analyse_case(case, known)
+    except Overtime:
         return _failed(case, f"analysis ran past {CASE_SECONDS:.0f} s and was stopped (see CASE_SECONDS)")
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def _warm() -> None:

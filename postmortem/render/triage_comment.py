@@ -59,7 +59,8 @@ def render_markdown(result: Triage, lang: str = "en") -> str:
         tail += [f"- {text(t('ask_' + r.id))}: {code(r.command)}. {text(t('why_' + r.id))}" for r in result.requests]
     if result.duplicates:
         tail += ["", f"**{text(t('triage_duplicates'))}**", ""]
-        tail += [f"- {code(d.ref)} ({text(', '.join(d.reasons))})" for d in result.duplicates]
+        tail += [f"- {_reference(d.ref, result.issue.repository)} ({text(', '.join(d.reasons))})"
+                 for d in result.duplicates]
     tool = report.tool
     line = t("tool_line", version=tool.get("version", "?"), signatures=tool.get("signatures", "?"))
     labels = f" · {text(t('triage_labels'))}: " + ", ".join(code(label) for label in result.labels) if result.labels \
@@ -68,6 +69,14 @@ def render_markdown(result: Triage, lang: str = "en") -> str:
     while evidence and sum(len(part) + 1 for part in [*head, *evidence, *tail]) > MAX_COMMENT:
         evidence = evidence[:-4] if len(evidence) > 7 else []  # one block at a time (title, blank, fence, blank)
     return "\n".join([*head, *evidence, *tail]) + "\n"
+
+
+def _reference(ref: str, repository: str | None) -> str:
+    """An earlier issue of the same repository as a live `#123` (the tracker links the two, and the maintainer
+    closes one as a duplicate of the other in a click): the store's own reference, a repository and a number
+    that triage wrote, never text from an issue. Any other reference stays an inert code span."""
+    number = ref.removeprefix(f"{repository}#") if repository else ""
+    return f"#{number}" if number.isdigit() and len(number) < 12 else code(ref)
 
 
 def render_json(result: Triage) -> str:

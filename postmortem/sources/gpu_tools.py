@@ -64,7 +64,8 @@ _KEY_VALUE = regex.compile(r"^(?P<indent>\s*+)(?P<key>[^:\s](?:[^:]*[^:\s])?)\s*
 _SECTION = regex.compile(r"^(?P<indent>\s*+)(?P<key>\S(?:.*\S)?)\s*$")
 _NUMBER = regex.compile(r"^-?\d+")
 _TABLE_VERSIONS = regex.compile(
-    r"NVIDIA-SMI (?P<smi>[\d.]+)\s+Driver Version: (?P<driver>[\d.]+)\s+CUDA Version: (?P<cuda>[\d.]+)")
+    r"NVIDIA-SMI (?P<smi>[\d.]+)\s+Driver Version: (?P<driver>[\d.]+)(?:\s+CUDA Version: (?P<cuda>[\d.]+))?")
+"""The table's banner; drivers before 410 print no CUDA Version in it."""
 _BUS_ID = regex.compile(r"(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])")
 
 _ROW_NAME = regex.compile(r"^\s*(?P<index>\d+)\s+(?P<name>\S.*?)\s+(?P<persistence>On|Off|N/A|ERR!|WDDM|TCC)\s*$")
@@ -115,7 +116,9 @@ def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
             continue
         text = line.text
         if match := _TABLE_VERSIONS.search(text):
-            versions = {"nvsmi_version": match["smi"], "driver_version": match["driver"], "cuda_version": match["cuda"]}
+            said = (("nvsmi_version", match["smi"]), ("driver_version", match["driver"]),
+                    ("cuda_version", match["cuda"]))
+            versions = {key: value for key, value in said if value}
             events, covered = _table(doc, line, versions)
             yield from events or [doc.event("nvsmi-versions", line, versions)]
         elif (row := _table_row(doc, line)) is not None:

@@ -42,6 +42,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"NCCL error",
     b"NCCL Error",
     b"NCCL failure",
+    b"== ncclSuccess (",
     b"ncclUnhandledCudaError",
     b"ncclSystemError",
     b"ncclInternalError",
@@ -95,6 +96,10 @@ _ERROR_IN = regex.compile(
     r"NCCL error in: (?P<src>\S+?:\d+), (?P<message>.+?)(?:, NCCL version (?P<version>[\w.+-]+))?\s*$")
 _ERROR_CODE = regex.compile(r"NCCL Error (?P<code>\d+): (?P<message>.+?)\s*$")
 _FAILURE = regex.compile(r"NCCL failure (?P<src>\S+:\d+) '(?P<message>[^']+)'")
+_CHECK = regex.compile(r"(?:(?P<src>[\w.-]+\.\w+:\d+)\] )?Check failed: \w+ == ncclSuccess \((?P<code>\d+) vs\. 0\)\s*"
+                    r"(?P<message>[^.*]+?)\.?(?:\s+\*\*\*.*)?\s*$")
+"""Caffe's (and NVCaffe's, DIGITS') glog CHECK on an NCCL call: `parallel.cpp:195] Check failed: result ==
+ncclSuccess (1 vs. 0)  unhandled cuda error`."""
 _ERROR_NAME = regex.compile(r"\b(nccl(?:UnhandledCuda|System|Internal|InvalidArgument|InvalidUsage|Remote)Error)\b")
 
 WRAP_WIDTH = 80
@@ -274,9 +279,10 @@ def _info(line: Line, folds: dict) -> int:
 
 
 def _error(doc: TextDoc, line: Line, folds: dict) -> int:
-    """`NCCL error in: ...`, `NCCL failure ...` and `ncclSystemError: ...`, with the lines that belong to them."""
+    """`NCCL error in: ...`, `NCCL failure ...`, Caffe's `Check failed: ... == ncclSuccess (N vs. 0)` and
+    `ncclSystemError: ...`, with the lines that belong to them."""
     text = line.text
-    match = _ERROR_IN.search(text) or _FAILURE.search(text) or _ERROR_CODE.search(text)
+    match = _ERROR_IN.search(text) or _FAILURE.search(text) or _ERROR_CODE.search(text) or _CHECK.search(text)
     fields: dict = {}
     if match:
         groups = match.groupdict()
@@ -333,7 +339,8 @@ def _retyped(message: str) -> str | None:
     import difflib
 
     clause = message.rsplit(",", 1)[-1].strip(" .")
-    scored = [(difflib.SequenceMatcher(None, text.lower(), clause).ratio(), name) for name, (_, text) in RESULTS.items()]
+    scored = [(difflib.SequenceMatcher(None, text.lower(), clause).ratio(), name)
+              for name, (_, text) in RESULTS.items()]
     ratio, name = max(scored, default=(0.0, None))
     return name if ratio >= RETYPED_RATIO else None
 

@@ -47,6 +47,8 @@ _KEY_VALUE = regex.compile(r"^\s*(?:[-*+]\s+|\d+\.\s+)?(?:\*\*|__)?(?P<key>[^\W\
                            r"\s*(?:[:：=]|\*\*\s*[:：])\s*(?:\*\*|__)?\s*(?P<value>\S.*)$")
 _HEADING = regex.compile(r"^\s{0,3}#{2,6}\s+(?P<key>.+?)\s*#*\s*$")
 _EMPHASIS = regex.compile(r"[*_`]+")
+_GPU_LIST = regex.compile(r"\bGPU\s++\d++:|[,;\n+]|\band\b")
+"""What separates the GPUs of one answer ("GPU 0: ... GPU 1: ...", "2x RTX 4090, A100 and H100")."""
 _SENTENCE_END = regex.compile(r"(?<=[.!?。！？])\s+|\n")
 _GPU_MENTION = regex.compile(
     r"(?i)\b(?:nvidia\s+)?(?:geforce\s+)?(?:(?:rtx|gtx|gt|mx|quadro|titan)\s*[a-z]?\d{2,4}[a-z]{0,2}"
@@ -142,7 +144,7 @@ def _read(key: str, answer: str) -> Iterator[tuple[str, str]]:
 def _values(field: _Field, answer: str) -> Iterator[str]:
     """The field's values in an answer: every GPU model named (a node of several), else the first version."""
     if field.check == "gpu-model":
-        for part in regex.split(r"\s*(?:GPU\s+\d+:|[,;\n]|\band\b|\+)\s*", answer):
+        for part in _GPU_LIST.split(answer):
             name = " ".join(regex.sub(r"\(UUID:[^)]*\)", "", _EMPHASIS.sub("", part)).split())
             if name and gpu_arch(name) is not None:
                 yield name

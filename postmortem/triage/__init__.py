@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 
 from ..inputs import Blob, open_inputs
@@ -40,7 +41,8 @@ def triage(issue: Issue, attachments: Sequence[str | Path] = (), label_map: Labe
     """Analyse the issue's pieces and its attachments as one case; with a `store`, find the earlier issues like
     it there, then keep this one for the next."""
     cut = tuple(pieces(issue))
-    report = analyze_blobs([*_blobs(issue, cut), *open_inputs([str(path) for path in attachments])])
+    # one stream: open_inputs holds each attachment open only while the pipeline reads it
+    report = analyze_blobs(chain(_blobs(issue, cut), open_inputs([str(path) for path in attachments])))
     asked = tuple(requests_for(report))
     found: tuple[Duplicate, ...] = ()
     if store is not None:

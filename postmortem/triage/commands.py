@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 import click
 
+from ..deadline import Overtime, available, time_limit
 from ..render import LANGUAGES, default_language
 
 TRIAGE_FORMATS = ("markdown", "json")
+TIMEOUT_S = 300.0
+"""Default budget for one issue: its pieces are bounded in size, attachments (a core, a bundle) are not."""
 
 
 class TriageRefused(click.ClickException):
@@ -34,8 +38,10 @@ class TriageRefused(click.ClickException):
               help="Language of the comment's own words (quotes stay verbatim); default from LC_ALL / LANG.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), default="-",
               help="Write the answer here instead of standard output.")
+@click.option("--timeout", "seconds", type=click.FloatRange(min=1), default=TIMEOUT_S, show_default=True,
+              help="Seconds the analysis may take; past them the issue is refused with a note (exit 2).")
 def triage_command(issue: str, attachments: tuple[str, ...], store: str | None, label_file: str | None, fmt: str,
-                   lang: str | None, output: str) -> None:
+                   lang: str | None, output: str, seconds: float) -> None:
     """Triage a bug report: ISSUE is a Markdown file or GitHub's JSON of an issue (REST object, with comments,
     or a webhook payload); - reads it from stdin.
 
@@ -57,7 +63,11 @@ def triage_command(issue: str, attachments: tuple[str, ...], store: str | None, 
         read = read_issue(data, "<stdin>" if issue == "-" else Path(issue).name)
     except (IssueError, LabelMapError, OSError) as exc:
         raise TriageRefused(str(exc)) from None
-    result = triage(read, attachments, label_map, store)
+    try:
+        with time_limit(seconds) if available() else nullcontext():
+            result = triage(read, attachments, label_map, store)
+    except Overtime:
+        raise TriageRefused(f"{read.ref}: the analysis ran past {seconds:.0f} s and was stopped (--timeout)") from None
     text = render_json(result) if fmt == "json" else render_markdown(result, lang or default_language())
     if target is None:
         click.echo(text, nl=False)

@@ -30,7 +30,7 @@ class Duplicate:
 
     ref: str
     reasons: tuple[str, ...]
-    """("same signature `xid-79`", "same GPU model RTX 5090"): the match first, then what else they share."""
+    """("same signature xid-79", "same GPU model RTX 5090"): the match first, then what else they share."""
 
 
 def issue_result(issue: Issue, report: Report, text: str) -> CaseResult:
@@ -75,11 +75,11 @@ def _matches(conn: sqlite3.Connection, issue: Issue, result: CaseResult) -> tupl
             continue
         reasons = []
         if case["stack_signature"] and stack == case["stack_signature"]:
-            reasons.append(f"same native stack `{stack}`")
+            reasons.append(f"same native stack {stack}")
         if case["cause"] != "unknown" and bucket_key(cause, signature, stack, fingerprint) == key:
-            reasons.append(f"same signature `{signature}`" if signature else f"same cause `{cause}`")
+            reasons.append(f"same signature {signature}" if signature else f"same cause {cause}")
         elif cause == case["cause"] != "unknown" and _in_words(signature, case["signature"]):
-            reasons.append(f"same cause `{cause}`, one of them told in words")
+            reasons.append(f"same cause {cause}, one of them told in words")
         elif case["fingerprint"] and fingerprint == case["fingerprint"]:
             reasons.append("same unexplained line")
         if not reasons:

@@ -190,6 +190,9 @@ PRE_HINT = "html-pre"
 """The info string a `<pre>` block is read under: GitHub decodes entities inside it, never inside a fence."""
 _INLINE_CODE = regex.compile(r"(?<!`)`{1,2}(?!`)")
 """The backticks of an inline code span (`Segmentation fault (core dumped)`): Markdown, not what was printed."""
+_EMPHASIS = regex.compile(r"(?<![\w*])[*_]{1,3}(?=[^\s*_])|(?<=[^\s*_])[*_]{1,3}(?![\w*])")
+"""Emphasis delimiters at a word's edge (`_Check_ failed`, `**GPU**`), in a line that does not look like a log
+(where `__init__.py` and `*args` are what was printed)."""
 _TABLE_RULE = regex.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$")
 _TABLE_ROW = regex.compile(r"^\s*\|.*\|\s*$")
 _LOG_LINE = regex.compile(
@@ -316,7 +319,8 @@ def _unwrapped(lines: list[str]) -> str:
             cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
             out.append(": ".join(cell for cell in cells if cell))
             continue
-        out.append(_INLINE_CODE.sub("", html.unescape(_TAG.sub(" ", line))).rstrip())
+        line = _INLINE_CODE.sub("", html.unescape(_TAG.sub(" ", line))).rstrip()
+        out.append(line if _LOG_LINE.search(line) else _EMPHASIS.sub("", line))
     return "\n".join(out)
 
 

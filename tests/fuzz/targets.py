@@ -9,7 +9,6 @@ Seeds are the real files under tests/data that each parser was built for.
 
 from __future__ import annotations
 
-import signal
 import struct
 import tempfile
 from collections.abc import Callable, Iterator
@@ -22,9 +21,10 @@ from postmortem.binaries import cudadump, fatbin
 from postmortem.core import elf, notes, unwind
 from postmortem.core.arch import BY_MACHINE
 from postmortem.core.modules import Image
+from postmortem.deadline import Overtime, time_limit
 from postmortem.inputs import open_inputs
 from postmortem.model import Options
-from postmortem.pipeline import read_blob, text_prefilter
+from postmortem.pipeline import READS, read_blob, text_prefilter
 from postmortem.reader import BytesReader
 from postmortem.sources import core_file, text_sources
 from postmortem.text import TextDoc
@@ -42,16 +42,11 @@ class Hang(Exception):
 
 @contextmanager
 def time_bound(seconds: float = TARGET_SECONDS) -> Iterator[None]:
-    def expired(signum: int, frame: object) -> None:
-        raise Hang(f"more than {seconds} s on one input")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        with time_limit(seconds):
+            yield
+    except Overtime:
+        raise Hang(f"more than {seconds} s on one input") from None
 
 
 def _no_failure(diagnostics) -> None:
@@ -81,13 +76,27 @@ def text_sources_target(data: bytes) -> None:
 
 def one_source_target(name: str) -> Callable[[bytes], None]:
     source = next(s for s in text_sources() if s.NAME == name)
+    kind = getattr(source, "READS", READS)[0]  # the prefilter of an input kind the source reads
 
     def target(data: bytes) -> None:
         doc = TextDoc(BytesReader(data), "<fuzz>")
-        lines = [line for line in doc.scan(text_prefilter()) if source.NAME in line.groups]
+        lines = [line for line in doc.scan(text_prefilter(kind)) if source.NAME in line.groups]
         list(source.parse(doc, lines))
 
     return target
+
+
+def issue_target(data: bytes) -> None:
+    """A bug report (Markdown or GitHub's JSON) read, cut, triaged and answered."""
+    from postmortem.render.triage_comment import render_markdown
+    from postmortem.triage import triage
+    from postmortem.triage.issue import IssueError, read_issue
+
+    try:
+        issue = read_issue(data, "<fuzz>")
+    except IssueError:
+        return
+    assert render_markdown(triage(issue)).startswith("<!-- postmortem-triage -->")
 
 
 def core_target(data: bytes) -> None:
@@ -260,4 +269,5 @@ TARGETS: tuple[Target, ...] = (
     Target("fatbin", fatbin_target, lambda: _read_all(_files("fatbin/*.o", "fatbin/*.so", "fatbin/*.cubin"))),
     Target("nvcudmp", nvcudmp_target, lambda: _read_all(_files("nvcudmp/*.nvcudmp"))),
     Target("archive", archive_target, _archives),
+    Target("issue", issue_target, lambda: _read_all(sorted((DATA.parent / "triage").glob("*/issue.json")))),
 )
