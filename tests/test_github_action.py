@@ -213,3 +213,19 @@ def test_the_readme_shows_the_workflow_that_uses_the_action():
     assert workflow["permissions"] == {"issues": "write"}
     steps = workflow["jobs"]["triage"]["steps"]
     assert any(str(step.get("uses", "")).endswith("postmortem@main") for step in steps)
+
+
+def test_a_dry_run_without_the_api_answers_from_the_event_alone(tmp_path):
+    api = FakeApi()
+    server = _serve(api)
+    port = server.server_port
+    server.shutdown()
+    server.server_close()
+    env = {**os.environ, "GITHUB_API_URL": f"http://127.0.0.1:{port}", "PYTHONPATH": str(ROOT)}
+    env.pop("GITHUB_TOKEN", None)
+    done = subprocess.run([sys.executable, "-m", "postmortem.triage.github", "--dry-run", "--event",
+                           str(EVENTS / "issues-opened.json")], env=env, capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert "the thread could not be read" in done.stderr
+    assert "would send: POST /repos/vllm-project/vllm/issues/17295/comments" in done.stdout

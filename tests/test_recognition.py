@@ -636,3 +636,17 @@ def test_fifth_round_wordings():
     # https://github.com/motokimura/spacenet_building_detection/issues/3 (CuPy before v8)
     cupy = "Exception in main training loop: out of memory to allocate 163840000 bytes (total 1673061376 bytes)\n"
     assert causes(cupy)[0] == "gpu-oom"
+
+
+def test_a_go_program_says_how_the_child_it_ran_ended():
+    # https://github.com/ollama/ollama/issues/4601
+    assert only("Error: llama runner process has terminated: signal: segmentation fault", "child-failed") == {
+        "reporter": "go", "signal": "SIGSEGV", "core_dumped": False}
+    # https://github.com/ollama/ollama/issues/5904
+    assert only("llama runner process has terminated: signal: aborted (core dumped)", "child-failed") == {
+        "reporter": "go", "signal": "SIGABRT", "core_dumped": True}
+    # https://github.com/Mintplex-Labs/anything-llm/issues/2162 (the server's own log line)
+    line = ('time=2024-08-22T15:25:14.569-05:00 level=ERROR source=sched.go:451 msg="error loading llama server" '
+            'error="llama runner process has terminated: signal: aborted (core dumped)"')
+    assert only(line, "child-failed")["signal"] == "SIGABRT"
+    assert causes("Error: llama runner process has terminated: signal: segmentation fault")[0] == "native-crash"

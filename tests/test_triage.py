@@ -310,7 +310,7 @@ def test_the_command_writes_the_comment_and_keeps_the_issue_in_the_store(tmp_pat
                                       "--store", str(store), "-o", str(out)])
     assert second.exit_code == 0, second.output
     answer = out.read_text()
-    assert "**Looks like**\n\n- #4333 (same signature reported-segfault)" in answer  # a live link, ours
+    assert "**Looks like**\n\n- #4333 (same cause native-crash, one of them told in words)" in answer  # a live link
     assert "`possible-duplicate`" in answer
 
 

@@ -56,7 +56,8 @@ def render_markdown(result: Triage, lang: str = "en") -> str:
     tail: list[str] = []
     if result.requests:
         tail += ["", f"**{text(t('triage_attach'))}**", ""]
-        tail += [f"- {text(t('ask_' + r.id))}: {code(r.command)}. {text(t('why_' + r.id))}" for r in result.requests]
+        tail += ["- " + t("triage_request", ask=text(t("ask_" + r.id)), command=code(r.command),
+                          why=text(t("why_" + r.id))) for r in result.requests]
     if result.duplicates:
         tail += ["", f"**{text(t('triage_duplicates'))}**", ""]
         tail += [f"- {_reference(d.ref, result.issue.repository)} ({text(', '.join(d.reasons))})"

@@ -2,7 +2,7 @@
 
 The job's own log often stops without an error; the line that says why comes from
 whatever started it: a shell's job control (`line 28:  8156 Killed  python3 main.py`),
-an exit status (`exit code 137`, `return code = -9`), Slurm (`Detected 1 oom-kill
+an exit status (`exit code 137`, `return code = -9`), Go's exec error (`signal: killed`), Slurm (`Detected 1 oom-kill
 event(s) in StepId=191.batch`), systemd (`Failed with result 'oom-kill'`), Kubernetes
 (`OOMKilled`), Ray (`killed due to memory pressure (OOM)`), LSF (`TERM_MEMLIMIT`), PBS (`exceeded MEM usage hard
 limit`) or MPI (`Signal: Segmentation
@@ -26,7 +26,7 @@ NAME = "job-log"
 ANCHORS: tuple[bytes, ...] = (
     b"oom-kill", b"OOM killer", b"OOMKilled", b"memory pressure (OOM)", b"TERM_MEMLIMIT", b"usage hard limit",
     b"memory limit", b"low on resource: memory",
-    b"Killed", b"core dumped", b"Signal: ",
+    b"Killed", b"core dumped", b"Signal: ", b"signal: ",
     b"exit code", b"Exit code", b"exit status", b"return code", b"exitcode", b"exit_code", b"error code",
     b"DUE TO TIME LIMIT", b"DUE TO PREEMPTION",
 )
@@ -55,6 +55,11 @@ _EXIT_STATUS = regex.compile(
     r"(?i)\b(?:exit(?:ed)?(?: with)?(?: code| status)|return code|exitcode|exit_code|error code)"
     r"\s*+[:=]?\s*+(?P<code>-?\d{1,3})\b"
 )
+_GO_EXIT = regex.compile(
+    r"(?<![\w-])signal: (?P<what>segmentation fault|aborted|killed|bus error|illegal instruction"
+    r"|floating point exception|terminated)(?P<core> \(core dumped\))?")
+"""Go's os/exec exit error, as a Go program reports the child it ran (ollama's `llama runner process has
+terminated: signal: segmentation fault`, `signal: aborted (core dumped)`)."""
 _MPI_SIGNAL = regex.compile(r"\bSignal: (?P<what>[A-Z][a-z]+(?: [a-z]+)*) \((?P<number>\d+)\)")
 _CANCELLED = regex.compile(r"CANCELLED AT (?P<when>\S+) DUE TO (?P<reason>TIME LIMIT|PREEMPTION)")
 
@@ -81,6 +86,8 @@ def _event_fields(text: str) -> tuple[str, dict[str, Any]] | None:
     if m := _MPI_SIGNAL.search(text):
         signal = signal_name(m["what"]) or signal_name(int(m["number"]))
         return ("fatal-signal", {"reporter": "mpi", "signal": signal}) if signal else None
+    if m := _GO_EXIT.search(text):
+        return "child-failed", {"reporter": "go", "signal": signal_name(m["what"]), "core_dumped": bool(m["core"])}
     if m := _JOB_CONTROL.search(text):
         fields = {"reporter": "shell", "signal": signal_name(m["what"]), "core_dumped": bool(m["core"]),
                   "pid": int(m["pid"]) if m["pid"] else None, "command": m["command"]}

@@ -133,7 +133,13 @@ def answer(event: dict, name: str, api: Api, labels: str | None = None, store: s
         return "skipped: a comment by a bot, or this step's own"
     number = issue["number"]
     base = f"/repos/{urllib.parse.quote(repository)}/issues"
-    comments = _comments(api, f"{base}/{number}/comments")
+    try:
+        comments = _comments(api, f"{base}/{number}/comments")
+    except GitHubError as exc:
+        if not api.dry_run:
+            raise
+        print(f"dry run: the thread could not be read ({exc}); answering from the event alone", file=sys.stderr)
+        comments = []
     ours = next((c for c in comments if str(c.get("body") or "").startswith(MARKER) and _is_bot(c)), None)
     reporter = (issue.get("user") or {}).get("login")
     theirs = [c for c in comments if (c.get("user") or {}).get("login") == reporter and c is not ours]
