@@ -284,3 +284,18 @@ def test_ptx_for_a_newer_gpu_than_ptxas_builds_for_is_an_arch_mismatch(text):
 ])
 def test_torch_failing_on_its_shared_memory_files_is_a_full_dev_shm(text):
     assert analyze_text(text + "\n").verdict.cause == "shm-exhausted"
+
+
+@pytest.mark.parametrize("text, cause", [
+    # https://github.com/bitsandbytes-foundation/bitsandbytes/issues/239 (an A100 build without the kernels)
+    ("=============================================\nERROR: Your GPU does not support Int8 Matmul!\n"
+     "=============================================", "arch-mismatch"),
+    # https://github.com/bitsandbytes-foundation/bitsandbytes/issues/100 (a Tesla M40), quoted in a reply
+    ("> ERROR: Your GPU does not support Int8 Matmul!", "arch-mismatch"),
+    # https://github.com/bitsandbytes-foundation/bitsandbytes/issues/538 (8-bit on an H100)
+    ("[Bug] Exception: cublasLt ran into an error! during fine-tuning LLM in 8bit mode", "library-failure"),
+    # https://github.com/oobabooga/textgen/issues/379 (8-bit on an older GPU)
+    ('"cublasLt ran into an error" with older GPU in 8-bit mode', "library-failure"),
+])
+def test_bitsandbytes_refusing_the_gpu_or_failing_in_cublaslt(text, cause):
+    assert analyze_text(text + "\n").verdict.cause == cause

@@ -650,3 +650,20 @@ def test_a_go_program_says_how_the_child_it_ran_ended():
             'error="llama runner process has terminated: signal: aborted (core dumped)"')
     assert only(line, "child-failed")["signal"] == "SIGABRT"
     assert causes("Error: llama runner process has terminated: signal: segmentation fault")[0] == "native-crash"
+
+
+def test_nvml_clients_in_go_name_the_version_mismatch():
+    # https://github.com/NVIDIA/nvidia-docker/issues/584 (after a yum update)
+    assert only("nvidia-docker | 2017/12/21 05:04:46 Error: nvml: Driver/library version mismatch",
+                "nvml-error")["error"] == "Driver/library version mismatch"
+    # the same line quoted in two public notes on nvidia-docker 1 (found by the code index), after driver upgrades
+    assert causes("nvidia-docker | 2018/01/11 15:09:04 Error: nvml: Driver/library version mismatch")[0] == \
+        "driver-mismatch"
+
+
+def test_a_bus_error_in_a_job_is_first_a_full_dev_shm():
+    # https://github.com/facebookresearch/PyTorch-BigGraph/issues/33 and https://github.com/NVIDIA/retinanet-examples/issues/59
+    # (both settled by a larger /dev/shm in Docker)
+    assert causes("2019-04-16 11:58:14  Initializing global model...\nBus error (core dumped)\n")[0] == "shm-exhausted"
+    assert causes("   classes: 80, anchors: 9\nBus error (core dumped)\n")[0] == "shm-exhausted"
+    assert causes("Segmentation fault (core dumped)\n")[0] == "native-crash"

@@ -61,7 +61,8 @@ ANCHORS: tuple[bytes, ...] = (
     b"version incompatibility", b"but source was compiled with", b"were compiled with different CUDA versions",
     b"Resource exhausted: Out", b"Out of memory allocating", b"Allocator fail", b"out_of_memory",
     b"out of memory to allocate", b"Failed to allocate memory for requested buffer",
-    b"GPUs or newer", b"for compute capability", b"is not defined for option 'gpu-name'",
+    b"GPUs or newer", b"Your GPU does not support ", b"ran into an error", b"for compute capability",
+    b"is not defined for option 'gpu-name'",
     b"Unsupported gpu architecture", b"Unsupported .version", b"is higher than default SM version",
     b"unable to write to file </torch", b"unable to open shared memory object </torch",
 )
@@ -387,6 +388,9 @@ _FEATURE_ARCH = regex.compile(
     r"(?P<feature>[A-Z][\w\-]*) only supports (?P<min_family>Maxwell|Pascal|Volta|Turing|Ampere|Ada|Hopper|Blackwell) "
     r"GPUs or newer"
 )
+_FEATURE_REFUSED = regex.compile(r"Your GPU does not support (?P<feature>[A-Z][\w]*(?: [A-Z]?[\w]+)?)!")
+"""A library refusing this GPU for one feature without naming the oldest family it needs (bitsandbytes:
+`ERROR: Your GPU does not support Int8 Matmul!`)."""
 """A library's kernels refusing the GPU's architecture (FlashAttention on Turing and older, or a build without the
 GPU's own arch): `FlashAttention only supports Ampere GPUs or newer`."""
 _EXTENSION_ARCH = regex.compile(
@@ -424,6 +428,9 @@ def _arch(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
     elif match := _EXTENSION_ARCH.search(body):
         cc = match["cc"] if "." in match["cc"] else f"{match['cc'][:-1]}.{match['cc'][-1]}"
         fields = {"feature": match["feature"], "sm": _sm(cc), "reason": f"no {match['feature']} build for {_sm(cc)}"}
+        return [_Found("arch-unsupported", line, line, fields, ("arch-unsupported", match["feature"]), pre.time)]
+    elif match := _FEATURE_REFUSED.search(body):
+        fields = {"feature": match["feature"], "reason": f"{match['feature']} has no kernels for this GPU"}
         return [_Found("arch-unsupported", line, line, fields, ("arch-unsupported", match["feature"]), pre.time)]
     elif match := _FEATURE_ARCH.search(body):
         fields = {"feature": match["feature"], "min_family": match["min_family"],
@@ -503,6 +510,9 @@ _LIB_NUMBER = regex.compile(
 status 15`, `cuDNN error 4`, `CURAND error 201`."""
 _CUDNN_INIT = regex.compile(r"Failed to get convolution algorithm\. This "
                             r"is probably because cuDNN failed to initialize")
+_LIB_GAVE_UP = regex.compile(r"\b(?P<lib>cublasLt|cuBLASLt|cublas|cuBLAS) ran into an error")
+"""bitsandbytes' words for a cuBLASLt call that failed without a status it prints (`Exception: cublasLt ran into
+an error!`): its int8 matmul on a GPU or build its kernels do not support."""
 _NODE = regex.compile(r"\{\{node (?P<node>[^}]+)\}\}")
 
 
@@ -521,6 +531,8 @@ def _library(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
         fields = {"library": known.library, "status": known.name}
     elif _CUDNN_INIT.search(body):
         fields = {"library": "cudnn", "status": None, "reason": "cuDNN failed to initialize"}
+    elif gave_up := _LIB_GAVE_UP.search(body):
+        fields = {"library": _library_name(gave_up["lib"]), "status": None, "reason": f"{gave_up['lib']} failed"}
     else:
         return []
     if number:

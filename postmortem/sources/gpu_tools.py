@@ -33,7 +33,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"Failed to initialize NVML",
     b"NVIDIA-SMI has failed",
     b"NVIDIA-SMI couldn't find",
-    b"could not load NVML library", b"nvml error: ",
+    b"could not load NVML library", b"nvml error: ", b"nvml: ",
     b"Unable to determine the device handle",
     b"No devices were found",
     b"in health system",
@@ -46,8 +46,8 @@ ANCHORS: tuple[bytes, ...] = (
 REPEATS: tuple[bytes, ...] = (
     b"ERR!", b"MiB /", b"Driver Version",
     b"Failed to initialize NVML", b"NVIDIA-SMI has failed", b"NVIDIA-SMI couldn't find", b"could not load NVML library",
-    b"nvml error: ", b"Unable to determine the device handle", b"No devices were found", b"in health system",
-    b"detected NVSwitch",
+    b"nvml error: ", b"nvml: ", b"Unable to determine the device handle", b"No devices were found",
+    b"in health system", b"detected NVSwitch",
 )
 """Anchors whose identical lines fold while the input is read (text.TextDoc.scan): one-line errors, and the
 rows and banner of `nvidia-smi -l` printing one table for days. A changed row is a different line and is
@@ -86,7 +86,8 @@ _NVML_ERRORS = (
     regex.compile(r"NVIDIA-SMI has failed because it (?P<error>couldn't communicate with the NVIDIA driver)"),
     regex.compile(r"NVIDIA-SMI (?P<error>couldn't find libnvidia-ml\.so library)"),
     regex.compile(r"(?P<error>could not load NVML library)"),  # the device plugin and other NVML clients
-    regex.compile(r"nvml error: (?P<error>[^:\n]+?)\s*(?::|$)"),  # nvidia-container-cli
+    # nvidia-container-cli ("nvml error: ..."), nvidia-docker 1 and other Go NVML clients ("Error: nvml: ...")
+    regex.compile(r"\bnvml(?: error)?: (?P<error>[^:\n]+?)\s*(?::|$)"),
     regex.compile(r"Unable to determine the device handle for (?:GPU|gpu)\s*"
                   r"(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]):\s*(?P<error>.+?)\s*$"),
     regex.compile(r"(?P<error>No devices were found)"),
