@@ -429,3 +429,12 @@ def test_nul_bytes_deep_json_and_odd_encodings_never_traceback():
 def test_signature_examples_read_issues_as_triage_does():
     _, path = case("b-gpu-thermal-power-tensorflow-8858")
     assert issue_report(path).verdict.signature == "reported-power-loss-under-load"
+
+
+def test_an_issue_of_screenshots_is_asked_for_the_error_as_text(answers):
+    """ComfyUI#7036 and nccl#1683 show their errors only as images: nothing to read, so the first request is the
+    text. An issue with images beside a readable error (verl#407: the ECC error is in its title) is not asked."""
+    for name in ("h3-host-oom-ComfyUI-7036", "h3-shm-exhausted-nccl-1683"):
+        assert answers[name].requests[0].id == "error-as-text", name
+    assert "error-as-text" not in {r.id for r in answers["b-gpu-memory-ecc-verl-407"].requests}
+    assert "error-as-text" not in {r.id for r in answers["d-native-crash-ollama-4601"].requests}

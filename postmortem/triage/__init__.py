@@ -43,7 +43,7 @@ def triage(issue: Issue, attachments: Sequence[str | Path] = (), label_map: Labe
     cut = tuple(pieces(issue))
     # one stream: open_inputs holds each attachment open only while the pipeline reads it
     report = analyze_blobs(chain(_blobs(issue, cut), open_inputs([str(path) for path in attachments])))
-    asked = tuple(requests_for(report))
+    asked = tuple(requests_for(report, frozenset({"issue:images"}) if issue.shows_images else frozenset()))
     found: tuple[Duplicate, ...] = ()
     if store is not None:
         found = find_and_store(str(store), issue, report, "\0".join(piece.text for piece in cut))

@@ -31,25 +31,27 @@ class Request:
 class _Rule:
     id: str
     causes: frozenset[str]
+    when: frozenset[str]
     unless: tuple[frozenset[str], ...]
     command: str
 
 
 @cache
 def rules() -> tuple[_Rule, ...]:
-    return tuple(_Rule(row["id"], frozenset(row["causes"].split(",")),
+    return tuple(_Rule(row["id"], frozenset(row["causes"].split(",")), frozenset(row["when"].split("+")) - {""},
                        tuple(frozenset(group.split("+")) for group in row["unless"].split()), row["command"])
                  for row in data_rows("evidence-requests.tsv"))
 
 
-def requests_for(report: Report) -> Iterator[Request]:
-    """The table's requests for the verdict's cause and its close alternatives that the report does not answer."""
+def requests_for(report: Report, said: frozenset[str] = frozenset()) -> Iterator[Request]:
+    """The table's requests for the verdict's cause and its close alternatives that the report does not answer;
+    `said` adds what the input itself shows (issue:images)."""
     causes = _open_causes(report)
-    held = _held(report)
+    held = _held(report) | said
     count = 0
     for rule in rules():
         cause = next((cause for cause in causes if cause in rule.causes), None)
-        if cause is None or any(group <= held for group in rule.unless):
+        if cause is None or not rule.when <= held or any(group <= held for group in rule.unless):
             continue
         yield Request(rule.id, rule.command, cause)
         count += 1

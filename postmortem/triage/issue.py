@@ -70,6 +70,12 @@ class Issue:
     url: str | None = None
     labels: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+
+    @property
+    def shows_images(self) -> bool:
+        """Whether a post holds an image (`![...](...)`, `<img>`): a screenshot of an error postmortem cannot
+        read."""
+        return any(_IMAGE.search(post.text) for post in self.posts)
     """What could not be read, or was cut, and why."""
 
 
@@ -181,6 +187,7 @@ def _repository(url: str) -> str | None:
 
 # ------------------------------------------------------------------ cutting a post into pieces
 
+_IMAGE = regex.compile(r"!\[[^\]\n]{0,200}\]\(|<img\b", regex.I)
 _FENCE = regex.compile(r"^(?P<indent> {0,3})(?P<marks>`{3,}|~{3,})[ \t]*(?P<info>[^`\n]*?)[ \t]*$")
 _QUOTE = regex.compile(r"^ {0,3}(?:>[ \t]?)+")
 _TAG = regex.compile(r"</?(?:details|summary|p|div|span|br|hr|sub|sup|b|i|em|strong|code|kbd|samp|tt|small|"
