@@ -102,8 +102,8 @@ def cuda_error(token: str | int) -> CudaError | None:
 
 
 MESSAGE_MIN = 20
-"""Shortest cudaGetErrorString() message looked for in free text (shorter ones, "invalid argument", are words
-anyone writes)."""
+"""Shortest cudaGetErrorString() message looked for in free text, and used as a log source's anchor (shorter
+ones, "invalid argument", are words anyone writes and lines everywhere hold)."""
 
 
 def quoted_cuda_message(text: str) -> CudaError | None:

@@ -48,8 +48,10 @@ ENV_LINES = 2000
 TORCH_FIELDS = {"torch": "torch_version", "torch.version.cuda": "cuda_version", "cudnn": "cudnn_version",
                 "nccl": "nccl_version", "cuda_available": "cuda_available"}
 """torch.txt keys (collect.TORCH_PROBE) and the event fields they fill; arch_list and devices are read apart."""
-FRAMEWORK_PACKAGES = {"torch": "pytorch", "tensorflow": "tensorflow", "jax": "jax"}
-"""Packages whose presence names the framework (the `framework` fact, as framework logs name it)."""
+FRAMEWORK_PACKAGES = {"torch": "pytorch", "pytorch": "pytorch", "tensorflow": "tensorflow", "jax": "jax"}
+"""Packages whose presence names the framework (the `framework` fact, as framework logs name it); conda calls
+torch `pytorch`."""
+TORCH_PACKAGES = ("torch", "pytorch")
 
 _FORMAT = regex.compile(r'"format": "(postmortem-bundle/[^"]*)')
 _KEY_VALUE = regex.compile(r"^(?P<key>[\w.() -]+?): ?(?P<value>.*)$")
@@ -133,15 +135,27 @@ def _torch(doc: TextDoc, line: Line) -> Iterator[Event]:
 def _packages(doc: TextDoc, lines: list[Line]) -> Event:
     """A package list (`name==version` lines, as pip writes them): every package, and the framework's version."""
     found = {m["name"]: m["version"] for m in (_PACKAGE.match(line.text) for line in lines) if m}
-    versions = {name.lower().replace("_", "-"): version for name, version in found.items()}
-    fields: dict[str, Any] = {"packages": found}
+    text = f"{len(found)} packages: " + ", ".join(f"{name}=={version}" for name, version in found.items())
+    return doc.event("python-packages", lines[0], package_fields(found), last=lines[-1], text=text)
+
+
+def package_fields(packages: dict[str, str]) -> dict[str, Any]:
+    """A package list's event fields: every package, the framework it names and torch's version (pip freeze
+    here, pip list and conda list in sources.installed)."""
+    versions = normalised_names(packages)
+    fields: dict[str, Any] = {"packages": packages}
     framework = next((name for name in FRAMEWORK_PACKAGES if name in versions), None)
     if framework is not None:
         fields["framework"] = FRAMEWORK_PACKAGES[framework]
-    if "torch" in versions:
-        fields["torch_version"] = versions["torch"]
-    text = f"{len(found)} packages: " + ", ".join(f"{name}=={version}" for name, version in found.items())
-    return doc.event("python-packages", lines[0], fields, last=lines[-1], text=text)
+    torch = next((versions[name] for name in TORCH_PACKAGES if name in versions), None)
+    if torch is not None:
+        fields["torch_version"] = torch
+    return fields
+
+
+def normalised_names(packages: dict[str, str]) -> dict[str, str]:
+    """name -> version with names as pip compares them (lower case, `_` as `-`)."""
+    return {name.lower().replace("_", "-"): version for name, version in packages.items()}
 
 
 def _environment(doc: TextDoc, hidden: list[Line]) -> Event:

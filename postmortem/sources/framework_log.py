@@ -25,7 +25,15 @@ from typing import Any
 
 import regex
 
-from ..knowledge import WINDOWS_EXCEPTIONS, cuda_errors, find_cuda_error, library_status, library_statuses, signal_name
+from ..knowledge import (
+    MESSAGE_MIN,
+    WINDOWS_EXCEPTIONS,
+    cuda_errors,
+    find_cuda_error,
+    library_status,
+    library_statuses,
+    signal_name,
+)
 from ..model import Event
 from ..text import Line, TextDoc
 
@@ -66,10 +74,8 @@ ANCHORS: tuple[bytes, ...] = (
     b"Unsupported gpu architecture", b"Unsupported .version", b"is higher than default SM version",
     b"unable to write to file </torch", b"unable to open shared memory object </torch",
 )
-MESSAGE_ANCHOR_MIN = 20
-"""Shortest cudaGetErrorString() message used as an anchor (shorter ones, "invalid argument", are everywhere)."""
 ANCHORS += tuple(sorted({e.message.encode() for e in cuda_errors()
-                         if e.message and len(e.message) >= MESSAGE_ANCHOR_MIN}))
+                         if e.message and len(e.message) >= MESSAGE_MIN}))
 """Every CUDA error is found by its message too, whatever wording surrounds it (`Error 804: ...`)."""
 
 FOLLOW_LIMIT = 400

@@ -17,13 +17,12 @@ framework, CUDA), the shape collect_bundle gives `pip freeze`; nvcc's banner a `
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import regex
 
 from ..model import Event
 from ..text import Line, TextDoc
-from .collect_bundle import FRAMEWORK_PACKAGES
+from .collect_bundle import TORCH_PACKAGES, normalised_names, package_fields
 
 NAME = "installed-software"
 PIP_MARK = "Package "
@@ -35,7 +34,6 @@ MAX_ROWS = 5000
 """Most package rows read from one list (an environment of thousands of packages is read in part)."""
 CUDA_PACKAGES = ("pytorch-cuda", "cudatoolkit", "cuda-toolkit", "cuda-version")
 """conda packages whose version is the environment's CUDA, most telling first."""
-TORCH_PACKAGES = ("torch", "pytorch")
 
 _PIP_HEADER = regex.compile(r"^\s*Package\s+Version(?:\s+(?:Editable project location|Location|Installer))*\s*$")
 _RULE = regex.compile(r"^\s*-{3,}(?:\s+-{3,})+\s*$")
@@ -88,15 +86,8 @@ def _rows(doc: TextDoc, header: Line, row: regex.Pattern, skip: regex.Pattern) -
 
 def _packages(doc: TextDoc, header: Line, rows: list[tuple[Line, regex.Match]]) -> Event:
     packages = {match["name"]: match["version"] for _, match in rows}
-    versions = {name.lower().replace("_", "-"): version for name, version in packages.items()}
-    fields: dict[str, Any] = {"packages": packages}
-    framework = next((name for name in FRAMEWORK_PACKAGES if name in versions), None)
-    if framework is not None:
-        fields["framework"] = FRAMEWORK_PACKAGES[framework]
-    torch = next((versions[name] for name in TORCH_PACKAGES if name in versions), None)
-    if torch is not None:
-        fields["torch_version"] = torch
-        fields["framework"] = "pytorch"
+    versions = normalised_names(packages)
+    fields = package_fields(packages)
     cuda = next((versions[name] for name in CUDA_PACKAGES if name in versions), None)
     builds = [match["build"] for _, match in rows if match.groupdict().get("build") and
               match["name"].lower() in TORCH_PACKAGES]

@@ -64,15 +64,13 @@ def _matches(conn: sqlite3.Connection, issue: Issue, result: CaseResult) -> tupl
     case = result.case
     key = bucket_key(case["cause"], case["signature"], case["stack_signature"], case["fingerprint"])
     gpus = {short_gpu_name(value) for name, value in result.facts if name == "gpu_name"}
-    prefix = f"{issue.repository}#" if issue.repository else None
+    prefix = f"{issue.repository}#" if issue.repository else ""  # the same repository's issues only
     rows = conn.execute(
         "SELECT l.path, c.id, c.cause, c.signature, c.stack_signature, c.fingerprint FROM locations l "
-        "JOIN cases c ON c.id = l.case_id WHERE c.status = 'ok' AND l.path != ? ORDER BY l.seen_at",
-        (issue.ref,)).fetchall()
+        "JOIN cases c ON c.id = l.case_id WHERE c.status = 'ok' AND l.path != ? AND substr(l.path, 1, ?) = ? "
+        "ORDER BY l.seen_at", (issue.ref, len(prefix), prefix)).fetchall()
     found: list[tuple[int, Duplicate]] = []
     for path, case_id, cause, signature, stack, fingerprint in rows:
-        if prefix is not None and not path.startswith(prefix):
-            continue
         reasons = []
         if case["stack_signature"] and stack == case["stack_signature"]:
             reasons.append(f"same native stack {stack}")

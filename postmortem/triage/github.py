@@ -117,7 +117,7 @@ def answer(event: dict, name: str, api: Api, labels: str | None = None, store: s
     """Triage the event's issue and comment or label through `api`; returns one line saying what it did."""
     from ..render.triage_comment import render_markdown
     from . import triage
-    from .issue import read_issue
+    from .issue import issue_from_json
     from .labels import load_label_map, possible_labels
 
     issue = event.get("issue")
@@ -145,7 +145,7 @@ def answer(event: dict, name: str, api: Api, labels: str | None = None, store: s
     theirs = [c for c in comments if (c.get("user") or {}).get("login") == reporter and c is not ours]
     document = {"issue": issue, "repository": {"full_name": repository}, "comments": theirs}
     label_map = load_label_map(labels)
-    result = triage(read_issue(json.dumps(document).encode(), f"{repository}#{number}"), (), label_map, store)
+    result = triage(issue_from_json(document, f"{repository}#{number}"), (), label_map, store)
     body = render_markdown(result, lang)
     if ours is not None:
         api.call("PATCH", f"{base}/comments/{ours['id']}", {"body": body})

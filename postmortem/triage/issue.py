@@ -108,7 +108,7 @@ def read_issue(data: bytes, name: str) -> Issue:
         except (ValueError, RecursionError):
             document = None
         if document is not None:
-            return _from_json(document, name, notes)
+            return issue_from_json(document, name, notes)
     return _from_markdown(text, name, notes)
 
 
@@ -126,7 +126,10 @@ def _from_markdown(text: str, name: str, notes: list[str]) -> Issue:
     return Issue(name, title, (_post("body", "", text, notes),), notes=tuple(notes))
 
 
-def _from_json(document: Any, name: str, notes: list[str]) -> Issue:
+def issue_from_json(document: Any, name: str, notes: list[str] | None = None) -> Issue:
+    """The issue in a parsed GitHub document (REST issue, `[issue, comment, ...]`, webhook payload); raises
+    IssueError for any other shape."""
+    notes = [] if notes is None else notes
     comments: list[Any] = []
     repository = None
     if isinstance(document, list) and document and isinstance(document[0], dict):
