@@ -299,3 +299,101 @@ def test_torch_failing_on_its_shared_memory_files_is_a_full_dev_shm(text):
 ])
 def test_bitsandbytes_refusing_the_gpu_or_failing_in_cublaslt(text, cause):
     assert analyze_text(text + "\n").verdict.cause == cause
+
+
+# Host assertions, as each program words them (data/assertion-failures.tsv), in real posts: (text, kind, file, line,
+# condition). Sources: puttsk/cuda-tutorial#12, tensorpack/tensorpack#157, BachiLi/redner#3, ggml-org/llama.cpp#9478,
+# ikawrakow/ik_llama.cpp (an iqk GEMM assert on Windows), facebookresearch/faiss#280, torrvision/siamfc-tf#21,
+# tensorflow/tensorflow#24784.
+HOST_ASSERTS = [
+    ("[heyliu@controller tutorial01]$ ./vector_add\nvector_add: vector_add.cu:48: int main(): Assertion `fabs(output[i]"
+     " - a[i] - b[i]) < 1e-6' failed.\nAborted (core dumped)\n",
+     "glibc-assert", "vector_add.cu", 48, "fabs(output[i] - a[i] - b[i]) < 1e-6"),
+    ("I tensorflow/compiler/xla/service/service.cc:187]   StreamExecutor device (1): GeForce GTX 1080, Compute "
+     "Capability 6.1\npython: external/eigen_archive/unsupported/Eigen/CXX11/src/Tensor/TensorDeviceCuda.h:218: void "
+     "Eigen::GpuDevice::memcpy(void*, const void*, size_t) const: Assertion `err == cudaSuccess' failed.\n"
+     "Aborted (core dumped)\n",
+     "glibc-assert", "external/eigen_archive/unsupported/Eigen/CXX11/src/Tensor/TensorDeviceCuda.h", 218,
+     "err == cudaSuccess"),
+    ("$ python3 test_shadow_light.py\npython3: /home/jay/redner/scene.cpp:79: Scene::Scene(const Camera&, const "
+     "std::vector<const Shape*>&, const std::vector<const Material*>&, const std::vector<const Light*>&, bool): "
+     "Assertion `false' failed.\n[1]    9201 abort (core dumped)  python3 test_shadow_light.py\n",
+     "glibc-assert", "/home/jay/redner/scene.cpp", 79, "false"),
+    ("Whenever I go to execute llama-baby-llama, I get \u201cggml/src/ggml.c:6793: GGML_ASSERT(false && "
+     "\u2018backwards pass not implemented\u2019) failed \u201c error.\n",
+     "ggml-assert", "ggml/src/ggml.c", 6793, "false && \u2018backwards pass not implemented\u2019"),
+    ("**Error: `ik_llama.cpp\\ggml\\src\\iqk\\iqk_gemm_legacy_quants.cpp:1774: GGML_ASSERT(nrc_x%8 == 0) failed`.**\n",
+     "ggml-assert", "ik_llama.cpp\\ggml\\src\\iqk\\iqk_gemm_legacy_quants.cpp", 1774, "nrc_x%8 == 0"),
+    ("  IndexIVFPQ size 0 -> GpuIndexIVFPQ indicesOptions=0 usePrecomputed=1 useFloat16=1 reserveVecs=1000000\nFaiss "
+     "assertion 'err__ == cudaSuccess' failed in faiss::gpu::DeviceTensor<T, Dim, Contig, IndexT, PtrTraits>::"
+     "~DeviceTensor() [with T = float; int Dim = 3; bool Contig = true; IndexT = int; PtrTraits = faiss::gpu::traits::"
+     "DefaultPtrTraits] at impl/../utils/DeviceTensor-inl.cuh:61; details: CUDA error 77\nAborted (core dumped)\n",
+     "faiss-assert", "impl/../utils/DeviceTensor-inl.cuh", 61, "err__ == cudaSuccess"),
+    ("F tensorflow/core/kernels/conv_ops.cc:659] Check failed: stream->parent()->GetConvolveAlgorithms(&algorithms) \n"
+     "Aborted (core dumped)\n",
+     "glog-check", "tensorflow/core/kernels/conv_ops.cc", 659, "stream->parent()->GetConvolveAlgorithms(&algorithms)"),
+    ("_./tensorflow/core/util/cuda_launch_config.h:127] Check failed: work_element_count > 0 (-608567296 vs. 0)\n"
+     "Aborted (core dumped)_\n",
+     "glog-check", "./tensorflow/core/util/cuda_launch_config.h", 127, "work_element_count > 0 (-608567296 vs. 0)"),
+]
+
+
+@pytest.mark.parametrize(("text", "kind", "file", "line", "cond"), HOST_ASSERTS)
+def test_a_failed_host_assertion_is_an_abort_with_its_place(text, kind, file, line, cond):
+    report = analyze_text(text)
+    found = [e for e in report.events if e.kind == "fatal-signal" and e.fields.get("source") == "assertion"]
+    assert len(found) == 1
+    fields = found[0].fields
+    assert (fields["assertion_kind"], fields["file"], fields["file_line"], fields["assertion"]) == (kind, file, line,
+                                                                                                   cond)
+    assert fields["signal"] == "SIGABRT"
+
+
+def test_the_abort_verdict_names_the_failed_assertion():
+    report = analyze_text(HOST_ASSERTS[0][0])
+    assert report.findings[0].signature == "native-abort"
+    assert "the assertion `fabs(output[i] - a[i] - b[i]) < 1e-6` failed at vector_add.cu:48" in " ".join(
+        report.findings[0].explanation.split())
+
+
+def test_a_device_side_assert_is_not_read_as_a_host_assertion():
+    text = ("/pytorch/aten/src/THCUNN/SpatialClassNLLCriterion.cu:106: "
+            "cunn_SpatialClassNLLCriterion_updateOutput_kernel: block: [4,0,0], thread: [614,0,0] "
+            "Assertion `t >= 0 && t < n_classes` failed.\n")
+    report = analyze_text(text)
+    assert report.findings[0].cause == "device-assert"
+    assert not [e for e in report.events if e.fields.get("source") == "assertion"]
+
+
+def test_every_assertion_wording_reads_its_own_example():
+    for row in knowledge.data_rows("assertion-failures.tsv"):
+        report = analyze_text(row["example"] + "\n")
+        kinds = [e.fields.get("assertion_kind") for e in report.events if e.kind == "fatal-signal"]
+        assert kinds == [row["id"]], row["id"]
+        assert row["anchor"] in row["example"] and row["source"].startswith("https://")
+
+
+# A CUDA error message cut at the end of its line: the stored copy of Purfview/whisper-standalone-win#411 ends
+# mid-message, and notes in public repositories wrap "... was" / "encountered" at their width.
+CUT_MESSAGES = [
+    ('File "pyannote\\audio\\pipelines\\speaker_verification.py", line 707, in __call__\n'
+     "RuntimeError: CUDA error: the launch timed out and was\n", "cudaErrorLaunchTimeout", "launch-failure"),
+    ("- **`torch.AcceleratorError: CUDA error: an illegal memory access was\n  encountered` during `Capturing CUDA "
+     "graphs (PIECEWISE)`.** Hit\n", "cudaErrorIllegalAddress", "illegal-memory-access"),
+]
+
+
+@pytest.mark.parametrize(("text", "error", "cause"), CUT_MESSAGES)
+def test_a_cuda_message_cut_at_the_line_end_is_still_known(text, error, cause):
+    report = analyze_text(text)
+    assert [e.fields.get("error") for e in report.events if e.kind == "cuda-error"] == [error]
+    assert report.findings[0].cause == cause
+
+
+@pytest.mark.parametrize("text", ["RuntimeError: CUDA error: an illegal\n", "CUDA error: invalid device\n",
+                                  "CUDA error: the launch timed out and was terminated yesterday, then\n"])
+def test_a_cut_message_must_name_one_error(text):
+    """Two words are not enough, a start shared by two messages names neither, and whole messages match as usual."""
+    errors = [e.fields.get("error") for e in analyze_text(text).events if e.kind == "cuda-error"]
+    assert errors in ([], ["cudaErrorLaunchTimeout"])
+    assert (errors == ["cudaErrorLaunchTimeout"]) == ("terminated" in text)

@@ -29,6 +29,7 @@ from ..knowledge import (
     MESSAGE_MIN,
     WINDOWS_EXCEPTIONS,
     cuda_errors,
+    data_rows,
     find_cuda_error,
     library_status,
     library_statuses,
@@ -77,6 +78,9 @@ ANCHORS: tuple[bytes, ...] = (
 ANCHORS += tuple(sorted({e.message.encode() for e in cuda_errors()
                          if e.message and len(e.message) >= MESSAGE_MIN}))
 """Every CUDA error is found by its message too, whatever wording surrounds it (`Error 804: ...`)."""
+_ASSERTIONS = tuple((row["id"], regex.compile(row["pattern"])) for row in data_rows("assertion-failures.tsv"))
+"""How programs report a failed assertion of their own before they abort (data/assertion-failures.tsv)."""
+ANCHORS += tuple(sorted({row["anchor"].encode() for row in data_rows("assertion-failures.tsv")} - set(ANCHORS)))
 
 FOLLOW_LIMIT = 400
 """Most lines one report (a traceback, a dump) may span."""
@@ -888,7 +892,7 @@ _WHAT = regex.compile(r"^\s*what\(\):\s*(?P<what>.*)")
 def _fatal(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
     if ctx.taken("fatal-signal", line):
         return []
-    for detector in (_faulthandler, _native_backtrace, _windows_exit, _terminate, _shell_signal):
+    for detector in (_faulthandler, _native_backtrace, _windows_exit, _terminate, _assertion, _shell_signal):
         found = detector(ctx, line, pre)
         if found:
             ctx.take("fatal-signal", [l for l, _ in _follow(ctx, line, found.last.number - line.number)])
@@ -958,6 +962,23 @@ def _terminate(ctx: _Context, line: Line, pre: _Prefixed) -> _Found | None:
         fields["what"] = what["what"][:500]
         last = following[0][0]
     return _Found("fatal-signal", line, last, fields, ("fatal-signal", "terminate", match["type"]), pre.time)
+
+
+def _assertion(ctx: _Context, line: Line, pre: _Prefixed) -> _Found | None:
+    """A host program's own assertion failed (glibc's assert, GGML_ASSERT, glog's CHECK, ...): it aborts next. The
+    line is searched as written, since a glog prefix (taken off the body) holds the place of a CHECK."""
+    for wording, pattern in _ASSERTIONS:
+        if match := pattern.search(line.text):
+            groups = match.groupdict()
+            fields: dict[str, Any] = {
+                "signal": "SIGABRT", "source": "assertion", "assertion_kind": wording,
+                "assertion": groups["cond"].strip()[:500], "file": groups["file"], "file_line": int(groups["line"]),
+            }
+            if function := (groups.get("function") or "").strip():
+                fields["function"] = function[:300]
+            return _Found("fatal-signal", line, line, fields,
+                          ("fatal-signal", "assertion", match["file"], match["line"]), pre.time)
+    return None
 
 
 def _shell_signal(ctx: _Context, line: Line, pre: _Prefixed) -> _Found | None:
