@@ -5,6 +5,8 @@ The texts are public log excerpts; the comment above each names its thread.
 
 from __future__ import annotations
 
+import pytest
+
 from postmortem.pipeline import analyze_text
 
 
@@ -667,3 +669,58 @@ def test_a_bus_error_in_a_job_is_first_a_full_dev_shm():
     assert causes("2019-04-16 11:58:14  Initializing global model...\nBus error (core dumped)\n")[0] == "shm-exhausted"
     assert causes("   classes: 80, anchors: 9\nBus error (core dumped)\n")[0] == "shm-exhausted"
     assert causes("Segmentation fault (core dumped)\n")[0] == "native-crash"
+
+
+# CUDA's "unknown error" (999): at initialisation, the driver's state (pytorch/pytorch#88639, gbionics/jaxsim#50,
+# NixOS/nixpkgs#348769: nvidia_uvm after a suspend); elsewhere, a weak guess of the same (NVIDIA/DIGITS#2181).
+UNKNOWN_AT_INIT = [
+    "/opt/anaconda3/lib/python3.8/site-packages/torch/cuda/__init__.py:88: UserWarning: CUDA initialization: CUDA "
+    "unknown error - this may be due to an incorrectly set up environment, e.g. changing env variable "
+    "CUDA_VISIBLE_DEVICES after program start. Setting the available devices to be zero. (Triggered internally at "
+    "../c10/cuda/CUDAFunctions.cpp:109.)\n  return torch._C._cuda_getDeviceCount() > 0\n",
+    "2023-10-04 12:33:47.594219: E external/xla/xla/stream_executor/cuda/cuda_driver.cc:268] failed call to cuInit: "
+    "CUDA_ERROR_UNKNOWN: unknown error\nNo GPU/TPU found, falling back to CPU. (Set TF_CPP_MIN_LOG_LEVEL=0 and rerun "
+    "for more info.)\n",
+    ">>> import torch; torch.cuda.is_available()\n"
+    "pip_packages/lib/python3.11/site-packages/torch/cuda/__init__.py:128: "
+    "UserWarning: CUDA initialization: CUDA unknown error - this may be due to an incorrectly set up environment, e.g."
+    " changing env variable CUDA_VISIBLE_DEVICES after program start. Setting the available devices to be zero. "
+    "(Triggered internally at ../c10/cuda/CUDAFunctions.cpp:108.)\n  return torch._C._cuda_getDeviceCount() > 0\n"
+    "False\n",
+]
+
+
+@pytest.mark.parametrize("text", UNKNOWN_AT_INIT)
+def test_cuda_unknown_error_at_initialisation_is_the_drivers_state(text):
+    lead = analyze_text(text).findings[0]
+    assert (lead.signature, lead.cause) == ("cuda-unknown-at-init", "driver-mismatch")
+
+
+def test_cuda_unknown_error_elsewhere_is_a_weak_guess_that_an_xid_outranks():
+    from postmortem.render import render
+
+    alone = analyze_text("Train Caffe Model: Check failed: error == cudaSuccess (999 vs. 0) unknown error\n")
+    assert (alone.findings[0].signature, alone.findings[0].confidence) == ("cuda-unknown-error", 0.3)
+    with_xid = analyze_text("[ 3401.104512] NVRM: Xid (PCI:0000:3b:00): 79, pid=2934, GPU has fallen off the bus.\n"
+                            "Train Caffe Model: Check failed: error == cudaSuccess (999 vs. 0) unknown error\n")
+    assert with_xid.findings[0].cause == "gpu-off-bus"
+    assert "同一故障也报告为 cuda-unknown-error" in render("text", analyze_text(UNKNOWN_AT_INIT[0]), "zh-CN")
+
+
+# GPUs without peer access under a direct multi-GPU path (sgl-project/sglang#552, NVIDIA/TensorRT-LLM#1625,
+# sgl-project/sglang#4814): each thread's fix was to turn the custom all-reduce off.
+PEER_ACCESS = [
+    "Failed: Cuda error /home/runner/work/vllm/vllm/csrc/custom_all_reduce.cuh:307 'peer access is not supported "
+    "between these two devices'\n[rank1]:[W CudaIPCTypes.cpp:16] Producer process has been terminated before all "
+    "shared CUDA tensors released. See Note [Sharing CUDA tensors]\n",
+    "[TensorRT-LLM][ERROR] [TensorRT-LLM][ERROR] CUDA runtime error in error: peer access is not supported between "
+    "these two devices\n",
+    "When I start sglang on 4090 with `--tensor-parallel-size=2`, it crashed with `RuntimeError: CUDART error: peer "
+    "access is not supported between these two devices`, we must disable custom all reduce on these devices.\n",
+]
+
+
+@pytest.mark.parametrize("text", PEER_ACCESS)
+def test_no_peer_access_under_a_direct_multi_gpu_path(text):
+    lead = analyze_text(text).findings[0]
+    assert (lead.signature, lead.cause) == ("peer-access-unsupported", "nccl-comm-error")
