@@ -239,7 +239,7 @@ def test_nccl_tests_failure_lines():
 # ---------------------------------------------------------------- healthy outputs
 
 HEALTHY = ("dcgmi-3.0.4-deployment-pass.txt", "dcgmi-3.3.7-metadata-pass.txt", "dcgmi-4.2.3-software-pass.txt",
-           "gpu-burn-ok-a2000.txt", "gpu-burn-ok-a500-progress.txt", "gpu-burn-ok-init-error-v100.txt",
+           "gpu-burn-ok-a2000.txt", "gpu-burn-ok-a500-progress.txt",
            "cuda_memtest-gtx1050ti-pass.txt", "cuda_memtest-rtxpro6000-pass.txt", "memtestG80-p6000-16400mb-pass.txt",
            "nccl-tests-ring-95gbs-pass.txt", "nccl-tests-84gbs-pass.txt", "nccl-tests-alltoall-1gpu-pass.txt")
 
@@ -249,6 +249,14 @@ def test_healthy_output_gives_no_finding(name):
     analysed = report(name)
     assert analysed.findings == ()
     assert all(e.fields.get("result") == "pass" for e in analysed.events if e.kind == "health-test")
+
+
+def test_a_burn_that_could_not_start_is_not_healthy():
+    """gpu-burn prints OK for GPUs it never tested when CUDA failed to start (0 Gflop/s processed): the verdict is
+    that start, CUDA's unknown error at initialisation (wilicc/gpu-burn#60: cuInit's 999, fixed by
+    nvidia-modprobe -u)."""
+    analysed = report("gpu-burn-ok-init-error-v100.txt")
+    assert (analysed.findings[0].signature, analysed.findings[0].cause) == ("cuda-unknown-at-init", "driver-mismatch")
 
 
 def test_every_data_file_is_read_as_health_tests():
