@@ -397,3 +397,35 @@ def test_a_cut_message_must_name_one_error(text):
     errors = [e.fields.get("error") for e in analyze_text(text).events if e.kind == "cuda-error"]
     assert errors in ([], ["cudaErrorLaunchTimeout"])
     assert (errors == ["cudaErrorLaunchTimeout"]) == ("terminated" in text)
+
+
+# Julia's own report of a fatal signal, in the shapes its versions print (JuliaPackaging/Yggdrasil#6526, a
+# JuliaPy/PythonCall.jl reproducer, an Enzyme.jl report, a Julia-HPC-examples note on LUMI):
+# (text, signal, first frame).
+JULIA_SIGNALS = [
+    ("julia> CUDA.cuLinkCreate_v2(0, C_NULL, C_NULL, handle_ref)\nsignal (11): Segmentation fault\nin expression "
+     "starting at REPL[4]:1\n__cuda_CallJitEntryPoint at /lib/x86_64-linux-gnu/libnvidia-ptxjitcompiler.so.1 (unknown "
+     "line)\nunknown function (ip: 0x7f67468c6317)\nmacro expansion at /home/tbesard/CUDA.jl/lib/utils/call.jl:107 "
+     "[inlined]\n",
+     "SIGSEGV", "__cuda_CallJitEntryPoint at /lib/x86_64-linux-gnu/libnvidia-ptxjitcompiler.so.1 (unknown line)"),
+    ("[219060] signal 11 (1): Segmentation fault\nin expression starting at $REPO/reproducer.jl:28\nlookup_tp_mro at "
+     "/usr/local/src/conda/python-3.12.5/Objects/typeobject.c:336 [inlined]\n",
+     "SIGSEGV", "lookup_tp_mro at /usr/local/src/conda/python-3.12.5/Objects/typeobject.c:336 [inlined]"),
+    ("[1433292] signal (11.1): Segmentation fault\nin expression starting at /home/zack/src/mvp_missing_physics_zygote/"
+     "missing_physics_larger.jl:89\ngc_mark_loop at /cache/build/default-amdci4-0/julialang/julia-release-1-dot-9/src/"
+     "gc.c:2819\n",
+     "SIGSEGV", "gc_mark_loop at /cache/build/default-amdci4-0/julialang/julia-release-1-dot-9/src/gc.c:2819"),
+    ("[123441] signal 11 (1): Segmentation fault\nin expression starting at /users/barthale/src/Julia-HPC-examples/MPI/"
+     "script.jl:2\nMPICH ERROR [Rank 0] [job id 14833080.5] [Fri Nov 21 09:21:34 2025] [nid007972] - Abort(-1) (rank 0 "
+     "in comm 0): MPIDI_CRAY_init: GPU_SUPPORT_ENABLED is requested, but GTL library is not linked\n",
+     "SIGSEGV", None),
+]
+
+
+@pytest.mark.parametrize(("text", "signal", "frame"), JULIA_SIGNALS)
+def test_julias_signal_report_is_a_fatal_signal_with_its_frames(text, signal, frame):
+    report = analyze_text(text)
+    [event] = [e for e in report.events if e.kind == "fatal-signal"]
+    assert (event.fields["signal"], event.fields["source"]) == (signal, "julia")
+    assert (event.fields["frames"][:1] or [None])[0] == frame
+    assert report.findings[0].cause == "native-crash"

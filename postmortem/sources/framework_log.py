@@ -867,6 +867,13 @@ _FH_LINE = regex.compile(
     r'|\s+Garbage-collecting|Extension modules:|<Cannot show all threads)'
 )
 _FH_FRAME = regex.compile(r'^\s+File "(?P<file>.*)", line (?P<line>\d+) in (?P<func>.+)$')
+_JULIA_HEAD = regex.compile(r"^(?:\[\d+\] )?signal \(?(?P<num>\d{1,2})(?:\.\d+)?\)?(?: \(\d+\))?: "
+                            r"(?P<what>[A-Z][\w ]{2,40})$")
+"""Julia's signal handler: `signal (11): Segmentation fault`, `[219060] signal 11 (1): Segmentation fault`."""
+_JULIA_LINE = regex.compile(r"^(?:in expression starting at |unknown function \(ip: 0x|Allocations: "
+                            r"|\S.{0,300}? at \S)")
+_JULIA_FRAME = regex.compile(r"^(?:in expression starting at (?P<expression>.*)|unknown function \(ip: 0x[0-9a-f]+\)"
+                             r"|(?P<frame>\S.{0,300}? at \S.*))$")
 _NATIVE_HEAD = regex.compile(
     r"\*\*\* (?:Aborted at .*\*\*\*|(?P<sig>SIG[A-Z]+)\b.*?received by PID (?P<pid>\d+))"
     r"|(?P<sig>SIG(?:SEGV|BUS|ABRT|ILL|FPE))\s+(?:encountered|caught|received)"
@@ -892,7 +899,8 @@ _WHAT = regex.compile(r"^\s*what\(\):\s*(?P<what>.*)")
 def _fatal(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
     if ctx.taken("fatal-signal", line):
         return []
-    for detector in (_faulthandler, _native_backtrace, _windows_exit, _terminate, _assertion, _shell_signal):
+    for detector in (_faulthandler, _julia_signal, _native_backtrace, _windows_exit, _terminate, _assertion,
+                     _shell_signal):
         found = detector(ctx, line, pre)
         if found:
             ctx.take("fatal-signal", [l for l, _ in _follow(ctx, line, found.last.number - line.number)])
@@ -919,6 +927,27 @@ def _faulthandler(ctx: _Context, line: Line, pre: _Prefixed) -> _Found | None:
     fields = {"signal": signal_name(match["what"]), "reason": match["what"], "source": "faulthandler",
               "frames": stacks[0][:8] if stacks else []}
     return _Found("fatal-signal", line, last, fields, ("fatal-signal", fields["signal"], "faulthandler"), pre.time)
+
+
+def _julia_signal(ctx: _Context, line: Line, pre: _Prefixed) -> _Found | None:
+    """Julia's report of a fatal signal: the signal, the expression it ran, then native and Julia frames."""
+    match = _JULIA_HEAD.match(pre.body.strip())
+    if not match or not (signal := signal_name(match["num"])):
+        return None
+    last, expression = line, None
+    frames: list[str] = []
+    for nxt, p in _follow(ctx, line, FOLLOW_LIMIT):
+        body = p.body.strip()
+        if not _JULIA_LINE.match(body):
+            break
+        last = nxt
+        frame = _JULIA_FRAME.match(body)
+        if frame and frame["expression"]:
+            expression = frame["expression"]
+        elif frame and frame["frame"] and len(frames) < 12:
+            frames.append(frame["frame"])
+    fields = {"signal": signal, "reason": match["what"], "source": "julia", "frames": frames, "expression": expression}
+    return _Found("fatal-signal", line, last, fields, ("fatal-signal", signal, "julia", tuple(frames[:3])), pre.time)
 
 
 def _native_backtrace(ctx: _Context, line: Line, pre: _Prefixed) -> _Found | None:
