@@ -486,6 +486,36 @@ def library_statuses() -> tuple[LibraryStatus, ...]:
                                dash(row["message"]), dash(row["cause"])) for row in data_rows("library-status.tsv"))
 
 
+@dataclass(frozen=True)
+class NvmlReturn:
+    """One of NVML's return codes (data/nvml-returns.tsv)."""
+
+    number: int
+    name: str
+    message: str | None
+    cause: str | None
+
+
+@cache
+def nvml_returns() -> tuple[NvmlReturn, ...]:
+    """Every row of data/nvml-returns.tsv, loaded once."""
+    return tuple(NvmlReturn(int(row["number"]), row["name"], dash(row["message"]), dash(row["cause"]))
+                 for row in data_rows("nvml-returns.tsv"))
+
+
+def nvml_return(token: str | int) -> NvmlReturn | None:
+    """The return code an NVML client names: by number (15), name (NVML_ERROR_GPU_IS_LOST), CamelCase (GpuIsLost,
+    GPUIsLost), or nvmlErrorString's text (GPU is lost)."""
+    text = str(token).strip()
+    key = text.lower().replace("_", "").replace(" ", "")
+    for row in nvml_returns():
+        if (text.isdigit() and row.number == int(text)) or key in (
+                row.name.lower().replace("_", ""), row.name.lower().replace("_", "").removeprefix("nvmlerror"),
+                (row.message or "").lower().replace(" ", "")):
+            return row
+    return None
+
+
 def library_status(library: str, token: str | int) -> LibraryStatus | None:
     """The status a library reports by name (`CUBLAS_STATUS_NOT_SUPPORTED`) or number (cuBLAS 15).
 

@@ -113,7 +113,7 @@ def rank(findings: Sequence[Finding], events: Sequence[Event], causes: Mapping[s
             return f"{follower.signature} summarises an earlier failure ({path}); {_specifics(rs, fs, follower)}"
         return None
 
-    rules: tuple[Rule, ...] = (_after_sticky_error, _after_off_bus, summary, deeper)
+    rules: tuple[Rule, ...] = (_after_sticky_error, _after_off_bus, _abort_after_error, summary, deeper)
     def why(root: Finding, follower: Finding) -> str | None:
         pairs = _per_incident(scopes[root.signature], scopes[follower.signature], incident_of)
         return next((words for rs, fs in pairs for rule in rules if (words := rule(root, rs, follower, fs))), None)
@@ -200,6 +200,30 @@ def _after_sticky_error(root: Finding, rs: _Scope, follower: Finding, fs: _Scope
     who = f"pid {pid}" if pid is not None else "the same process"
     return (f"{sticky.fields.get('error')} is sticky: every later CUDA call of {who} fails; "
             f"{_specifics(rs, _scope(same), follower)}")
+
+
+ABORT_REACH = 30
+"""Most lines an error may stand before the abort that ends its process (a C++ stack trace or a CHECK's message
+between them)."""
+
+
+def _abort_after_error(root: Finding, rs: _Scope, follower: Finding, fs: _Scope) -> str | None:
+    """A process that reports an error and then aborts (a failed CHECK on the error, an uncaught exception, a
+    fatal-error handler) died of the error: the abort is its last step. Both in one input, the error at most
+    ABORT_REACH lines before the abort, and no pid that tells them apart."""
+    aborts = [e for e in fs.events
+              if e.kind in ("fatal-signal", "child-failed") and e.fields.get("signal") == "SIGABRT"]
+    if not aborts or len(aborts) != len(fs.events) or root.role == "consequence" or root.cause == follower.cause:
+        return None
+    for abort in aborts:
+        for error in rs.events:
+            if (error.where.path == abort.where.path and error.where.line is not None and abort.where.line is not None
+                    and 0 <= abort.where.line - (error.where.end_line or error.where.line) <= ABORT_REACH
+                    and error.where.line <= abort.where.line
+                    and error.fields.get("pid") in (None, abort.fields.get("pid"))):
+                return (f"the abort at line {abort.where.line} of {abort.where.path} ends the process that reported "
+                        f"{root.signature} at line {error.where.line}")
+    return None
 
 
 def _after_off_bus(root: Finding, rs: _Scope, follower: Finding, fs: _Scope) -> str | None:

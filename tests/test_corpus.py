@@ -3,8 +3,9 @@
 Each case is a directory of artifacts and a case.yaml labelled from what its thread established
 (`expected_causes`, first = the root; `must_mention`: strings a correct analysis surfaces). This is
 the scoring of ../shared/tools/score_corpus.py, run in-process: every case must be analysed without
-a crash, and the share of right verdicts may not fall below what the closing note of the last
-change measured (raise the floors when recognition improves; never lower them to pass).
+a crash, the share of right verdicts may not fall below what the closing note of the last change
+measured (raise the floors when recognition improves; never lower them to pass), and no harvested case
+outside tests/corpus/MISSES.yaml (the known misses, each with why) may be missed.
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ from shared_checkout import SHARED, needs
 
 HERE = Path(__file__).parent
 CORPORA = {"shared": SHARED / "corpus" / "cases", "harvested": HERE / "corpus"}
-TOP1_FLOOR = {"shared": 1.0, "harvested": 0.98}
+TOP1_FLOOR = {"shared": 1.0, "harvested": 0.977}
 MENTION_FLOOR = {"shared": 1.0, "harvested": 0.89}
+KNOWN_MISSES = yaml.safe_load((HERE / "corpus" / "MISSES.yaml").read_text(encoding="utf-8"))
+"""Harvested cases missed today, each with why (tests/corpus/MISSES.yaml): any other miss is a regression."""
 
 
 def _cases(corpus: str) -> list[Path]:
@@ -67,3 +70,6 @@ def test_corpus_verdicts(corpus):
     misses = [c.name for c, (hit, _, _) in zip(cases, scores) if not hit]
     assert top1 >= TOP1_FLOOR[corpus], f"top-1 {top1:.3f} < {TOP1_FLOOR[corpus]}; misses: {misses}"
     assert mentioned >= MENTION_FLOOR[corpus]
+    if corpus == "harvested":
+        assert set(misses) <= set(KNOWN_MISSES), f"regressions: {sorted(set(misses) - set(KNOWN_MISSES))}"
+        assert set(KNOWN_MISSES) <= set(misses), f"now right, take off MISSES.yaml: {set(KNOWN_MISSES) - set(misses)}"

@@ -225,3 +225,39 @@ def test_nvidia_smi_loop_of_err_rows_folds_as_it_is_read(tmp_path):
     [nvml] = [e for e in report.events if e.kind == "nvml-error"]
     assert nvml.count == 20_000
     assert len(report.events) < 20
+
+
+# NVML's return codes in every wording its clients print (data/nvml-returns.tsv), from real posts: T-Rex
+# (trexminer/T-Rex#230, also PhoenixMiner's line quoted there), Slurm (LSSI-ETH/plmfit#40), pynvml (rossumai/nvgpu#6),
+# NiceHash (nicehash/NiceHashMiner#1695), T-Rex's code 1 (trexminer/T-Rex#108).
+NVML_RETURNS = [
+    ("WARN: NVML: can't get GPU #0, error code 15", "NVML_ERROR_GPU_IS_LOST", "gpu-off-bus"),
+    ("2021.09.24:22:57:10.022: hwmc GPU2: unable to get fan speed - GPU is lost (15)", "NVML_ERROR_GPU_IS_LOST",
+     "gpu-off-bus"),
+    ("slurmstepd: error: NVML: Failed to get usage(15): GPU is lost", "NVML_ERROR_GPU_IS_LOST", "gpu-off-bus"),
+    ("NVMLError_GpuIsLost: GPU is lost", "NVML_ERROR_GPU_IS_LOST", "gpu-off-bus"),
+    ("[2019-07-25 07:05:13] [ERROR] [NVML] System.Exception: NVML power get failed with status: GPUIsLost",
+     "NVML_ERROR_GPU_IS_LOST", "gpu-off-bus"),
+    ("20201211 21:00:17 WARN: NVML error, code 1", "NVML_ERROR_UNINITIALIZED", "unknown"),
+]
+
+
+@pytest.mark.parametrize(("line", "name", "cause"), NVML_RETURNS)
+def test_an_nvml_return_code_in_each_clients_wording(line, name, cause):
+    from postmortem.pipeline import analyze_text
+
+    report = analyze_text(line + "\n")
+    [error] = [e for e in report.events if e.kind == "nvml-error"]
+    assert error.fields["nvml_return"] == name
+    assert (report.findings[0].cause if report.findings else "unknown") == cause
+
+
+def test_nvml_return_codes_read_by_number_name_camelcase_and_text():
+    from postmortem.knowledge import nvml_return, nvml_returns
+
+    for row in nvml_returns():
+        assert nvml_return(row.number) == row and nvml_return(row.name) == row
+        camel = "".join(part.capitalize() for part in row.name.removeprefix("NVML_ERROR_").split("_"))
+        assert nvml_return(camel) == row or row.number == 0, camel
+    assert nvml_return("GPU requires reset").cause == "gpu-hang"
+    assert nvml_return("a GPU") is None

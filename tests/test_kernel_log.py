@@ -375,3 +375,13 @@ def test_times_at_the_edge_of_the_calendar_never_fail_the_source(line):
     of the same boot is not pushed past the calendar."""
     events = parse_text(line + "[  400.000000] NVRM: Xid (PCI:0000:3b:00): 13, pid=1, Graphics Exception: ESR\n")
     assert sorted(e.fields["xid"] for e in events) == [13, 79]
+
+
+@pytest.mark.parametrize(("line", "task"), [
+    ("watchdog: BUG: soft lockup - CPU#98 stuck for 22s!", None),  # hiyouga/LlamaFactory#1355, pasted without its task
+    (" kernel:[55716.328117] watchdog: BUG: soft lockup - CPU#0 stuck for 27s! [node:1984]", "node"),
+])
+def test_a_soft_lockup_with_or_without_its_task(line, task):
+    report = pipeline.analyze_text(line + "\n")
+    [hang] = [e for e in report.events if e.fields.get("hang") == "soft-lockup"]
+    assert hang.fields.get("task") == task and report.findings[0].cause == "kernel-hang"

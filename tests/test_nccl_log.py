@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from helpers import database_with, parse_alone
+from postmortem.pipeline import analyze_text
 from postmortem.signatures import match
 from postmortem.sources import nccl_log
 
@@ -228,3 +229,30 @@ def test_a_result_retyped_with_a_slip_is_still_that_result():
     assert error.fields["result"] == "ncclSystemError"
     assert nccl_log._retyped("unhandled cuda error") == "ncclUnhandledCudaError"
     assert nccl_log._retyped("unhandled error") is None  # too far from any result's text
+
+
+# NCCL's warning without its `NCCL WARN` head: the "Last error:" PyTorch copies it under (vllm-project/vllm#6689),
+# and the /dev/shm segment message quoted alone (fal-ai-community/video-diffusion-speedrun#2). Both are read as the
+# warning itself, so every NCCL WARN rule applies to them.
+QUOTED_WARNINGS = [
+    ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, "
+     "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5\n[rank0]: ncclSystemError: "
+     "System call (e.g. socket, malloc) or external library call failed or device error.\n[rank0]: Last error:\n"
+     "[rank0]: Error while creating shared memory segment /dev/shm/nccl-eQz2sT (size 5767520)\n",
+     "last-error", "Error while creating shared memory segment /dev/shm/nccl-eQz2sT (size 5767520)"),
+    ("Error while creating shared memory segment /dev/shm/nccl-pZafXL (size 7340384)\n",
+     "quoted", "Error while creating shared memory segment /dev/shm/nccl-pZafXL (size 7340384)"),
+]
+
+
+@pytest.mark.parametrize(("text", "via", "message"), QUOTED_WARNINGS)
+def test_an_nccl_warning_quoted_without_its_head_is_the_warning(text, via, message):
+    report = analyze_text(text)
+    [warning] = [e for e in report.events if e.kind == "nccl-warn"]
+    assert (warning.fields["via"], warning.fields["message"], warning.fields["category"]) == (via, message, "shm")
+    assert (report.findings[0].signature, report.findings[0].cause) == ("nccl-shm-segment", "shm-exhausted")
+
+
+def test_a_shared_memory_line_of_another_program_is_not_nccls():
+    assert not [e for e in analyze_text("Error while creating shared memory segment /dev/shm/torch_123_456\n").events
+                if e.kind == "nccl-warn"]

@@ -724,3 +724,20 @@ PEER_ACCESS = [
 def test_no_peer_access_under_a_direct_multi_gpu_path(text):
     lead = analyze_text(text).findings[0]
     assert (lead.signature, lead.cause) == ("peer-access-unsupported", "nccl-comm-error")
+
+
+def test_an_abort_right_after_an_error_is_that_errors_last_step():
+    """Caffe's CHECK on an NCCL call, then glog's stack-trace banner and the shell's abort (BVLC/caffe#5599): the
+    NCCL error leads and the abort is listed as what it explains, though the abort's own rule is surer."""
+    report = analyze_text("F0508 14:41:40.563820 19761 parallel.cpp:195] Check failed: result == ncclSuccess (1 vs. 0)"
+                          "  unhandled cuda error\n*** Check failure stack trace: ***\nAborted (core dumped)\n")
+    lead = report.findings[0]
+    assert lead.signature == "nccl-unhandled-cuda-error"
+    assert [f.signature for f in report.findings if f.consequence_of == lead.signature] == ["native-abort"]
+
+
+def test_an_abort_far_from_an_error_is_not_its_consequence():
+    filler = "".join(f"step {i} loss 0.{i:03d}\n" for i in range(40))
+    report = analyze_text("RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled cuda error, NCCL version "
+                          "2.20.5\n" + filler + "Aborted (core dumped)\n")
+    assert not [f for f in report.findings if f.signature == "native-abort" and f.consequence_of]

@@ -22,6 +22,7 @@ from typing import Any
 import regex
 
 from ..join import gpu_key
+from ..knowledge import NvmlReturn, nvml_return, nvml_returns
 from ..model import Event
 from ..text import Line, TextDoc
 
@@ -41,6 +42,8 @@ ANCHORS: tuple[bytes, ...] = (
     b"MiB /",  # the memory cell of a table row: a row pasted without its banner is still read
     b"ERR!",
     b"Remapped Rows", b"ECC Errors", b"Retired Pages", b"Clocks Event Reasons", b"Clocks Throttle Reasons",
+    b"NVML: ", b"NVML error", b"NVMLError_", b"NVML_ERROR_", b"[NVML]", b"GPU is lost", b"GpuIsLost", b"GPUIsLost",
+    b"GPU requires reset",
 )
 
 REPEATS: tuple[bytes, ...] = (
@@ -48,6 +51,8 @@ REPEATS: tuple[bytes, ...] = (
     b"Failed to initialize NVML", b"NVIDIA-SMI has failed", b"NVIDIA-SMI couldn't find", b"could not load NVML library",
     b"nvml error: ", b"nvml: ", b"Unable to determine the device handle", b"No devices were found",
     b"in health system", b"detected NVSwitch",
+    b"NVML: ", b"NVML error", b"NVMLError_", b"NVML_ERROR_", b"[NVML]", b"GPU is lost", b"GpuIsLost", b"GPUIsLost",
+    b"GPU requires reset",
 )
 """Anchors whose identical lines fold while the input is read (text.TextDoc.scan): one-line errors, and the
 rows and banner of `nvidia-smi -l` printing one table for days. A changed row is a different line and is
@@ -93,6 +98,18 @@ _NVML_ERRORS = (
     regex.compile(r"(?P<error>No devices were found)"),
 )
 _NVML_VERSION = regex.compile(r"NVML library version: (?P<version>[\d.]+)")
+_NVML_RETURN = regex.compile(
+    r"\bNVML_ERROR_(?P<name>[A-Z_]+)\b|\bNVMLError_(?P<camel>[A-Za-z]+)\b"
+    r"|(?i:\bnvml\b)[^\n]{0,160}?(?:(?i:status|code)[:= ]+(?P<camel>[A-Z][A-Za-z]{2,40})\b"
+    r"|(?i:error code|code|error|status|returned)[:= ]*\(?(?P<number>\d{1,3})\)?(?![\d.])|\((?P<number>\d{1,3})\):)"
+)
+"""An NVML return code as NVML's clients print it: by name (NVML_ERROR_GPU_IS_LOST), as pynvml's exception
+(NVMLError_GpuIsLost), in CamelCase after a status (NiceHash: `status: GPUIsLost`), or by number on a line that
+names NVML (T-Rex: `NVML: can't get GPU #0, error code 15`; Slurm: `NVML: Failed to get usage(15): GPU is lost`)."""
+_NVML_TEXT = regex.compile(r"(?i)\b(?P<text>" + "|".join(
+    regex.escape(r.message) for r in nvml_returns() if r.cause and r.message and len(r.message) >= 10) + r")\b")
+"""nvmlErrorString's text of a code that points at a cause, printed without a code (PhoenixMiner: `unable to get
+fan speed - GPU is lost (15)`)."""
 
 _DCGM = regex.compile(
     r"Detected an? (?P<level>\w+) in health system (?P<system>[\w-]+):\s*'?(?P<message>.*?)'?\s*$")
@@ -141,6 +158,11 @@ def _one_line(doc: TextDoc, line: Line) -> Event | None:
     for pattern in _NVML_ERRORS:
         if match := pattern.search(line.text):
             return _nvml_error(doc, line, match)
+    if (match := _NVML_RETURN.search(line.text) or _NVML_TEXT.search(line.text)) and (
+            code := nvml_return(next(g for g in (match.groupdict().get(k) for k in ("name", "camel", "number", "text"))
+                                     if g) if match.groupdict().get("name") is None
+                                else "NVML_ERROR_" + match["name"])) and code.number:
+        return _nvml_returned(doc, line, code)
     if match := _DCGM.search(line.text):
         fields = {"system": match["system"], "level": match["level"].lower(), "message": match["message"]}
         if gpu := _DCGM_GPU.search(match["message"]):
@@ -153,6 +175,10 @@ def _one_line(doc: TextDoc, line: Line) -> Event | None:
 
 def _nvml_error(doc: TextDoc, line: Line, match: regex.Match) -> Event:
     fields = {"error": match["error"], "tool": "nvidia-smi"}
+    if (code := nvml_return(match["error"])) and code.number:
+        fields |= {"nvml_return": code.name, "nvml_code": code.number}
+        if code.cause:
+            fields["status_cause"] = code.cause
     if match.groupdict().get("bus"):
         fields["pci"] = pci_of(match["bus"])
     last = line
@@ -162,6 +188,15 @@ def _nvml_error(doc: TextDoc, line: Line, match: regex.Match) -> Event:
             last = nxt
             break
     return doc.event("nvml-error", line, fields, last=last)
+
+
+def _nvml_returned(doc: TextDoc, line: Line, code: NvmlReturn) -> Event:
+    """An NVML client's report of a failed call: the code's name, number and text, and what it points at."""
+    fields: dict[str, Any] = {"error": code.message or code.name, "nvml_return": code.name, "nvml_code": code.number,
+                              "tool": "nvml-client"}
+    if code.cause:
+        fields["status_cause"] = code.cause
+    return doc.event("nvml-error", line, fields)
 
 
 def _fabric_error(doc: TextDoc, line: Line, match: regex.Match) -> Event:

@@ -391,7 +391,8 @@ _HANGS = (
     ("hung-task",
      regex.compile(r"(?:INFO: )?\btask (?P<task>.+?):(?P<pid>\d+) blocked for more than (?P<seconds>\d+) seconds")),
     ("soft-lockup",
-     regex.compile(r"BUG: soft lockup - CPU#(?P<cpu>\d+) stuck for (?P<seconds>\d+)s! \[(?P<task>.+?):(?P<pid>\d+)\]")),
+     regex.compile(r"BUG: soft lockup - CPU#(?P<cpu>\d+) stuck for (?P<seconds>\d+)s!"
+                   r"(?: \[(?P<task>.+?):(?P<pid>\d+)\])?")),  # a paste may stop before the task
     ("hard-lockup", regex.compile(r"Watchdog detected hard LOCKUP on cpu (?P<cpu>\d+)")),
     ("rcu-stall", regex.compile(r"(?P<task>rcu_\w+) (?:self-)?detected (?:expedited )?stalls? on CPUs?"
                                 r"(?:/tasks)?:?(?:\s*\{\s*(?P<cpu>\d+)\s*\})?")),

@@ -48,6 +48,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"ncclInternalError",
     b"ncclInvalidUsage",
     b"ncclRemoteError",
+    b"/dev/shm/nccl-",
 )
 
 RESULTS: dict[str, tuple[int, str]] = {
@@ -172,6 +173,9 @@ def _read(doc: TextDoc, line: Line, folds: dict, progress: dict) -> int:
     if _DUMP.search(text):
         _add(folds, ("dump",), "nccl-flight-recorder", line, line, text, _dump_fields(text))
         return line.number
+    if match := _SHM_SEGMENT.search(text):
+        _warning(folds, line, match["message"], None, {"via": "quoted"})
+        return line.number
     return _error(doc, line, folds)
 
 
@@ -224,20 +228,27 @@ def _warn(line: Line, folds: dict) -> int:
     match = _WARN.search(line.text)
     if not match:
         return line.number
-    message = match["message"]
-    fields = _prefix_fields(match)
+    _warning(folds, line, match["message"], match["src"], _prefix_fields(match))
+    return line.number
+
+
+def _warning(folds: dict, line: Line, message: str, src: str | None, fields: dict) -> None:
+    """One NCCL warning's event, whether its line said `NCCL WARN` or the text came without it."""
     fields["message"] = message
-    if match["src"]:
-        fields["src"] = match["src"]
+    if src:
+        fields["src"] = src
     if remote := _REMOTE.search(message):
         fields["remote"] = remote["remote"]
         fields["remote_port"] = int(remote["port"])
     if errno := _ERRNO.search(message):
         fields["errno_text"] = errno[0]
-    fields["category"] = _category(message, match["src"] or "")
-    key = ("warn", match["src"], _FOLD_NOISE.sub("#", message))
+    fields["category"] = _category(message, src or "")
+    key = ("warn", src, _FOLD_NOISE.sub("#", message))
     _add(folds, key, "nccl-warn", line, line, line.original, fields)
-    return line.number
+
+
+_SHM_SEGMENT = regex.compile(r"(?P<message>\b[A-Z][\w ]{0,60}?shared memory segment /dev/shm/nccl-\S+.*?)\s*$")
+"""NCCL's message about its own /dev/shm segment (named nccl-XXXXXX), quoted without the `NCCL WARN` that heads it."""
 
 
 def _category(message: str, src: str) -> str:
@@ -316,6 +327,8 @@ def _error(doc: TextDoc, line: Line, folds: dict) -> int:
         fields.setdefault("code", RESULTS[result][0])
     key = ("error", result, fields.get("src"), fields.get("message"))
     _add(folds, key, "nccl-error", line, last, None, fields)
+    if "last_error" in fields:  # NCCL's own warning, which PyTorch copies: every NCCL WARN rule reads it
+        _warning(folds, last, fields["last_error"], None, {"via": "last-error"})
     return last.number
 
 
