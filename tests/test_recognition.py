@@ -690,12 +690,6 @@ UNKNOWN_AT_INIT = [
 ]
 
 
-@pytest.mark.parametrize("text", UNKNOWN_AT_INIT)
-def test_cuda_unknown_error_at_initialisation_is_the_drivers_state(text):
-    lead = analyze_text(text).findings[0]
-    assert (lead.signature, lead.cause) == ("cuda-unknown-at-init", "driver-mismatch")
-
-
 def test_cuda_unknown_error_elsewhere_is_a_weak_guess_that_an_xid_outranks():
     from postmortem.render import render
 
@@ -720,10 +714,13 @@ PEER_ACCESS = [
 ]
 
 
-@pytest.mark.parametrize("text", PEER_ACCESS)
-def test_no_peer_access_under_a_direct_multi_gpu_path(text):
+@pytest.mark.parametrize(("text", "signature", "cause"), [
+    *((text, "cuda-unknown-at-init", "driver-mismatch") for text in UNKNOWN_AT_INIT),
+    *((text, "peer-access-unsupported", "nccl-comm-error") for text in PEER_ACCESS),
+])
+def test_the_lead_of_each_real_text(text, signature, cause):
     lead = analyze_text(text).findings[0]
-    assert (lead.signature, lead.cause) == ("peer-access-unsupported", "nccl-comm-error")
+    assert (lead.signature, lead.cause) == (signature, cause)
 
 
 def test_an_abort_right_after_an_error_is_that_errors_last_step():
