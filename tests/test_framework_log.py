@@ -429,3 +429,26 @@ def test_julias_signal_report_is_a_fatal_signal_with_its_frames(text, signal, fr
     assert (event.fields["signal"], event.fields["source"]) == (signal, "julia")
     assert (event.fields["frames"][:1] or [None])[0] == frame
     assert report.findings[0].cause == "native-crash"
+
+
+# Tracebacks pasted without their "Traceback (most recent call last):" line and with their indent lost, as issues
+# outside a code block show them (open-mmlab/mmpose#922; zai-org/CogVLM#394, retyped without the blanks).
+HEADLESS = [
+    ("corpus/dist-neg-mmpose-eval-keyerror-01/train.log", "KeyError", "'/0000115_img.png'",
+     "/home/yukti/mmpose/mmpose/mmpose/datasets/datasets/top_down/topdown_coco_dataset.py"),
+    ("corpus/valj-nccl-shm-cogvlm-finetune-01/stderr.log", "torch.distributed.DistBackendError", "NCCL error in",
+     "/root/anaconda3/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py"),
+]
+
+
+@pytest.mark.parametrize(("name", "exc_type", "message", "top_file"), HEADLESS)
+def test_a_traceback_pasted_without_its_header_is_read(name, exc_type, message, top_file):
+    [exc] = [e for e in analyze([str(Path(__file__).parent / name)]).events if e.kind == "python-exception"]
+    assert exc.fields["exc_type"] == exc_type and exc.fields["message"].startswith(message)
+    assert exc.fields["frames"][0]["file"] == top_file
+
+
+def test_the_frames_of_a_headed_traceback_start_no_second_one():
+    text = ('Traceback (most recent call last):\n  File "a.py", line 3, in <module>\n    main()\n'
+            '  File "a.py", line 2, in main\n    raise KeyError("x")\nKeyError: \'x\'\n')
+    assert len([e for e in analyze_text(text).events if e.kind == "python-exception"]) == 1

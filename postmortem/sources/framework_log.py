@@ -40,7 +40,7 @@ from ..text import Line, TextDoc
 
 NAME = "framework-log"
 ANCHORS: tuple[bytes, ...] = (
-    b"Traceback (most recent call last)", b"stack traceback:",
+    b"Traceback (most recent call last)", b"stack traceback:", b'", line ', b'",line ',
     b"CUDA error", b"CUDA Error", b"cuda error", b"CUDA failure", b"Cuda failure", b"cuda runtime error",
     b"CUDA_ERROR_", b"cudaError", b"THCudaCheck FAIL", b"in CUDA queue", b"Out of memory in cu",
     b"illegal memory access", b"no kernel image is available", b"unspecified launch failure",
@@ -253,30 +253,39 @@ def _block_text(ctx: _Context, first: Line, last: Line) -> list[str]:
 # ---------------------------------------------------------------- python tracebacks
 
 _TB_HEADER = regex.compile(r"Traceback \(most recent call last\):")
-_PY_FRAME = regex.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+)(?:,? in (?P<func>\S.*))?$')
+_PY_FRAME = regex.compile(r'^\s*File "(?P<file>[^"]+)",\s?line (?P<line>\d+)(?:,?\s?in (?P<func>\S.*))?$')
+"""A traceback's frame line; indented by Python, flush left where a paste outside a code block lost the indent (and
+without the blanks where it was retyped: `File "x.py",line 3439,in barrier`)."""
 _EXC_LINE = regex.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::\s?(?P<msg>.*))?$")
 _CHAIN = regex.compile(r"^(?:During handling of the above exception|The above exception was the direct cause)")
 
 
 def _traceback(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
-    if ctx.taken("python-exception", line) or not _TB_HEADER.search(pre.body):
+    if ctx.taken("python-exception", line):
         return []
     chain: list[dict[str, Any]] = []
     frames: list[dict[str, Any]] = []
-    last, headers = line, [line]
-    state = "frames"
+    if not _TB_HEADER.search(pre.body):
+        if not (first := _headless_start(ctx, line, pre)):
+            return []
+        frames.append(first)
+    last, headers, read = line, [line], [line]
+    state, after_frame = "frames", bool(frames)
     for nxt, p in _follow(ctx, line, FOLLOW_LIMIT):
         body = p.body
+        read.append(nxt)
         if state == "frames":
             frame = _PY_FRAME.match(body)
             if frame:
                 frames.append({"file": frame["file"], "line": int(frame["line"]), "function": frame["func"] or ""})
-                last = nxt
+                last, after_frame = nxt, True
             elif body[:1].isspace() or not body.strip():
                 continue
             elif exc := _exception_line(body):
                 chain.append({"exc_type": exc["type"], "message": (exc["msg"] or "").strip(), "frames": frames})
                 frames, last, state = [], nxt, "after"
+            elif after_frame:  # a frame's source line that lost its indent
+                after_frame = False
             else:
                 break
         elif state == "after":
@@ -299,7 +308,7 @@ def _traceback(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
                 break
     if not chain:
         return []
-    ctx.take("python-exception", headers)
+    ctx.take("python-exception", headers + [l for l in read if l.number <= last.number])
     final = chain[-1]
     top = [f"{f['file']}:{f['line']} in {f['function']}" for f in final["frames"][-5:]]
     fields = {
@@ -312,6 +321,16 @@ def _traceback(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
         fields["chain"] = [{"exc_type": c["exc_type"], "message": c["message"][:300]} for c in chain]
     key = ("python-exception", final["exc_type"], _digits_off(final["message"][:200]), tuple(top))
     return [_Found("python-exception", line, last, fields, key, pre.time)]
+
+
+def _headless_start(ctx: _Context, line: Line, pre: _Prefixed) -> dict[str, Any] | None:
+    """The first frame of a traceback pasted without its `Traceback (most recent call last):` line: a frame line
+    with no frame, source line or header in the two lines before it."""
+    frame = _PY_FRAME.match(pre.body)
+    if not frame or any(_PY_FRAME.match(b := _prefixed(l).body) or _TB_HEADER.search(b)
+                        for l in ctx.doc.preceding(line, 2)):
+        return None
+    return {"file": frame["file"], "line": int(frame["line"]), "function": frame["func"] or ""}
 
 
 def _exception_line(body: str) -> regex.Match | None:
