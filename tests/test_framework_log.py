@@ -452,3 +452,31 @@ def test_the_frames_of_a_headed_traceback_start_no_second_one():
     text = ('Traceback (most recent call last):\n  File "a.py", line 3, in <module>\n    main()\n'
             '  File "a.py", line 2, in main\n    raise KeyError("x")\nKeyError: \'x\'\n')
     assert len([e for e in analyze_text(text).events if e.kind == "python-exception"]) == 1
+
+
+# IPython's (Jupyter's, Colab's) tracebacks: Cell and File frames with numbered source lines, from public texts (a
+# Google TTS session, a notebook-extraction tutorial) and the diffusers notebook of the corpus (headless).
+IPYTHON = [
+    ('In [3]: text_to_mp3("en-US-Studio-O", "shoemaker s-h-o-e-m-a-k-e-r shoemaker")\n' + "-" * 75 + "\n"
+     "DefaultCredentialsError                   Traceback (most recent call last)\nCell In[4], line 1\n"
+     '----> 1 text_to_mp3("en-US-Studio-O", "shoemaker s-h-o-e-m-a-k-e-r shoemaker")\n\n'
+     "Cell In[3], line 8, in text_to_mp3(voice_name, text)\n      4 voice_params = tts.VoiceSelectionParams(\n"
+     "      7 audio_config = tts.AudioConfig(audio_encoding=tts.AudioEncoding.MP3)\n"
+     "----> 8 client = tts.TextToSpeechClient()\n\nDefaultCredentialsError: Your default credentials were not found.\n",
+     "DefaultCredentialsError", "Your default credentials were not found.", ("Cell In[3]", 8)),
+    ("-" * 75 + "\nNameError                                 Traceback (most recent call last)\nCell In[9], line 3\n"
+     "      1 from myfunc2 import myfunc2\n      2 x = 1\n----> 3 myfunc2()\n\n"
+     "File ~/Dropbox/code/coding_for_science/src/codingforscience/jupyter/myfunc2.py:2, in myfunc2()\n"
+     "      1 def myfunc2():\n----> 2     print(x)\n\nNameError: name 'x' is not defined\n",
+     "NameError", "name 'x' is not defined",
+     ("~/Dropbox/code/coding_for_science/src/codingforscience/jupyter/myfunc2.py", 2)),
+    ((Path(__file__).parent / "corpus/ext-neg-diffusers-disk-full-tempfile-01/notebook.txt").read_text(),
+     "OSError", "[Errno 28] No space left on device", ("/usr/lib/python3.10/tempfile.py", 622)),
+]
+
+
+@pytest.mark.parametrize(("text", "exc_type", "message", "top"), IPYTHON)
+def test_an_ipython_traceback_is_read(text, exc_type, message, top):
+    [exc] = [e for e in analyze_text(text).events if e.kind == "python-exception"]
+    assert (exc.fields["exc_type"], exc.fields["message"]) == (exc_type, message)
+    assert (exc.fields["frames"][0]["file"], exc.fields["frames"][0]["line"]) == top

@@ -40,7 +40,8 @@ from ..text import Line, TextDoc
 
 NAME = "framework-log"
 ANCHORS: tuple[bytes, ...] = (
-    b"Traceback (most recent call last)", b"stack traceback:", b'", line ', b'",line ',
+    b"Traceback (most recent call last)", b"stack traceback:",
+    b'", line ', b'",line ', b"File /", b"File ~", b"Cell In[", b"Input In [", b"<ipython-input-",  # headless ones
     b"CUDA error", b"CUDA Error", b"cuda error", b"CUDA failure", b"Cuda failure", b"cuda runtime error",
     b"CUDA_ERROR_", b"cudaError", b"THCudaCheck FAIL", b"in CUDA queue", b"Out of memory in cu",
     b"illegal memory access", b"no kernel image is available", b"unspecified launch failure",
@@ -256,6 +257,15 @@ _TB_HEADER = regex.compile(r"Traceback \(most recent call last\):")
 _PY_FRAME = regex.compile(r'^\s*File "(?P<file>[^"]+)",\s?line (?P<line>\d+)(?:,?\s?in (?P<func>\S.*))?$')
 """A traceback's frame line; indented by Python, flush left where a paste outside a code block lost the indent (and
 without the blanks where it was retyped: `File "x.py",line 3439,in barrier`)."""
+_IPY_FRAME = regex.compile(
+    r"^(?:(?P<file>Cell In\[\d+\]), line (?P<line>\d+)(?:, in (?P<func>.+))?"
+    r"|File (?P<file>\S.*?):(?P<line>\d+), in (?P<func>.+)"
+    r"|(?P<file>Input In \[\d+\]), in (?P<func>.+)"
+    r"|(?P<file><ipython-input-[\w-]+>|(?:/|~/|[A-Za-z]:\\)\S+\.py) in (?P<func>[\w.<>]+)\(.*)$")
+"""A frame of IPython's (Jupyter's, Colab's) traceback: `Cell In[14], line 28`, `File ~/x.py:129, in f(a, b)`,
+`Input In [3], in <cell line: 1>()`, and IPython 7's `<ipython-input-5-..> in <module>` / `/x.py in f(a)`."""
+_IPY_SOURCE = regex.compile(r"^\s*(?:-*> ?)?\d+\s")
+"""The numbered source lines IPython prints under each frame (`---> 28 importer2 = ...`)."""
 _EXC_LINE = regex.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::\s?(?P<msg>.*))?$")
 _CHAIN = regex.compile(r"^(?:During handling of the above exception|The above exception was the direct cause)")
 
@@ -275,11 +285,11 @@ def _traceback(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
         body = p.body
         read.append(nxt)
         if state == "frames":
-            frame = _PY_FRAME.match(body)
+            frame = _PY_FRAME.match(body) or _IPY_FRAME.match(body)
             if frame:
-                frames.append({"file": frame["file"], "line": int(frame["line"]), "function": frame["func"] or ""})
+                frames.append(_frame_fields(frame))
                 last, after_frame = nxt, True
-            elif body[:1].isspace() or not body.strip():
+            elif body[:1].isspace() or not body.strip() or _IPY_SOURCE.match(body):
                 continue
             elif exc := _exception_line(body):
                 chain.append({"exc_type": exc["type"], "message": (exc["msg"] or "").strip(), "frames": frames})
@@ -291,7 +301,7 @@ def _traceback(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
         elif state == "after":
             if _CHAIN.match(body):
                 state, last = "chain", nxt
-            elif _TB_HEADER.match(body) and chain:
+            elif _TB_HEADER.search(body) and chain:
                 headers.append(nxt)
                 state, last = "frames", nxt
             elif ((body[:1].isspace() or _TAIL.match(body)) and len(chain[-1]["message"]) < 2000
@@ -301,7 +311,7 @@ def _traceback(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
             elif body.strip():
                 break
         elif state == "chain":
-            if _TB_HEADER.match(body):
+            if _TB_HEADER.search(body):
                 headers.append(nxt)
                 state, last = "frames", nxt
             elif body.strip():
@@ -326,11 +336,16 @@ def _traceback(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
 def _headless_start(ctx: _Context, line: Line, pre: _Prefixed) -> dict[str, Any] | None:
     """The first frame of a traceback pasted without its `Traceback (most recent call last):` line: a frame line
     with no frame, source line or header in the two lines before it."""
-    frame = _PY_FRAME.match(pre.body)
-    if not frame or any(_PY_FRAME.match(b := _prefixed(l).body) or _TB_HEADER.search(b)
+    frame = _PY_FRAME.match(pre.body) or _IPY_FRAME.match(pre.body)
+    if not frame or any(_PY_FRAME.match(b := _prefixed(l).body) or _IPY_FRAME.match(b) or _TB_HEADER.search(b)
                         for l in ctx.doc.preceding(line, 2)):
         return None
-    return {"file": frame["file"], "line": int(frame["line"]), "function": frame["func"] or ""}
+    return _frame_fields(frame)
+
+
+def _frame_fields(frame: regex.Match) -> dict[str, Any]:
+    return {"file": frame["file"], "line": int(frame["line"]) if frame["line"] else None,
+            "function": frame["func"] or ""}
 
 
 def _exception_line(body: str) -> regex.Match | None:
