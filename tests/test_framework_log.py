@@ -480,3 +480,14 @@ def test_an_ipython_traceback_is_read(text, exc_type, message, top):
     [exc] = [e for e in analyze_text(text).events if e.kind == "python-exception"]
     assert (exc.fields["exc_type"], exc.fields["message"]) == (exc_type, message)
     assert (exc.fields["frames"][0]["file"], exc.fields["frames"][0]["line"]) == top
+
+
+@pytest.mark.parametrize(("name", "chain"), [
+    ("corpus/ext-neg-kohya-no-xformers-importerror-01/stderr.log", ["ModuleNotFoundError", "ImportError"]),
+    ("corpus/vall-cupy-nvrtc-undefined-ident-negative-01/notebook.txt", ["NVRTCError", "CompileException"]),
+])
+def test_a_chain_pasted_from_its_first_exception_line_keeps_that_exception(name, chain):
+    """A paste that starts at the first exception's own line, then 'During handling of the above exception' (a
+    kohya_ss run; a CuPy notebook, whose IPython header has no colon): the chain keeps both exceptions."""
+    [exc] = [e for e in analyze([str(Path(__file__).parent / name)]).events if e.kind == "python-exception"]
+    assert [c["exc_type"] for c in exc.fields["chain"]] == chain and exc.fields["exc_type"] == chain[-1]

@@ -42,6 +42,7 @@ NAME = "framework-log"
 ANCHORS: tuple[bytes, ...] = (
     b"Traceback (most recent call last)", b"stack traceback:",
     b'", line ', b'",line ', b"File /", b"File ~", b"Cell In[", b"Input In [", b"<ipython-input-",  # headless ones
+    b"During handling of the above exception", b"The above exception was the direct cause",
     b"CUDA error", b"CUDA Error", b"cuda error", b"CUDA failure", b"Cuda failure", b"cuda runtime error",
     b"CUDA_ERROR_", b"cudaError", b"THCudaCheck FAIL", b"in CUDA queue", b"Out of memory in cu",
     b"illegal memory access", b"no kernel image is available", b"unspecified launch failure",
@@ -253,7 +254,7 @@ def _block_text(ctx: _Context, first: Line, last: Line) -> list[str]:
 
 # ---------------------------------------------------------------- python tracebacks
 
-_TB_HEADER = regex.compile(r"Traceback \(most recent call last\):")
+_TB_HEADER = regex.compile(r"Traceback \(most recent call last\)")  # IPython prints it without the colon
 _PY_FRAME = regex.compile(r'^\s*File "(?P<file>[^"]+)",\s?line (?P<line>\d+)(?:,?\s?in (?P<func>\S.*))?$')
 """A traceback's frame line; indented by Python, flush left where a paste outside a code block lost the indent (and
 without the blanks where it was retyped: `File "x.py",line 3439,in barrier`)."""
@@ -261,7 +262,7 @@ _IPY_FRAME = regex.compile(
     r"^(?:(?P<file>Cell In\[\d+\]), line (?P<line>\d+)(?:, in (?P<func>.+))?"
     r"|File (?P<file>\S.*?):(?P<line>\d+), in (?P<func>.+)"
     r"|(?P<file>Input In \[\d+\]), in (?P<func>.+)"
-    r"|(?P<file><ipython-input-[\w-]+>|(?:/|~/|[A-Za-z]:\\)\S+\.py) in (?P<func>[\w.<>]+)\(.*)$")
+    r"|(?P<file><ipython-input-[\w-]+>|\S+\.pyx?) in (?P<func>[\w.<>]+)\(.*)$")
 """A frame of IPython's (Jupyter's, Colab's) traceback: `Cell In[14], line 28`, `File ~/x.py:129, in f(a, b)`,
 `Input In [3], in <cell line: 1>()`, and IPython 7's `<ipython-input-5-..> in <module>` / `/x.py in f(a)`."""
 _IPY_SOURCE = regex.compile(r"^\s*(?:-*> ?)?\d+\s")
@@ -275,12 +276,18 @@ def _traceback(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
         return []
     chain: list[dict[str, Any]] = []
     frames: list[dict[str, Any]] = []
-    if not _TB_HEADER.search(pre.body):
+    state = "frames"
+    if _CHAIN.match(pre.body.strip()):  # a chain whose first traceback was cut above its exception line
+        if not (cut := _cut_exception(ctx, line)):
+            return []
+        chain.append(cut)
+        state = "chain"
+    elif not _TB_HEADER.search(pre.body):
         if not (first := _headless_start(ctx, line, pre)):
             return []
         frames.append(first)
     last, headers, read = line, [line], [line]
-    state, after_frame = "frames", bool(frames)
+    after_frame = bool(frames)
     for nxt, p in _follow(ctx, line, FOLLOW_LIMIT):
         body = p.body
         read.append(nxt)
@@ -341,6 +348,17 @@ def _headless_start(ctx: _Context, line: Line, pre: _Prefixed) -> dict[str, Any]
                         for l in ctx.doc.preceding(line, 2)):
         return None
     return _frame_fields(frame)
+
+
+def _cut_exception(ctx: _Context, line: Line) -> dict[str, Any] | None:
+    """The `Type: message` line just above a "During handling of the above exception" line, when nothing above it
+    was read as its traceback (a paste that starts at the first exception)."""
+    before = [l for l in ctx.doc.preceding(line, 3) if _prefixed(l).body.strip()]
+    if not before or ctx.taken("python-exception", before[-1]):
+        return None
+    if not (exc := _exception_line(_prefixed(before[-1]).body)):
+        return None
+    return {"exc_type": exc["type"], "message": (exc["msg"] or "").strip(), "frames": []}
 
 
 def _frame_fields(frame: regex.Match) -> dict[str, Any]:
