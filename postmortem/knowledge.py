@@ -132,7 +132,7 @@ def find_cuda_error(text: str) -> tuple[CudaError | None, int | None]:
         return _index()[message.group(0).lower()], number
     if (short := _SHORT_NAME.search(text)) and (record := _short_names().get(_short_key(short["short"]))):
         return record, number
-    if number is None and (cut := _CUT_MESSAGE.search(text)) and (record := _message_starting(cut["start"])):
+    if number is None and (cut := _CUT_MESSAGE.search(text)) and (record := message_starting(cut["start"])):
         return record, None
     if number is not None:
         return _index().get(str(number)), number
@@ -144,7 +144,7 @@ _CUT_MESSAGE = regex.compile(r"(?i)\bCUDA error:\s*+(?P<start>[a-z][a-z' ]{11,80
 was" / "encountered") or cut where the reporter's copy ended."""
 
 
-def _message_starting(start: str) -> CudaError | None:
+def message_starting(start: str) -> CudaError | None:
     """The one error whose message starts with these three or more words, if only one does."""
     words = start.lower().split()
     if len(words) < 3:

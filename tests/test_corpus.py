@@ -23,7 +23,7 @@ from shared_checkout import SHARED, needs
 
 HERE = Path(__file__).parent
 CORPORA = {"shared": SHARED / "corpus" / "cases", "harvested": HERE / "corpus"}
-TOP1_FLOOR = {"shared": 1.0, "harvested": 0.977}
+TOP1_FLOOR = {"shared": 1.0, "harvested": 0.969}
 MENTION_FLOOR = {"shared": 1.0, "harvested": 0.89}
 KNOWN_MISSES = yaml.safe_load((HERE / "corpus" / "MISSES.yaml").read_text(encoding="utf-8"))
 """Harvested cases missed today, each with why (tests/corpus/MISSES.yaml): any other miss is a regression."""

@@ -491,3 +491,45 @@ def test_a_chain_pasted_from_its_first_exception_line_keeps_that_exception(name,
     kohya_ss run; a CuPy notebook, whose IPython header has no colon): the chain keeps both exceptions."""
     [exc] = [e for e in analyze([str(Path(__file__).parent / name)]).events if e.kind == "python-exception"]
     assert [c["exc_type"] for c in exc.fields["chain"]] == chain and exc.fields["exc_type"] == chain[-1]
+
+
+# What real runs of runtimes and containers print, each wording from two or more posts: TensorRT's out of memory
+# (BEVDet#132 and two public notes), TensorRT engines built on another GPU (NVIDIA/TensorRT#564, a Ray cluster note, a
+# deployment guide), PyTorch's and NumPy's failed host allocations (easydiffusion#289, a public traceback), NGC
+# containers refusing a GPU (NVIDIA/caffe#525, a Triton 24.05 note) and their CUDA start failure (NeMo-Aligner#336,
+# cut; an NGC PyTorch 25.02 log).
+RUNTIME_WORDINGS = [
+    ("[E] 2: [virtualMemoryBuffer.cpp::nvinfer1::StdVirtualMemoryBufferImpl::resizePhysical::140] Error Code 2: "
+     "OutOfMemory (no further information)", "gpu-oom", "gpu-oom"),
+    ("2: [executionContext.cpp::ExecutionContext::470] Error Code 2: OutOfMemory (no further information)\n"
+     "Segmentation fault", "gpu-oom", "gpu-oom"),
+    ("[10/26/2022-07:25:57] [E] [TRT] INVALID_CONFIG: The engine plan file is generated on an incompatible device, "
+     "expecting compute 8.0 got compute 8.6, please rebuild.", "arch-unsupported", "arch-mismatch"),
+    ("(SDXLCore pid=59182) [E] 6: The engine plan file is generated on an incompatible device, expecting compute 7.0 "
+     "got compute 8.0, please rebuild. [repeated 3x across cluster]", "arch-unsupported", "arch-mismatch"),
+    ("Extend: RuntimeError: [enforce fail at C:\\cb\\pytorch_1000000000000\\work\\c10\\core\\impl\\alloc_cpu.cpp:81] "
+     "data. DefaultCPUAllocator: not enough memory: you tried to allocate 151781376 bytes.", "host-alloc-failed",
+     "host-oom"),
+    ("RuntimeError: [enforce fail at alloc_cpu.cpp:117] err == 0. DefaultCPUAllocator: can't allocate memory: you "
+     "tried to allocate 2359296 bytes. Error code 12 (Cannot allocate memory)", "host-alloc-failed", "host-oom"),
+    ("ERROR: Detected NVIDIA Tesla K80 GPU, which is not supported by this container\nERROR: No NVIDIA supported "
+     "GPU(s) detected to run this container", "arch-unsupported", "arch-mismatch"),
+    ("ERROR: Detected Quadro M1200 GPU, which is not supported by this container\nERROR: No supported GPU(s) "
+     "detected to run this container", "arch-unsupported", "arch-mismatch"),
+    ("ERROR: The NVIDIA Driver is present, but CUDA failed to initialize.  GPU functionality will not be available.\n"
+     "   [[ System has unsupported display driver", "driver-error", "driver-mismatch"),
+    ("ERROR: The NVIDIA Driver is present, but CUDA failed to initialize.  GPU functionality will not be available.\n"
+     "   [[ Unknown error (error 999) ]]", "cuda-error", "driver-mismatch"),
+]
+
+
+@pytest.mark.parametrize(("text", "kind", "cause"), RUNTIME_WORDINGS)
+def test_runtime_and_container_wordings(text, kind, cause):
+    report = analyze_text(text + "\n")
+    assert kind in [e.kind for e in report.events]
+    assert report.findings[0].cause == cause
+
+
+def test_a_tensorrt_engine_for_another_gpu_names_both_architectures():
+    [event] = analyze_text(RUNTIME_WORDINGS[2][0] + "\n").events
+    assert (event.fields["built_for"], event.fields["sm"]) == ("sm_80", "sm_86")

@@ -261,3 +261,18 @@ def test_nvml_return_codes_read_by_number_name_camelcase_and_text():
         assert nvml_return(camel) == row or row.number == 0, camel
     assert nvml_return("GPU requires reset").cause == "gpu-hang"
     assert nvml_return("a GPU") is None
+
+
+@pytest.mark.parametrize("text", [
+    # pytorch/ci-infra#552 (EKS H100/B200 nodes) and a public note on a p5 node
+    "[ERROR] not all local fabric manager instances finished their configuration\n[ERROR] fabric manager error "
+    "handler is called for unhandled config error type 8\n[ERROR] failed to configure all the available GPUs or "
+    "NVSwitches\n",
+    "- **Bad GPU hardware passes every readiness check.** On one p5, `nvidia-fabricmanager`\n  failed (`failed to "
+    "configure all the available GPUs or NVSwitches`; `nvidia-smi -q`\n",
+])
+def test_fabric_manager_that_could_not_set_up_the_fabric(text):
+    from postmortem.pipeline import analyze_text
+
+    report = analyze_text(text)
+    assert (report.findings[0].signature, report.findings[0].cause) == ("fm-setup-failed", "gpu-nvlink")

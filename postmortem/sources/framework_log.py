@@ -28,11 +28,13 @@ import regex
 from ..knowledge import (
     MESSAGE_MIN,
     WINDOWS_EXCEPTIONS,
+    cuda_error,
     cuda_errors,
     data_rows,
     find_cuda_error,
     library_status,
     library_statuses,
+    message_starting,
     signal_name,
 )
 from ..model import Event
@@ -50,7 +52,9 @@ ANCHORS: tuple[bytes, ...] = (
     b"launch timed out", b"illegal instruction was encountered", b"misaligned address",
     b"driver version is insufficient", b"invalid device function",
     b"out of memory", b"out of resource: ", b"OutOfMemoryError", b"Allocation on device", b"RESOURCE_EXHAUSTED",
-    b"OOM when allocating",
+    b"OOM when allocating", b": OutOfMemory", b"DefaultCPUAllocator: ", b"for an array with shape",
+    b"which is not supported by this container", b"but CUDA failed to initialize",  # NGC containers' entrypoint
+    b"on an incompatible device, expecting compute",  # TensorRT engines
     b"with CUDA capability sm_", b"PyTorch no longer supports this GPU", b"The minimum required Cuda capability",
     b"Assertion `", b"] Assertion ",
     b"_STATUS_", b"CUBLAS failure", b"Failed to get convolution algorithm", b"CUFFT_",
@@ -464,6 +468,12 @@ _PTX_TOO_NEW = regex.compile(r"Unsupported \.version (?P<ptx>\d+\.\d+); current 
 """PTX written for a newer ISA than the ptxas or driver that must compile it."""
 
 
+_ENGINE_ARCH = regex.compile(r"engine plan file is generated on an incompatible device, expecting compute "
+                            r"(?P<built>\d+\.\d+) got compute (?P<here>\d+\.\d+)")
+"""TensorRT's refusal of an engine built on a GPU of another compute capability (an engine holds machine code for
+the GPU it was built on only)."""
+
+
 def _sm(capability: str) -> str:
     return "sm_" + capability.replace(".", "")
 
@@ -498,6 +508,11 @@ def _arch(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
         fields = {"feature": match["feature"], "min_family": match["min_family"],
                   "reason": f"{match['feature']} has no kernels for GPUs older than {match['min_family']}"}
         return [_Found("arch-unsupported", line, line, fields, ("arch-unsupported", match["feature"]), pre.time)]
+    elif match := _ENGINE_ARCH.search(body):
+        fields = {"sm": _sm(match["here"]), "built_for": _sm(match["built"]), "framework": "tensorrt",
+                  "reason": f"a TensorRT engine built for {_sm(match['built'])} runs on that architecture only"}
+        return [_Found("arch-unsupported", line, line, fields, ("arch-unsupported", "engine", match["built"]),
+                       pre.time)]
     elif match := _PTX_TOO_NEW.search(body):
         fields = {"ptx_version": match["ptx"], "supported_ptx": match["supported"],
                   "message": f"PTX ISA {match['ptx']} is newer than the "
@@ -650,6 +665,7 @@ _OOM = regex.compile(
     r"|bad_alloc: out_of_memory|rmm::out_of_memory"  # RAPIDS memory manager (cuDF, cuML, XGBoost)
     r"|out of memory to allocate \d+ bytes \(total \d+ bytes\)"  # CuPy's memory pool before v8
     r"|Non-OK-status: Gpu\w+.*status: \w+: out of memory"  # TensorFlow kernel launches
+    r"|Error Code \d+: OutOfMemory\b"  # TensorRT's logger: "[E] 2: [executionContext.cpp::...] Error Code 2: ..."
 )
 _SIZE = r"(?<!\d)(\d++(?:\.\d++)?+\s*+(?:[KMGTP]i?B|bytes|B))"
 """A size as allocators print it; read from the first digit only (so a long digit run costs one attempt)."""
@@ -669,6 +685,21 @@ _OOM_FIELDS: tuple[tuple[str, regex.Pattern], ...] = tuple(
         ("device", r" on (/job:\S+|/device:\S+)"),
     )
 )
+
+
+_HOST_ALLOC = regex.compile(
+    r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory): you tried to allocate (?P<bytes>\d+) bytes"
+    r"|Unable to allocate (?P<size>\d+(?:\.\d+)? [KMGTP]?i?B) for an array with shape")
+"""A host (CPU) allocation that failed: PyTorch's CPU allocator (`DefaultCPUAllocator: can't allocate memory: you
+tried to allocate N bytes`, `not enough memory` on Windows) and NumPy's `_ArrayMemoryError`."""
+
+
+def _host_alloc(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
+    if not (match := _HOST_ALLOC.search(pre.body)):
+        return []
+    requested = int(match["bytes"]) if match["bytes"] else _bytes(match["size"].replace(" ", ""))
+    fields = {"requested_bytes": requested, "message": match[0]}
+    return [_Found("host-alloc-failed", line, line, fields, ("host-alloc-failed", requested), pre.time)]
 
 
 def _oom(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
@@ -736,6 +767,37 @@ def _container_driver(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]
     fields = {"driver_required": match["required"], "driver_version_found": match["found"],
               "message": f"the container needs driver {match['required']}+, the host has {match['found']}"}
     return [_Found("driver-error", line, last, fields, ("driver-error", "container", match["required"]), pre.time)]
+_CONTAINER_GPU = regex.compile(r"Detected (?P<gpu>\S.{0,80}?) GPU, which is not supported by this container")
+_CONTAINER_INIT = "The NVIDIA Driver is present, but CUDA failed to initialize"
+_CONTAINER_ERROR = regex.compile(r"\[\[ (?P<message>.+?)(?: \(error (?P<number>\d+)\))?(?: \]\])?\s*$")
+"""What NVIDIA's NGC containers (PyTorch, Triton, NeMo...) print at start on a GPU they cannot use: a GPU their
+builds have no kernels for, or CUDA failing to start, with the CUDA error under it as `[[ Unknown error (error 999) ]]`
+(its message capitalised, or cut off where the paste ends)."""
+
+
+def _container_banner(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
+    if match := _CONTAINER_GPU.search(pre.body):
+        fields: dict[str, Any] = {"gpu_name": match["gpu"], "feature": "this container",
+                                  "reason": "the container's builds have no kernels for this GPU"}
+        return [_Found("arch-unsupported", line, line, fields, ("arch-unsupported", "container"), pre.time)]
+    if _CONTAINER_INIT not in pre.body:
+        return []
+    for nxt, p in _follow(ctx, line, 2):
+        if not (said := _CONTAINER_ERROR.search(p.body)):
+            continue
+        record = (cuda_error(said["number"]) if said["number"]
+                  else cuda_error(said["message"]) or message_starting(said["message"]))
+        if record is None:
+            return []
+        fields = {"error": record.name, "code": record.number, "message": record.message, "sticky": record.sticky,
+                  "reporter": "container entrypoint"}
+        if record.driver_name:
+            fields["driver_error"] = record.driver_name
+        kind = {"driver-mismatch": "driver-error", "gpu-oom": "gpu-oom"}.get(record.cause or "", "cuda-error")
+        return [_Found(kind, line, nxt, fields, (kind, record.name), pre.time)]
+    return []
+
+
 _API = regex.compile(
     r"expr=(?P<a>[A-Za-z_]\w*)|failed call to (?P<a>[A-Za-z_]\w*)|when calling `(?P<a>[A-Za-z_]\w*)"
     r"|in function (?P<f>[A-Za-z_]\w*)|(?P<a>cu[A-Z]\w+|cuda[A-Z]\w+)\(|\((?P<f>[A-Za-z_]\w*) at \S+:\d+\)"
@@ -1080,8 +1142,9 @@ def _shell_signal(ctx: _Context, line: Line, pre: _Prefixed) -> _Found | None:
 # ---------------------------------------------------------------- dispatch and folding
 
 _DETECTORS: tuple[Callable[[_Context, Line, _Prefixed], list[_Found]], ...] = (
-    _traceback, _lua_traceback, _arch, _device_assert, _kernel_resources, _library, _version_mismatch, _oom,
-    _workers, _container_driver, _cuda, _fatal,
+    _traceback, _lua_traceback, _arch, _device_assert, _kernel_resources, _library, _version_mismatch, _host_alloc,
+    _oom,
+    _workers, _container_driver, _container_banner, _cuda, _fatal,
 )
 """Tried in order on each candidate line; the first that recognises it wins."""
 

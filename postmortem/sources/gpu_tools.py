@@ -39,6 +39,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"No devices were found",
     b"in health system",
     b"detected NVSwitch",
+    b"failed to configure all the available GPUs or NVSwitches", b"fabric manager instances finished their",
     b"MiB /",  # the memory cell of a table row: a row pasted without its banner is still read
     b"ERR!",
     b"Remapped Rows", b"ECC Errors", b"Retired Pages", b"Clocks Event Reasons", b"Clocks Throttle Reasons",
@@ -119,6 +120,10 @@ _FM_ERROR = regex.compile(
     r"detected NVSwitch (?P<severity>non-fatal|fatal) error (?P<sxid>\d+)"
     r"(?: on fid (?P<fid>\d+))?(?: on NVSwitch pci bus id (?P<bus>\S+))?"
     r"(?: physical id (?P<switch>\d+))?(?: port (?P<port>\d+))?")
+_FM_SETUP = regex.compile(r"failed to configure all the available GPUs or NVSwitches"
+                          r"|not all local fabric manager instances finished their configuration")
+"""Fabric Manager's words when it could not set up the NVSwitch fabric at start (the GPUs then fail CUDA's start
+with 802, "system not yet initialized")."""
 _FM_TIME = regex.compile(r"^\[(?P<stamp>[A-Z][a-z]{2} +\d{1,2} \d{4} \d{2}:\d{2}:\d{2})\]")
 
 ACTIVE_IGNORED = frozenset({"Idle", "Applications Clocks Setting", "Display Clock Setting", "Sync Boost"})
@@ -170,6 +175,8 @@ def _one_line(doc: TextDoc, line: Line) -> Event | None:
         return doc.event("dcgm-health", line, fields)
     if match := _FM_ERROR.search(line.text):
         return _fabric_error(doc, line, match)
+    if match := _FM_SETUP.search(line.text):
+        return doc.event("fabric-setup-failed", line, {"message": match[0], "origin": "fabric-manager"})
     return None
 
 
