@@ -5,8 +5,9 @@ rule and by the SXid rule), or each on its own wording of it (the driver prints 
 fallen off the bus` for one GPU; nvidia-smi then cannot open that GPU). Listed apart they read as two faults,
 and the second crowds a GPU that is really sick out of the other findings. Findings merge when
 
-- their evidence is the same events (two readings of one line: the specific one leads, and its reason
-  names the other), or
+- the evidence of one is all evidence of the other too (two readings of one line, or one reading that
+  also counts a line the report copies, such as NCCL's warning under PyTorch's "Last error:": the
+  stronger leads, and its reason names the other), or
 - they name the same cause on the same GPUs of the same hosts, both as roots: one thing wrong with one GPU
   (a summary report, role `consequence`, such as Xid 45 or Xid 154, is a fact of its own and never merges).
 
@@ -41,7 +42,7 @@ def merge_same_fault(findings: Sequence[Finding], events: Sequence[Event]) -> li
 
 
 def _same_fault(a: Finding, b: Finding, places: Mapping[str, tuple[frozenset[str], frozenset[str]]]) -> bool:
-    if set(a.evidence) == set(b.evidence):
+    if set(a.evidence) <= set(b.evidence) or set(b.evidence) <= set(a.evidence):
         return True
     if a.cause != b.cause or a.role != "root" or b.role != "root":
         return False

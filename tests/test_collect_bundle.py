@@ -106,7 +106,10 @@ def test_torch_built_for_the_gpu_is_no_finding(tmp_path: Path, gpu: str, capabil
     bundle = collect_bundle_of(tmp_path, CORPUS / "dist-neg-mmpose-eval-keyerror-01" / "train.log", gpu,
                                capability, archs, version, cuda)
     report = analyze_json(bundle)
-    assert report["findings"] == [] and report["suspects"] == []  # the bundle's own files are never suspects
+    assert report["findings"] == []
+    paths = {e["id"]: e["source"]["path"] for e in report["events"]}
+    suspects = [paths[s] for s in report["suspects"]]  # the log's own KeyError, never the bundle's files
+    assert suspects and all(path.endswith("train.log") for path in suspects), suspects
     torch = next(e for e in report["events"] if e["source"]["path"].endswith("software/torch.txt"))
     assert torch["fields"]["verdict"] == "native"
 

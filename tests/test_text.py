@@ -101,14 +101,15 @@ def test_an_interleaved_storm_folds_each_kind_once():
 
 
 def test_lines_of_other_hosts_or_block_headers_never_fold():
-    """Only time stamps are masked: another host's line is another line, and a traceback header
-    (whose meaning is in the lines after it) is not an anchor that folds."""
+    """Only time stamps are masked: another host's line is another line, and a traceback header or frame
+    (whose meaning is in the lines after it; a frame may start a traceback pasted without its header) is not an
+    anchor that folds."""
     raw = (b"Sep 18 20:07:01 node1 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\n"
            b"Sep 18 20:07:01 node2 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\n"
            b"Traceback (most recent call last):\n  File \"a.py\", line 1\nValueError: a\n"
            b"Traceback (most recent call last):\n  File \"b.py\", line 2\nKeyError: b\n")
     _, lines = kernel_scan(raw)
-    assert [(line.number, line.count) for line in lines] == [(1, 1), (2, 1), (3, 1), (6, 1)]
+    assert [(line.number, line.count) for line in lines] == [(1, 1), (2, 1), (3, 1), (4, 1), (6, 1), (7, 1)]
 
 
 def test_past_the_budget_the_most_repeated_shape_gives_way(monkeypatch):

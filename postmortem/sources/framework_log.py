@@ -769,7 +769,8 @@ def _container_driver(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]
     return [_Found("driver-error", line, last, fields, ("driver-error", "container", match["required"]), pre.time)]
 _CONTAINER_GPU = regex.compile(r"Detected (?P<gpu>\S.{0,80}?) GPU, which is not supported by this container")
 _CONTAINER_INIT = "The NVIDIA Driver is present, but CUDA failed to initialize"
-_CONTAINER_ERROR = regex.compile(r"\[\[ (?P<message>.+?)(?: \(error (?P<number>\d+)\))?(?: \]\])?\s*$")
+_CONTAINER_ERROR = regex.compile(r"\[\[ (?P<said>[^\n]{1,400})")
+_ERROR_NUMBER = regex.compile(r" \(error (?P<number>\d{1,5})\)$")
 """What NVIDIA's NGC containers (PyTorch, Triton, NeMo...) print at start on a GPU they cannot use: a GPU their
 builds have no kernels for, or CUDA failing to start, with the CUDA error under it as `[[ Unknown error (error 999) ]]`
 (its message capitalised, or cut off where the paste ends)."""
@@ -785,8 +786,11 @@ def _container_banner(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]
     for nxt, p in _follow(ctx, line, 2):
         if not (said := _CONTAINER_ERROR.search(p.body)):
             continue
-        record = (cuda_error(said["number"]) if said["number"]
-                  else cuda_error(said["message"]) or message_starting(said["message"]))
+        message = said["said"].strip().removesuffix("]]").strip()
+        if number := _ERROR_NUMBER.search(message):
+            record = cuda_error(number["number"])
+        else:
+            record = cuda_error(message) or message_starting(message)
         if record is None:
             return []
         fields = {"error": record.name, "code": record.number, "message": record.message, "sticky": record.sticky,
