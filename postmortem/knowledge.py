@@ -504,16 +504,25 @@ def nvml_returns() -> tuple[NvmlReturn, ...]:
 
 
 def nvml_return(token: str | int) -> NvmlReturn | None:
-    """The return code an NVML client names: by number (15), name (NVML_ERROR_GPU_IS_LOST), CamelCase (GpuIsLost,
-    GPUIsLost), or nvmlErrorString's text (GPU is lost)."""
-    text = str(token).strip()
-    key = text.lower().replace("_", "").replace(" ", "")
-    for row in nvml_returns():
-        if (text.isdigit() and row.number == int(text)) or key in (
-                row.name.lower().replace("_", ""), row.name.lower().replace("_", "").removeprefix("nvmlerror"),
-                (row.message or "").lower().replace(" ", "")):
-            return row
-    return None
+    """The return code an NVML client names: by number (15), name (NVML_ERROR_GPU_IS_LOST, GPU_IS_LOST), CamelCase
+    (GpuIsLost, GPUIsLost), or nvmlErrorString's text (GPU is lost)."""
+    return _nvml_index().get(_nvml_key(str(token)))
+
+
+def _nvml_key(text: str) -> str:
+    return text.strip().lower().replace("_", "").replace(" ", "")
+
+
+@cache
+def _nvml_index() -> dict[str, NvmlReturn]:
+    """Every spelling of every code -> its row (numbers, names with and without NVML_ERROR_, texts)."""
+    index: dict[str, NvmlReturn] = {}
+    for row in reversed(nvml_returns()):  # a spelling two rows share goes to the first
+        name = _nvml_key(row.name)
+        for key in (str(row.number), name, name.removeprefix("nvmlerror"), _nvml_key(row.message or "")):
+            if key:
+                index[key] = row
+    return index
 
 
 def library_status(library: str, token: str | int) -> LibraryStatus | None:

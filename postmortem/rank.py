@@ -219,7 +219,6 @@ def _abort_after_error(root: Finding, rs: _Scope, follower: Finding, fs: _Scope)
         for error in rs.events:
             if (error.where.path == abort.where.path and error.where.line is not None and abort.where.line is not None
                     and 0 <= abort.where.line - (error.where.end_line or error.where.line) <= ABORT_REACH
-                    and error.where.line <= abort.where.line
                     and error.fields.get("pid") in (None, abort.fields.get("pid"))):
                 return (f"the abort at line {abort.where.line} of {abort.where.path} ends the process that reported "
                         f"{root.signature} at line {error.where.line}")

@@ -28,6 +28,7 @@ import regex
 from ..knowledge import (
     MESSAGE_MIN,
     WINDOWS_EXCEPTIONS,
+    CudaError,
     cuda_error,
     cuda_errors,
     data_rows,
@@ -793,11 +794,8 @@ def _container_banner(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]
             record = cuda_error(message) or message_starting(message)
         if record is None:
             return []
-        fields = {"error": record.name, "code": record.number, "message": record.message, "sticky": record.sticky,
-                  "reporter": "container entrypoint"}
-        if record.driver_name:
-            fields["driver_error"] = record.driver_name
-        kind = {"driver-mismatch": "driver-error", "gpu-oom": "gpu-oom"}.get(record.cause or "", "cuda-error")
+        fields = _error_fields(record) | {"reporter": "container entrypoint"}
+        kind = _kind_of(record.cause)
         return [_Found(kind, line, nxt, fields, (kind, record.name), pre.time)]
     return []
 
@@ -853,9 +851,7 @@ def _cuda(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
     elif _exception_line(body):
         first, fields["top_frame"] = _frames_before(ctx, line)
     if record is not None:
-        fields.update(error=record.name, code=record.number, message=record.message, sticky=record.sticky)
-        if record.driver_name:
-            fields["driver_error"] = record.driver_name
+        fields.update(_error_fields(record))
         if number is not None:
             fields["number"] = number
     if phrase is not None:
@@ -864,10 +860,23 @@ def _cuda(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]:
             fields["driver_version_found"] = phrase["found"]
         if phrase["required"]:
             fields["driver_required"] = phrase["required"]
-    cause = record.cause if record is not None else "driver-mismatch"
-    kind = {"driver-mismatch": "driver-error", "gpu-oom": "gpu-oom"}.get(cause or "", "cuda-error")
+    kind = _kind_of(record.cause if record is not None else "driver-mismatch")
     key = (kind, fields.get("error") or fields.get("message"))
     return [_Found(kind, first, last, fields, key, pre.time)]
+
+
+def _error_fields(record: CudaError) -> dict[str, Any]:
+    """What an event says of the CUDA error it reports."""
+    fields: dict[str, Any] = {"error": record.name, "code": record.number, "message": record.message,
+                              "sticky": record.sticky}
+    if record.driver_name:
+        fields["driver_error"] = record.driver_name
+    return fields
+
+
+def _kind_of(cause: str | None) -> str:
+    """The event kind of a CUDA error by the cause its number means (a driver problem, memory, else an error)."""
+    return {"driver-mismatch": "driver-error", "gpu-oom": "gpu-oom"}.get(cause or "", "cuda-error")
 
 
 # ---------------------------------------------------------------- workers and children
@@ -1159,6 +1168,8 @@ def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
     found: list[_Found] = []
     for line in lines:
         pre = _prefixed(line)
+        if ctx.taken("python-exception", line) and (_PY_FRAME.match(pre.body) or _IPY_FRAME.match(pre.body)):
+            continue  # a frame of a traceback already read (frames are anchors only to start headless ones)
         for detector in _DETECTORS:
             try:
                 hits = detector(ctx, line, pre)

@@ -163,10 +163,8 @@ def _one_line(doc: TextDoc, line: Line) -> Event | None:
     for pattern in _NVML_ERRORS:
         if match := pattern.search(line.text):
             return _nvml_error(doc, line, match)
-    if (match := _NVML_RETURN.search(line.text) or _NVML_TEXT.search(line.text)) and (
-            code := nvml_return(next(g for g in (match.groupdict().get(k) for k in ("name", "camel", "number", "text"))
-                                     if g) if match.groupdict().get("name") is None
-                                else "NVML_ERROR_" + match["name"])) and code.number:
+    if ((match := _NVML_RETURN.search(line.text) or _NVML_TEXT.search(line.text))
+            and (code := nvml_return(next(g for g in match.groupdict().values() if g))) and code.number):
         return _nvml_returned(doc, line, code)
     if match := _DCGM.search(line.text):
         fields = {"system": match["system"], "level": match["level"].lower(), "message": match["message"]}
