@@ -24,6 +24,7 @@ from .model import SEVERITIES, Options, Report, severity_rank, to_plain
 from .outputs import Output, OutputError, check_output, write_text_output
 from .pipeline import Progress, analyze as run_analysis
 from .render import FORMATS, LANGUAGES, default_language
+from .render.terminal import echo, reply, terminal_text
 from .signatures import (
     Database,
     Signature,
@@ -39,7 +40,31 @@ if TYPE_CHECKING:
     from .explain import Explanation
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Main(click.Group):
+    """The command group: SQLite's error on a store that a command met unguarded (a damaged page under
+    `triage --store`) is one sentence, exit 2, never a traceback; every error message passes the terminal
+    gate."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        from sqlite3 import DatabaseError
+
+        try:
+            return super().invoke(ctx)
+        except DatabaseError as exc:
+            why = f"a SQLite store cannot be read or written ({exc}): is it damaged?"
+            raise StoreProblem(terminal_text(why)) from None
+        except click.ClickException as exc:  # its message may quote an input (a path, a foreign store's table)
+            exc.message = terminal_text(exc.message)  # type: ignore[misc]  # Final in typeshed only: show() reads it
+            raise
+
+
+class StoreProblem(click.ClickException):
+    """A store that cannot be read: exit 2, one sentence."""
+
+    exit_code = 2
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="postmortem")
 def main() -> None:
     """Tell why a GPU job died, from the files it left behind."""
@@ -78,13 +103,13 @@ def analyze(inputs: tuple[str, ...], fmt: str, output: str, fail_on: str | None,
         from .lint import check_translations  # a pack's words: reports read only the bundled translations
 
         for warning in check_translations(database, [lang or default_language()]).warnings:
-            click.echo(f"postmortem: warning: {warning}", err=True)
+            echo(f"postmortem: warning: {warning}", err=True)
     options = Options(sysroot=sysroot, debug_dirs=debug_dirs, show_env=show_env)
     report = _with_spinner(lambda progress: run_analysis(list(inputs), database, options, progress))
     color = output == "-" and not no_color and not os.environ.get("NO_COLOR") and _is_terminal(sys.stdout)
     text = FORMATS[fmt](report, lang=lang or default_language(), color=color)
     if target is None:
-        click.echo(text, nl=False, color=color)
+        reply(text, data=fmt != "text", nl=False, color=color)
     else:
         output_step(lambda: write_text_output(target, text))
     if fail_on and any(severity_rank(f.severity) >= severity_rank(fail_on) for f in report.findings):
@@ -106,7 +131,7 @@ def _packs(extra: tuple[Path, ...]) -> list[Path]:
     """Installed packs (entry points; one that fails to load is a warning) and the packs named on the command line."""
     plugins, warnings = plugin_directories()
     for warning in warnings:
-        click.echo(f"postmortem: {warning}", err=True)
+        echo(f"postmortem: {warning}", err=True)
     return [*plugins, *extra]
 
 
@@ -133,7 +158,7 @@ def explain_command(tokens: tuple[str, ...], fmt: str, lang: str | None) -> None
     lines = [line for line in sys.stdin.read().splitlines() if line.strip()] if tokens == ("-",) else [" ".join(tokens)]
     answers = [explain(line, _database(()), lang or default_language()) for line in lines]
     if fmt == "json":
-        click.echo(json.dumps([to_plain(a) for a in answers], indent=2, ensure_ascii=False))
+        reply(json.dumps([to_plain(a) for a in answers], indent=2, ensure_ascii=False), data=True)
     else:
         _echo_explanations(answers)
     if not all(a.known for a in answers):
@@ -143,18 +168,18 @@ def explain_command(tokens: tuple[str, ...], fmt: str, lang: str | None) -> None
 def _echo_explanations(answers: list[Explanation]) -> None:
     """Each answer as text: what the token is, then every finding with its explanation and first actions."""
     for answer in answers:
-        click.echo(f"{answer.token}\n  {answer.what}")
+        echo(f"{answer.token}\n  {answer.what}")
         if answer.cuda is not None:
             sticky = {"yes": "sticky: the CUDA context is dead, every later call fails too",
                       "no": "not sticky: later calls can still succeed"}.get(answer.cuda.sticky, "sticky: unknown")
-            click.echo(f"  {sticky}")
+            echo(f"  {sticky}")
         if not answer.findings:
-            click.echo("  no signature names a cause for it")
+            echo("  no signature names a cause for it")
         for finding in answer.findings:
-            click.echo(f"  cause {finding.cause} [{finding.signature}], severity {finding.severity}: {finding.title}")
-            click.echo(textwrap.fill(finding.explanation, 88, initial_indent="    ", subsequent_indent="    "))
+            echo(f"  cause {finding.cause} [{finding.signature}], severity {finding.severity}: {finding.title}")
+            echo(textwrap.fill(finding.explanation, 88, initial_indent="    ", subsequent_indent="    "))
             for i, action in enumerate(finding.actions[:3], 1):
-                click.echo(f"    {i}. {action}")
+                echo(f"    {i}. {action}")
 
 
 @main.group("signatures")
@@ -170,7 +195,7 @@ def signatures_list(cause: str | None, signature_dirs: tuple[Path, ...]) -> None
     """One line per signature: id, cause, severity, title."""
     for signature in _database(signature_dirs).signatures:
         if cause is None or signature.cause == cause:
-            click.echo(f"{signature.id:34} {signature.cause:22} {signature.severity:9} {signature.title}")
+            echo(f"{signature.id:34} {signature.cause:22} {signature.severity:9} {signature.title}")
 
 
 @signatures_group.command("show")
@@ -180,20 +205,20 @@ def signatures_list(cause: str | None, signature_dirs: tuple[Path, ...]) -> None
 def signatures_show(signature_id: str, signature_dirs: tuple[Path, ...]) -> None:
     """Everything about one signature: where it is defined, what it means, what to do, its examples."""
     signature = _signature(signature_id, _database(signature_dirs))
-    click.echo(f"{signature.id}: {signature.title}\n  cause {signature.cause}, severity {signature.severity}, "
-               f"confidence {signature.confidence}\n  defined in {signature.origin}")
+    echo(f"{signature.id}: {signature.title}\n  cause {signature.cause}, severity {signature.severity}, "
+         f"confidence {signature.confidence}\n  defined in {signature.origin}")
     rule = yaml.safe_dump(dict(signature.match), sort_keys=False, allow_unicode=True, width=100,
                           default_flow_style=None)
-    click.echo(f"  match ({signature.source}:{signature.lines['match']}):\n"
-               + textwrap.indent(rule.rstrip(), "    "))
-    click.echo(textwrap.fill(signature.explain, 88, initial_indent="  ", subsequent_indent="  "))
+    echo(f"  match ({signature.source}:{signature.lines['match']}):\n"
+         + textwrap.indent(rule.rstrip(), "    "))
+    echo(textwrap.fill(signature.explain, 88, initial_indent="  ", subsequent_indent="  "))
     for action in signature.actions:
-        click.echo(f"  - {action}")
+        echo(f"  - {action}")
     for reference in signature.references:
-        click.echo(f"  see {reference}")
+        echo(f"  see {reference}")
     for kind in ("positive", "negative"):
         for example in signature.examples[kind]:
-            click.echo(f"  {kind} example: {example}")
+            echo(f"  {kind} example: {example}")
 
 
 @signatures_group.command("lint")
@@ -211,12 +236,12 @@ def signatures_lint(signature_dirs: tuple[Path, ...], root: Path | None) -> None
     database, flaws = load_checked(default_directory(), *_packs(signature_dirs))
     result = lint(database, root or default_directory().parent, flaws)
     for warning in result.warnings:
-        click.echo(f"postmortem: warning: {warning}", err=True)
+        echo(f"postmortem: warning: {warning}", err=True)
     for problem in result.problems:
-        click.echo(str(problem))
+        echo(str(problem))
         for line in problem.detail:
-            click.echo(f"    {line}")
-    click.echo(f"{len(database.signatures)} signatures, {len(result.problems)} problem(s)")
+            echo(f"    {line}")
+    echo(f"{len(database.signatures)} signatures, {len(result.problems)} problem(s)")
     if result.problems:
         sys.exit(1)
 
@@ -236,7 +261,7 @@ def signatures_explain_match(signature_id: str, inputs: tuple[str, ...], signatu
     signature = _signature(signature_id, database)
     report = run_analysis(list(inputs), database)
     for line in explain_match(signature, report):
-        click.echo(line)
+        echo(line)
     if not fires(signature, report):
         sys.exit(1)
 
@@ -284,7 +309,6 @@ def _with_spinner(work: Callable[[Progress | None], Report]) -> Report:
     """
     if not _is_terminal(sys.stderr):
         return work(None)
-    from .render.view import safe  # member names are the input's: shown inert (a terminal only)
     result: list[Report] = []
     failure: list[BaseException] = []
     current = (0, "")
@@ -306,7 +330,7 @@ def _with_spinner(work: Callable[[Progress | None], Report]) -> Report:
     frames, shown, width = "|/-\\", 0, 0
     while worker.is_alive():
         done, path = current
-        line = (f"\r{frames[shown % 4]} postmortem: {done} input(s) done, reading {safe(path)[-50:]} "
+        line = (f"\r{frames[shown % 4]} postmortem: {done} input(s) done, reading {terminal_text(path)[-50:]} "
                 f"({time.monotonic() - started:.0f} s) ")
         width = max(width, len(line))
         sys.stderr.write(line)

@@ -38,9 +38,11 @@ EXCEPTION_NAMES = regex.compile(
 """Any exception display name, longest first (memcheck prints them bare as report headers)."""
 
 RUNTIME_MODULES = regex.compile(
-    r"(?:^|/)(?:libc|libpthread|libdl|librt|libm|ld-linux[\w.-]*|ld64|libstdc\+\+|libgcc_s|libc\+\+abi|libc\+\+)"
-    r"(?:[.-][\w.]*)?\.so(?:\.[\w.]+)?$")
-"""Modules of the C/C++ runtime: where a crash surfaces (raise, abort, memcpy), rarely why."""
+    r"(?:^|/)(?:libc|libpthread|libdl|librt|libm|ld-linux[\w.-]{0,32}|ld64|libstdc\+\+|libgcc_s|libc\+\+abi|libc\+\+)"
+    r"(?:[.-][\w.]{0,32})?\.so(?:\.[\w.]{1,32})?$")
+"""Modules of the C/C++ runtime: where a crash surfaces (raise, abort, memcpy), rarely why. The name's three
+dotted parts overlap, so each is bounded (a real one is a few characters): unbounded, a long run of dots was
+split every way."""
 
 _RUNTIME_FUNCTIONS = frozenset({
     "??", "n/a", "raise", "abort", "gsignal", "__GI_raise", "__GI_abort", "__pthread_kill_implementation",

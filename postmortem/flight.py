@@ -63,31 +63,41 @@ class Mismatch:
     suspect_entry: Entry | None
     waited_s: float | None
     ranks_total: int
+    latest_ns: int | None
+    """The job's last recorded moment: when the dumps say it stopped."""
 
 
 def with_collective_mismatches(events: Sequence[Event]) -> list[Event]:
     """`events` with a `collective-mismatch` event per group that parted, the watchdog timeouts of the same
     collective told the suspects, and the dumps' entries dropped (they were read here)."""
-    found = [(job, m) for job in _jobs(events) for m in mismatches(job)]
-    made = [_event(job, m) for job, m in found]
+    made = [_event(job, m) for job in _jobs(events) for m in mismatches(job)]
+    mismatch_of = _by_collective(made)
     kept = []
     for event in events:
         if event.kind == "flight-recorder":
             event = dataclasses.replace(event, fields={k: v for k, v in event.fields.items() if k != "entries"})
-        elif event.kind == "nccl-timeout" and (same := _same_collective(event, made)):
+        elif event.kind == "nccl-timeout" and (same := _same_collective(event, mismatch_of)):
             event = dataclasses.replace(event, fields={**event.fields, **{
-                k: same.fields[k] for k in ("suspect_ranks", "mismatch", "pg", "flight_recorder")}})
+                k: same.fields[k] for k in ("suspect_ranks", "mismatch", "pg", "flight_recorder") if k in same.fields}})
         kept.append(event)
-    timeouts = [e for e in events if e.kind == "nccl-timeout"]
-    return kept + [_with_process(_with_watchdog(event, timeouts), events) for event in made]
+    watchdogs, processes = _watchdogs(events), _processes(events)
+    return kept + [_with_process(_with_watchdog(event, watchdogs), processes) for event in made]
 
 
-def _with_process(event: Event, events: Sequence[Event]) -> Event:
-    """The suspect rank's host and pid, from another input that names the rank with them (a snapshot's process
-    file, a rank-prefixed log line): a dump itself holds neither."""
-    rank = event.fields.get("rank")
-    found = next((e for e in events if rank is not None and e.fields.get("rank") == rank and e.fields.get("pid")
-                  and e.kind != "collective-mismatch"), None)
+def _processes(events: Iterable[Event]) -> dict[object, Event]:
+    """Per rank, the first event that names it with a pid (a snapshot's process file, a rank-prefixed log line)."""
+    named: dict[object, Event] = {}
+    for event in events:
+        rank = event.fields.get("rank")
+        if rank is not None and event.fields.get("pid") and event.kind != "collective-mismatch":
+            named.setdefault(rank, event)
+    return named
+
+
+def _with_process(event: Event, processes: Mapping[object, Event]) -> Event:
+    """The suspect rank's host and pid, from another input that names the rank with them: a dump itself holds
+    neither."""
+    found = processes.get(event.fields.get("rank"))
     if found is None:
         return event
     where = {"suspect_pid": found.fields["pid"], "suspect_host": found.fields.get("host")}
@@ -121,22 +131,59 @@ def _fullness(dump: Dump) -> tuple[int, bool]:
     return len(dump.entries), any(e.frames for e in dump.entries)
 
 
+@dataclass
+class Group:
+    """One process group of a job, indexed once so that lining its ranks up costs its entries, not ranks x seqs."""
+
+    members: list[int] = dataclasses.field(default_factory=list)
+    """The ranks whose dumps name the group (in its pg_status or an entry, p2p included), lowest first."""
+    calls: dict[int, dict[int, Entry]] = dataclasses.field(default_factory=dict)
+    """Per member, its collectives (not p2p) by sequence number."""
+    ranks_at: dict[int, dict[int, Entry]] = dataclasses.field(default_factory=dict)
+    """Per sequence number, the entry of each member that recorded it, lowest rank first."""
+
+
+def _groups(job: Mapping[int, Dump]) -> dict[str, Group]:
+    """Every process group a collective or a pg_status of the job names, in one pass over the entries."""
+    found: dict[str, Group] = {}
+    compared: set[str] = set()  # a group named only by p2p entries has no collectives to line up
+    for rank in sorted(job):
+        dump = job[rank]
+        compared.update(dump.groups)
+        for pg in dump.groups:
+            _join(found.setdefault(pg, Group()), rank)
+        for entry in dump.entries:
+            group = found.setdefault(entry.pg, Group())
+            _join(group, rank)
+            if not entry.is_p2p:
+                compared.add(entry.pg)
+                group.calls[rank][entry.seq] = entry
+                group.ranks_at.setdefault(entry.seq, {})[rank] = entry
+    return {pg: group for pg, group in found.items() if pg in compared}
+
+
+def _join(group: Group, rank: int) -> None:
+    """Make `rank` a member (ranks come in ascending order, so members stay sorted)."""
+    if not group.members or group.members[-1] != rank:
+        group.members.append(rank)
+        group.calls[rank] = {}
+
+
 def mismatches(job: Mapping[int, Dump]) -> list[Mismatch]:
     """The first collective of each process group at which the job's ranks part."""
-    groups = sorted({e.pg for d in job.values() for e in d.entries if not e.is_p2p}
-                    | {pg for d in job.values() for pg in d.groups})
-    return [m for pg in groups if (m := _first_parting(job, pg)) is not None]
-
-
-def _first_parting(job: Mapping[int, Dump], pg: str) -> Mismatch | None:
-    members = sorted(rank for rank, d in job.items() if pg in d.groups or any(e.pg == pg for e in d.entries))
-    calls = {rank: {e.seq: e for e in job[rank].entries if e.pg == pg and not e.is_p2p} for rank in members}
-    reached = {rank: max([*calls[rank], _enqueued(job[rank], pg)]) for rank in members}
     latest = _latest(job)
-    for seq in sorted({seq for seen in calls.values() for seq in seen}):
-        present = {rank: calls[rank][seq] for rank in members if seq in calls[rank]}
-        absent = tuple(rank for rank in members if rank not in present and reached[rank] < seq)  # never got there
-        if absent:
+    found = _groups(job)
+    return [m for pg in sorted(found) if (m := _first_parting(job, pg, found[pg], latest)) is not None]
+
+
+def _first_parting(job: Mapping[int, Dump], pg: str, group: Group, latest: int | None) -> Mismatch | None:
+    members, calls = group.members, group.calls
+    reached = {rank: max([*calls[rank], _enqueued(job[rank], pg)]) for rank in members}
+    lowest = min(reached.values())
+    for seq in sorted(group.ranks_at):
+        present = group.ranks_at[seq]
+        if lowest < seq:  # a member never got there (one that recorded seq has reached it)
+            absent = tuple(rank for rank in members if reached[rank] < seq)
             reference = _common(present, lambda e: e.op)
             return _mismatch("missing", pg, seq, absent, present, reference, latest, len(members),
                              _described(reference), "; ".join(_last_words(rank, calls[rank]) for rank in absent))
@@ -173,11 +220,12 @@ def _common(present: Mapping[int, Entry], value: Callable[[Entry], object]) -> E
 
 def _mismatch(mismatch: str, pg: str, seq: int, suspects: tuple[int, ...], present: Mapping[int, Entry],
               reference: Entry, latest: int | None, total: int, expected: str, found: str) -> Mismatch:
-    others = tuple(rank for rank in present if rank not in suspects)
+    parted = set(suspects)
+    others = tuple(rank for rank in present if rank not in parted)
     started = min((t for rank in others if (t := present[rank].created_ns)), default=None)
     waited = round((latest - started) / 1e9, 3) if latest and started else None
     return Mismatch(mismatch, pg, reference.pg_desc, seq, suspects, others, reference, expected, found,
-                    present.get(suspects[0]), waited, total)
+                    present.get(suspects[0]), waited, total, latest)
 
 
 def _described(entry: Entry) -> str:
@@ -217,20 +265,39 @@ def _event(job: Mapping[int, Dump], m: Mismatch) -> Event:
             f"({m.mismatch}: expected {m.expected}, found {m.found})"
             + (f"; the others had waited {m.waited_s} s by the last record" if m.waited_s is not None else ""))
     fields["flight_recorder"] = text
-    when = moment(_latest(job))
+    when = moment(m.latest_ns)
     return Event(kind="collective-mismatch", where=where, text=text, fields=fields, time=when,
                  clock="wall" if when else None)
 
 
-def _same_collective(timeout: Event, made: Sequence[Event]) -> Event | None:
+def _by_collective(made: Iterable[Event]) -> dict[tuple[object, object], Event]:
+    """The first mismatch of each (seq, group), and of each seq under (seq, None): what a watchdog line that
+    names the group, or only the sequence number, refers to."""
+    index: dict[tuple[object, object], Event] = {}
+    for event in made:
+        index.setdefault((event.fields["seq"], event.fields.get("pg")), event)  # no pg: a group named ""
+        index.setdefault((event.fields["seq"], None), event)
+    return index
+
+
+def _same_collective(timeout: Event, mismatch_of: Mapping[tuple[object, object], Event]) -> Event | None:
     """The mismatch of the collective a watchdog line names: the same sequence number (and group, when given)."""
-    seq, pg = timeout.fields.get("seq"), timeout.fields.get("pg")
-    return next((m for m in made if m.fields["seq"] == seq and pg in (None, m.fields["pg"])), None)
+    return mismatch_of.get((timeout.fields.get("seq"), timeout.fields.get("pg")))
 
 
-def _with_watchdog(event: Event, timeouts: Sequence[Event]) -> Event:
+def _watchdogs(events: Iterable[Event]) -> dict[tuple[object, object], set[int]]:
+    """The ranks whose watchdogs timed out, by the (seq, group) their line names; group None when it names none."""
+    ranks: dict[tuple[object, object], set[int]] = {}
+    for event in events:
+        if event.kind == "nccl-timeout":
+            named = ranks.setdefault((event.fields.get("seq"), event.fields.get("pg")), set())
+            named.update(r for r in (event.fields.get("ranks") or [event.fields.get("rank")]) if r is not None)
+    return ranks
+
+
+def _with_watchdog(event: Event, watchdogs: Mapping[tuple[object, object], set[int]]) -> Event:
     """The mismatch told which ranks' watchdogs timed out on the same collective."""
-    ranks = sorted({r for t in timeouts if _same_collective(t, [event])
-                    for r in (t.fields.get("ranks") or [t.fields.get("rank")]) if r is not None})
+    seq = event.fields["seq"]
+    ranks = sorted(watchdogs.get((seq, None), set()) | watchdogs.get((seq, event.fields.get("pg")), set()))
     return dataclasses.replace(event, fields={**event.fields, "watchdog_ranks": ", ".join(map(str, ranks))}) \
         if ranks else event

@@ -161,8 +161,10 @@ class _Walk:
             yield Blob(display, None, diagnostics=[f"{count} member(s) skipped unread: {reason} (the first: {first})"])
 
 
-def _too_many(display: str, spent: Budget) -> Blob:
-    why = f"more than {spent.entries} archive entries in {spent.scope}; the rest skipped"
+def _too_many(display: str, spent: Budget, rest: int, counted_all: bool = True) -> Blob:
+    """The one diagnostic of an archive cut at its entry budget, naming how many entries were not walked."""
+    many = f"{rest:,}" if counted_all else f"at least {rest:,}"
+    why = f"more than {spent.entries:,} archive entries in {spent.scope}; the other {many} skipped unread"
     return Blob(display, None, diagnostics=[why])
 
 
@@ -403,7 +405,7 @@ def _tar_run(display: str, reader: ByteReader, start: int, depth: int, unpack: U
             return (yield from _tar_resync(display, reader, archive.offset, "not a valid tar header", walk.members))
         spent = unpack.take_entry()
         if spent is not None:
-            yield _too_many(display, spent)
+            yield _too_many(display, spent, *_tar_entries_from(reader, at))
             return None
         if member.isdir():
             continue
@@ -428,6 +430,34 @@ def _tar_run(display: str, reader: ByteReader, start: int, depth: int, unpack: U
         assert extracted is not None  # None only for a member that is not a regular file, skipped above
         spooled = spool(extracted, limit, errors)
         yield from _expand(name, spooled.reader, depth + 1, notes + _take(spooled, limit, "member", unpack), unpack)
+
+
+TAR_META_TYPES = frozenset(b"xgLK")
+"""Header types that describe the next member (PAX, GNU long name and link) rather than being one."""
+MAX_COUNTED = 1_000_000
+"""Most tar headers counted past an entry budget, to say how many were skipped: a hop of a few microseconds each,
+not a walk (no member is read)."""
+
+
+def _tar_entries_from(reader: ByteReader, at: int) -> tuple[int, bool]:
+    """How many members the tar holds from the header at `at` on, hopping header to header by their size fields;
+    and whether that is all of them (False: MAX_COUNTED reached). A damaged header ends the count."""
+    import tarfile
+
+    count = 0
+    while count < MAX_COUNTED:
+        block = reader.read_at(at, TAR_BLOCK)
+        if len(block) < TAR_BLOCK or not block.strip(b"\0"):
+            return count, True
+        try:
+            size = tarfile.nti(block[124:136])  # type: ignore[attr-defined]  # in tarfile, not in typeshed
+        except (tarfile.HeaderError, ValueError):
+            return count, True
+        if size < 0:
+            return count, True
+        count += block[156] not in TAR_META_TYPES
+        at += TAR_BLOCK + size + (-size % TAR_BLOCK)
+    return count, False
 
 
 def _tar_resync(display: str, reader: ByteReader, at: int, why: str, count: int) -> Generator[Blob, None, int | None]:
@@ -562,7 +592,7 @@ def _zip_members(display: str, reader: ByteReader, depth: int, unpack: Unpacking
             continue
         spent = unpack.take_entry()
         if spent is not None:
-            yield _too_many(display, spent)
+            yield _too_many(display, spent, len(infos) - index)
             break
         if info.filename.endswith("/") and not info.file_size:  # ZipInfo.is_dir fails on an empty name
             continue

@@ -74,10 +74,12 @@ def _index() -> dict[str, CudaError]:
 
 
 _NUMBERED = regex.compile(
-    r"(?i)(?:cuda\s+failure|cuda\s+error|runtime\s+error|error\s+code|error|code)\s*[:=]?\s*\(?(\d{1,5})(?!\d)\)?"
+    r"(?i)(?:cuda\s++failure|cuda\s++error|runtime\s++error|error\s++code|error|code)"
+    r"\s*+[:=]?+\s*+\(?(\d{1,5})(?!\d)\)?"
     r"|==\s*cudaSuccess\s*\((\d{1,5}) vs\. 0\)"
 )
-"""A number after words that name it, or glog's CHECK_EQ (Caffe, MXNet): `error == cudaSuccess (46 vs. 0)`."""
+"""A number after words that name it, or glog's CHECK_EQ (Caffe, MXNet): `error == cudaSuccess (46 vs. 0)`. The
+blanks around `:`/`=` are taken whole (possessive): the two optional runs once split a long blank run every way."""
 _SUCCESS = frozenset({"cudasuccess", "cuda_success"})
 _COMPARED = regex.compile(r"[=!]=\s*$")
 """A name right after `==` is part of a CHECK's condition (`err == cudaErrorInvalidValue`), not the error."""

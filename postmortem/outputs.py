@@ -12,6 +12,11 @@ beside it, renamed over it once complete. Nothing half-written is ever left, and
 a new report inside an input directory cannot be read as an input of its own
 run, since it does not exist while the inputs are read. A device (/dev/null,
 /dev/stdout, /dev/full) is written in place; a failed write is an OutputError too.
+
+A folder another user could put names into is no place for an output (`foreign_folder`): one owned by someone
+else while running as root, or writable by group or others without the sticky bit and owned by someone else.
+Running as root, every folder above it counts too (its owner could swap the folder for a link). Files of a case
+folder (`snapshot`, `run`) are created by `create_in`, never over a name that exists already nor through a link.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from typing import BinaryIO
 
 Identity = tuple[int, int]
 """(st_dev, st_ino): one file, whatever the path that names it."""
+CASE_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+"""A case folder's file is always a new one: a name planted there (a link, a FIFO, a file) is refused, not followed."""
 TEMPORARY_TRIES = 16
 """Names tried for the temporary file beside the output (each is random; a clash is already unlikely)."""
 
@@ -99,7 +106,8 @@ def check_output(path: str | os.PathLike, inputs: Iterable[str] = (), trees: Ite
 
 def check_folder_output(path: str | os.PathLike, trees: Iterable[str] = ()) -> Path:
     """A folder that a command fills (--export -o DIR): it, or the nearest folder above it that exists, may be
-    written, and it is not inside a tree the command reads (where its files would become inputs)."""
+    written, no other user can put names into it (`foreign_folder`), and it is not inside a tree the command
+    reads (where its files would become inputs)."""
     shown = os.fspath(path)
     target = Path(os.path.realpath(shown or "."))
     if target.exists() and not target.is_dir():
@@ -107,8 +115,84 @@ def check_folder_output(path: str | os.PathLike, trees: Iterable[str] = ()) -> P
     existing = next(folder for folder in (target, *target.parents) if folder.exists())
     if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
         raise OutputError(f"cannot write into {shown}: the folder {existing} is not writable")
+    _refuse_foreign(shown, [existing], Path(os.path.abspath(shown or ".")))
     _refuse_trees(shown, target, trees)
     return target
+
+
+def make_case_folder(path: str | os.PathLike) -> Path:
+    """The case folder made (or an existing one taken) and checked again once it exists, as its files will be
+    written there: its real path, which no other user can put names into (OutputError otherwise)."""
+    shown = os.fspath(path)
+    try:
+        os.makedirs(shown, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"cannot make the case folder {shown}: {exc.strerror or exc}") from None
+    target = Path(os.path.realpath(shown))
+    _refuse_foreign(shown, [target], Path(os.path.abspath(shown)))
+    return target
+
+
+def create_in(folder: Path, name: str, mode: int = 0o644) -> BinaryIO:
+    """A new file `name` in a case folder, open for writing (`mode` reduced by the umask). A name that exists
+    already is refused (OutputError), whatever it is: nothing in the folder is written over, nor through a link."""
+    try:
+        fd = os.open(folder / name, CASE_FILE_FLAGS, mode)
+    except FileExistsError as exc:
+        raise OutputError(f"cannot write {name} in {folder}: it exists already ({exc.strerror}); "
+                          "nothing there is written over or through") from None
+    except OSError as exc:
+        raise OutputError(f"cannot write {name} in {folder}: {exc.strerror or exc}") from None
+    return os.fdopen(fd, "wb")
+
+
+def foreign_folder(folder: Path) -> str | None:
+    """Why another user could put names (links) into the existing `folder`, or None: it is owned by someone else
+    while running as root (but the user who ran sudo), or it is writable by group or others without the sticky
+    bit and owned by someone else (its owner, or anyone, could replace a name in it between the check and the
+    write)."""
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return None
+    euid = os.geteuid()
+    if st.st_uid == euid:
+        return None
+    owner = _user_name(st.st_uid)
+    if euid == 0 and st.st_uid != _sudo_caller():
+        return f"{folder} is owned by {owner}, not root"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
+        return (f"{folder} is owned by {owner} and writable by other users without the sticky bit "
+                f"(mode {stat.S_IMODE(st.st_mode):04o})")
+    return None
+
+
+def _sudo_caller() -> int | None:
+    """The user who ran `sudo postmortem ...` (SUDO_UID), whose own folders root may write into: that user holds
+    root already, so a link they plant there gains them nothing (`sudo postmortem collect -o bundle.tar.gz` in
+    one's home folder is the common way to run it)."""
+    caller = os.environ.get("SUDO_UID", "")
+    return int(caller) if caller.isdigit() and len(caller) < 11 else None
+
+
+def _refuse_foreign(shown: str, folders: list[Path], named: Path) -> None:
+    """The folders checked; running as root, every folder above them and above the path as named too."""
+    if os.geteuid() == 0:
+        folders = [*folders, *(parent for folder in folders for parent in folder.parents), *named.parents]
+    for checked in dict.fromkeys(folders):
+        why = foreign_folder(checked)
+        if why is not None:
+            raise OutputError(f"cannot write into {shown}: {why}: another user could put links in it; "
+                              "write into a folder only you can change")
+
+
+def _user_name(uid: int) -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
 
 
 def _refuse_trees(shown: str, target: Path, trees: Iterable[str]) -> None:
@@ -125,6 +209,8 @@ def _check_folder(shown: str, folder: Path) -> None:
         raise OutputError(f"cannot write {shown}: {folder} is not a folder")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise OutputError(f"cannot write {shown}: the folder {folder} is not writable")
+    named = Path(os.path.abspath(shown))
+    _refuse_foreign(shown, [folder, named.parent], named)
 
 
 def _refuse_inputs(output: Output, st: os.stat_result | None) -> None:

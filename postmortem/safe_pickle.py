@@ -39,6 +39,13 @@ bytes name one list twice, and a chain of such lists describes 2**n nodes ("bill
 caller that walks the result as a tree would do all of that work. The same bound applies to the
 total work of hashing dict keys and set members, which CPython does without regard to sharing."""
 
+MAX_EXPANDED_BYTES = MAX_INPUT_BYTES
+"""Most characters and bytes the result's strings, byte strings and ints may hold when every shared reference
+counts as a copy. A reader that formats each value it meets (a flight-recorder frame's `name (file:line)`)
+copies a shared string once per use: one 8 MiB str named from 400,000 frames would be 3.2 TB of copies. No
+pickle without sharing can pass this bound, since each of its values is written out in the input; a real dump
+with deep stacks (2,000 entries of 200 frames of some 200 characters) expands to about 80 MB."""
+
 MAX_SAME_HASH = 32
 """Most distinct keys of one dict (or members of one set) that may share a hash. The hashes of ints,
 floats and tuples are not salted and are easy to collide on purpose, and each colliding insert
@@ -260,14 +267,15 @@ def _add_items(m: _Machine, target: set[object], items: list[object]) -> None:
 
 
 def _check_shape(m: _Machine, root: object) -> None:
-    """Refuse a result that refers to itself, nests deeper than MAX_DEPTH, or expands past MAX_EXPANDED.
+    """Refuse a result that refers to itself, nests deeper than MAX_DEPTH, or expands past MAX_EXPANDED nodes
+    or MAX_EXPANDED_BYTES of text.
 
     One depth-first walk, iterative, each container visited once: a shared container's height and
     expanded size are remembered by id, so a billion-laughs DAG costs its edges, not its expansion.
     """
     if type(root) not in _CONTAINERS:
         return
-    done: dict[int, tuple[int, int]] = {}  # id -> (height, expanded size)
+    done: dict[int, tuple[int, int, int]] = {}  # id -> (height, expanded size, expanded text)
     path = [_Frame(root, _children(root))]
     on_path = {id(root)}
     while path:
@@ -276,11 +284,11 @@ def _check_shape(m: _Machine, root: object) -> None:
         if child is _END:
             path.pop()
             on_path.discard(id(top.obj))
-            done[id(top.obj)] = (top.height, top.size)
+            done[id(top.obj)] = (top.height, top.size, top.text)
             if path:
-                _grow(m, path, top.height, top.size)
+                _grow(m, path, top.height, top.size, top.text)
         elif type(child) not in _CONTAINERS:
-            _grow(m, path, 0, 1)
+            _grow(m, path, 0, 1, _text_size(child))
         elif id(child) in on_path:
             raise _refuse(m, f"the result contains itself (a {type(child).__name__} inside its own items)")
         elif id(child) in done:
@@ -288,28 +296,41 @@ def _check_shape(m: _Machine, root: object) -> None:
         else:
             on_path.add(id(child))
             path.append(_Frame(child, _children(child)))
-            _grow(m, path, 0, 0)
+            _grow(m, path, 0, 0, 0)
 
 
 @dataclass
 class _Frame:
-    """A container being walked by _check_shape: its remaining items, its height and size so far."""
+    """A container being walked by _check_shape: its remaining items, its height, size and text so far."""
 
     obj: object
     children: Iterator[object]
     height: int = 1
     size: int = 1
+    text: int = 0
 
 
-def _grow(m: _Machine, path: list[_Frame], child_height: int, child_size: int) -> None:
+def _grow(m: _Machine, path: list[_Frame], child_height: int, child_size: int, child_text: int) -> None:
     """Add a finished child to the container on top of `path`, and check the limits that may now be past."""
     top = path[-1]
     top.height = max(top.height, child_height + 1)
     top.size += child_size
+    top.text += child_text
     if len(path) - 1 + top.height > MAX_DEPTH:
         raise _refuse(m, f"the result nests more than {MAX_DEPTH} deep")
     if top.size > MAX_EXPANDED:
         raise _refuse(m, f"the result expands to more than {MAX_EXPANDED:,} nodes through shared references")
+    if top.text > MAX_EXPANDED_BYTES:
+        raise _refuse(m, f"the result expands to more than {MAX_EXPANDED_BYTES:,} bytes of text through shared "
+                         "references")
+
+
+def _text_size(leaf: object) -> int:
+    """What a copy of `leaf` holds beyond its node: the characters of a str, the bytes of bytes or bytearray,
+    the digits (in bytes) of an int."""
+    if isinstance(leaf, str | bytes | bytearray):
+        return len(leaf)
+    return leaf.bit_length() // 8 if isinstance(leaf, int) else 0  # a bool's is 0 too
 
 
 def _children(obj: object) -> Iterator[object]:

@@ -22,6 +22,7 @@ import re
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import regex
@@ -123,6 +124,12 @@ class _Span(NamedTuple):
     """What identical repeats share (None: this line never folds)."""
 
 
+@lru_cache(maxsize=8)  # a few prefilters at most (one per input kind), none kept alive for long
+def _folding(prefilter: Prefilter, repeats: frozenset[bytes]) -> frozenset[int]:
+    """Indexes of the prefilter's literals in `repeats`; cached, as every input of an archive of 100,000 asks."""
+    return frozenset(i for i, literal in enumerate(prefilter.literals) if literal in repeats)
+
+
 class TextDoc:
     """A text input opened for scanning: candidate lines and context lines.
 
@@ -168,8 +175,7 @@ class TextDoc:
         named in a diagnostic. Also sets `sha256`, the digest of the whole input,
         from the same reads.
         """
-        repeats = frozenset(repeats)
-        folding = frozenset(i for i, literal in enumerate(prefilter.literals) if literal in repeats)
+        folding = _folding(prefilter, frozenset(repeats))
         held = _Held(self)
         pending: _Span | None = None
         for span in self._spans(prefilter, folding):

@@ -201,32 +201,35 @@ def python_lock_deadlock() -> Iterator[Hung]:
         yield hung
 
 
+def build_c(source: Path, exe: Path, *flags: str) -> Path:
+    """`source` built into `exe` with gcc (-g -O0, then `flags`: libraries after the source); skips the test
+    without gcc."""
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        pytest.skip("gcc not installed: no C program to build")
+    subprocess.run([gcc, "-g", "-O0", "-o", str(exe), str(source), *flags], check=True, capture_output=True,
+                   timeout=120)
+    return exe
+
+
 @contextmanager
 def blocked_in_c(build: Path) -> Iterator[Hung]:
     """wait_for_input.c, built into `build` with gcc (-g -O0, frame pointers), blocked in
     read() on a pipe: main -> wait_for_input -> read. Skips without gcc."""
-    gcc = shutil.which("gcc")
-    if gcc is None:
-        pytest.skip("gcc not installed: no C program to hang")
     source = PROGRAMS / "wait_for_input.c"
-    exe = build / "wait_for_input"
-    subprocess.run([gcc, "-g", "-O0", "-fno-omit-frame-pointer", "-o", str(exe), str(source)], check=True,
-                   capture_output=True, timeout=120)
+    exe = build_c(source, build / "wait_for_input", "-fno-omit-frame-pointer")
     with hung_process(source, [str(exe)], ("main",)) as hung:
         yield hung
 
 
 @contextmanager
-def in_uninterruptible_sleep(build: Path) -> Iterator[Hung]:
+def in_uninterruptible_sleep(build: Path, *args: str) -> Iterator[Hung]:
     """vfork_wait.c, built into `build` with gcc: its main thread sleeps in the kernel in state D (a vfork
-    parent waiting for its child). Skips without gcc."""
-    gcc = shutil.which("gcc")
-    if gcc is None:
-        pytest.skip("gcc not installed: no C program to hang")
+    parent waiting for its child); with the argument "thread", beside a thread that can be stopped. Skips
+    without gcc."""
     source = PROGRAMS / "vfork_wait.c"
-    exe = build / "vfork_wait"
-    subprocess.run([gcc, "-g", "-O0", "-o", str(exe), str(source)], check=True, capture_output=True, timeout=120)
-    with hung_process(source, [str(exe)], ("main",)) as hung:
+    exe = build_c(source, build / "vfork_wait", "-pthread")
+    with hung_process(source, [str(exe), *args], ("main",)) as hung:
         yield hung
 
 

@@ -8,6 +8,7 @@ sent SIGTERM through postmortem.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -504,3 +505,83 @@ def test_redaction_stays_linear_on_crafted_lines(line: str) -> None:
     started = time.monotonic()
     Redactor({}).text(line)
     assert time.monotonic() - started < 1.0
+
+
+def test_collect_blanks_the_secrets_of_a_crashed_process_in_its_core_and_never_changes_the_core(tmp_path: Path) -> None:
+    """Item 16b: the kernel's core of a crashed program holds its environment and command line; the bundle's copy
+    has their secrets overwritten by `*` (as `snapshot` blanks them in its own cores: same function), byte for byte,
+    the core on disk is left as it is, and the bundle's core still reads."""
+    from test_core import crash  # builds and crashes a real program with cores enabled; skips where none is written
+
+    token, password = "hf_" + secrets.token_hex(16), secrets.token_hex(12)
+    core = crash(tmp_path / "job", "crash", env={"HF_TOKEN": token, "CUDA_VISIBLE_DEVICES": "0"},
+                 args=(f"--password={password}", "--epochs=3"))
+    original = core.read_bytes()
+    assert token.encode() in original and password.encode() in original
+    done = postmortem("collect", "-o", str(tmp_path / "b.tar.gz"), "--telemetry", "0", cwd=core.parent)
+    assert done.returncode == 0, done.stderr
+    files = members(tmp_path / "b.tar.gz")
+    copy = files[f"crash/cores/{core.name}"]
+    assert token.encode() not in copy and password.encode() not in copy
+    assert len(copy) == len(original) and core.read_bytes() == original
+    assert b"\0HF_TOKEN=" + b"*" * len(token) + b"\0" in copy and b"\0CUDA_VISIBLE_DEVICES=0\0" in copy
+    assert b"\0--password=" + b"*" * len(password) + b"\0--epochs=3\0" in copy
+    listed = {entry["path"]: entry for entry in json.loads(files["manifest.json"])["files"]}
+    assert "1 environment value(s) and 1 secret(s) of its command line blanked" in \
+        listed[f"crash/cores/{core.name}"]["redacted"]
+    (tmp_path / "read").mkdir()
+    (tmp_path / "read" / "core").write_bytes(copy)
+    report = analyze_json(tmp_path / "read" / "core", tmp_path)
+    assert report["cores"][0]["signal"]["name"] == "SIGSEGV", report["cores"][0]
+
+
+def test_a_secret_across_the_blocks_a_long_line_is_redacted_in_is_redacted(tmp_path: Path) -> None:
+    """Item 16c: a log with a NUL in its first 8 KiB (the hole copytruncate leaves) and a line longer than MAX_LINE
+    (a JSON record carrying a base64 payload) is redacted in blocks cut after a space or NUL. A cut between a
+    secret's name and its base64 value (`Authorization: Basic` | token, `"aws_secret_access_key": ` | value) left
+    the value as it was; the cut now never splits a secret, wherever the blocks end."""
+    from postmortem.capture.collect import CHUNK
+
+    basic = base64.b64encode(b"deploy:" + secrets.token_hex(16).encode()).decode()
+    aws = base64.b64encode(secrets.token_bytes(30)).decode()
+    payload = base64.b64encode(secrets.token_bytes(60_000)).decode()
+    head = b"2026-12-06T10:00:00Z rank0 step 1\n" + b"\0" * 4096 + b"2026-12-06T10:00:01Z rank0 step 2\n"
+    lines = head + b"".join(b"2026-12-06T10:00:02Z rank0 loss 0.1 step %d\n" % i for i in range(CHUNK // 100))
+    record = f'{{"payload": "{payload}", "headers": "Authorization: Basic '.encode()
+    lines += b"x" * (CHUNK - 10 - len(lines) - len(record)) + record + basic.encode()  # 10 bytes in this block
+    lines += b'", "padding": "'
+    record = f'", "body": "{payload}", "aws_secret_access_key": "'.encode()
+    lines += b"y" * (2 * CHUNK - 12 - len(lines) - len(record)) + record + f'{aws}"}}\n'.encode()  # 12 bytes
+    (tmp_path / "train.log").write_bytes(lines)
+    done = postmortem("collect", "-o", "b.tar.gz", "--telemetry", "0", "train.log", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    log = members(tmp_path / "b.tar.gz")["files/train.log"]
+    assert basic.encode() not in log and aws.encode() not in log
+    assert b"Authorization: Basic <redacted:" in log and b'"aws_secret_access_key": <redacted:' in log
+    assert log.startswith(head) and payload.encode() in log
+
+
+def test_secrets_encoded_in_base64_are_redacted_and_other_base64_is_kept(tmp_path: Path) -> None:
+    """Item 16c: a secret encoded once more in base64 has no shape of its own. The Kubernetes documentation's own
+    Secret examples (kubernetes.io/docs/concepts/configuration/secret/: a `.dockerconfigjson` whose JSON holds an
+    `auth`, and data values) pasted into a job's log, behind a NUL as a rotated log has, and a GitHub token encoded
+    alone: each run is decoded and its text redacted like any other. Base64 of bytes that are no text (a digest,
+    a payload) and of text without a secret stays, so the evidence around it is still read."""
+    docker = "eyJhdXRocyI6eyJodHRwczovL2V4YW1wbGUvdjEvIjp7ImF1dGgiOiJvcGVuc2VzYW1lIn19fQo="
+    token = base64.b64encode(b"ghp_" + secrets.token_hex(18).encode()).decode()
+    nested = base64.b64encode(b'{"auths":{"r.io":{"auth":"' + base64.b64encode(b"u:" + secrets.token_hex(8).encode())
+                              + b'"}}}').decode()
+    harmless = base64.b64encode(b"step 100 loss 0.25 lr 3e-4").decode()
+    digest = base64.b64encode(secrets.token_bytes(32)).decode()
+    (tmp_path / "train.log").write_bytes(
+        b"\0" * 64 + b"\napiVersion: v1\nkind: Secret\ntype: kubernetes.io/dockerconfigjson\ndata:\n"
+        + f"  .dockerconfigjson: {docker}\n  nested: {nested}\nexport GH={token}\n".encode()
+        + f"note {harmless} sha256 {digest}\n".encode()
+        + b"[ 1.0] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\n")
+    done = postmortem("collect", "-o", "b.tar.gz", "--telemetry", "0", "train.log", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    log = members(tmp_path / "b.tar.gz")["files/train.log"]
+    for secret in (docker, token, nested):
+        assert secret.encode() not in log
+    assert log.count(b"<redacted:base64-encoded-secret>") == 3, log
+    assert harmless.encode() in log and digest.encode() in log and b"NVRM: Xid" in log

@@ -350,3 +350,67 @@ def test_scan_export_into_the_scanned_tree_is_refused_before_the_scan(tmp_path, 
                                        "-o", str(case / "tables")])
     assert result.exit_code == 2 and "which this command reads" in result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["case"]
+
+
+TERMINAL_DRIVERS = r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\udc80-\udcff]"
+"""What may drive a terminal, read back as Python reads a byte stream (surrogateescape): C0 but tab and newline,
+DEL, C1 (as characters, U+0080-U+009F, or as raw bytes of a name that is not UTF-8, U+DC80-U+DCFF), bidi marks."""
+
+
+def _terminal_cases():
+    from hostile import cases_terminal
+
+    return cases_terminal.CASES
+
+
+@pytest.mark.parametrize("case", _terminal_cases(), ids=lambda case: case.name)
+def test_no_byte_from_an_input_drives_the_terminal(case, tmp_path):
+    """Round 3, item 9: every command run on hostile names and lines (tests/hostile/cases_terminal.py) with
+    NO_COLOR: not one control, C1 or raw byte on stdout or stderr, and the evidence still shown (escaped)."""
+    import re
+
+    from hostile.harness import run_case
+
+    outcome = run_case(case, tmp_path / case.name)
+    assert not outcome.problems, (outcome.problems, outcome.stderr[-2000:])
+    for stream in (outcome.stdout, outcome.stderr):
+        driving = re.findall(TERMINAL_DRIVERS, stream.decode("utf-8", "surrogateescape"))
+        assert not driving, (driving, stream[-2000:])
+
+
+def _commands_with_lang(group=main, prefix=()):
+    import click
+
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            yield from _commands_with_lang(command, (*prefix, name))
+        elif any("--lang" in getattr(param, "opts", ()) for param in command.params):
+            yield (*prefix, name)
+
+
+@pytest.mark.parametrize("command", sorted(_commands_with_lang()), ids=" ".join)
+@pytest.mark.parametrize("lang", ["fr", "ZH-cn", "", "\x1b]0;x\x07", "\udcff"])
+def test_a_bad_lang_is_a_usage_error_that_lists_the_languages(command, lang, tmp_path):
+    """Round 3, item 15b: every command that takes --lang answers a bad one with click's usage error (exit 2)
+    naming the languages there are (render/i18n), before any work."""
+    from postmortem.render import LANGUAGES
+
+    (tmp_path / "issue.md").write_text("# nothing\n")
+    result = CliRunner().invoke(main, [*command, "--lang", lang, str(tmp_path / "issue.md")])
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit), (result.output, result.exception)
+    assert "Invalid value for '--lang'" in result.output
+    assert all(f"'{code}'" in result.output for code in LANGUAGES), result.output
+    assert "Traceback" not in result.output
+
+
+def test_the_terminal_gate_keeps_only_the_tools_own_colours():
+    """Round 3, item 9: with colour on, an input's SGR (8 hides text) is shown escaped like any other sequence;
+    click.style's codes for the tool's own words stay."""
+    import click
+
+    from postmortem.render.terminal import terminal_text
+
+    own = click.style("Verdict", fg="red", bold=True) + " " + click.style("dmesg.txt:5", fg="cyan")
+    hostile = "\x1b[8mhidden\x1b[0m \x1b]0;t\x07 \u009b2J \udc9b\t\n"
+    assert terminal_text(own + hostile, styled=True) == own + "\\x1b[8mhidden\x1b[0m \\x1b]0;t\\x07 \\x9b2J \\x9b\t\n"
+    assert terminal_text(own) == own.replace("\x1b", "\\x1b")

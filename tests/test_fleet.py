@@ -417,3 +417,69 @@ def test_big_cores_are_sampled_with_their_notes_read_whole(tmp_path):
     assert digests[0] == digests[2]  # a byte outside the notes and the samples is not read: still a sample
     report = analyze([str(one), str(two)])
     assert report.inputs[0].digest == digests[0] and report.inputs[1].digest == digests[1]
+
+
+def test_a_folder_whose_name_is_not_utf8_is_stored_escaped_and_the_rescan_skips_it(tmp_path):
+    """Round 3, item 10: a case folder named b'\\xff\\xfe-node' beside a good one; both stored, the name in a
+    printable form that keeps its bytes, and a second scan finds both unchanged."""
+    archive = tmp_path / "fleet"
+    xid = (ROOT / "samples/gpu-off-bus/dmesg.txt").read_text()
+    for name in ("good-node", os.fsdecode(b"\xff\xfe-node")):
+        (archive / name).mkdir(parents=True)
+        (archive / name / "dmesg.txt").write_text(xid)
+    (archive / "good-node" / "dmesg.txt").write_text(xid + "\n")  # a different case, not one known twice
+    db = tmp_path / "s.sqlite"
+    first = scan(archive, db, jobs=1)
+    assert (first.found, first.analysed, first.errors) == (2, 2, [])
+    escaped = f"{archive}/\\xff\\xfe-node"
+    with sqlite3.connect(db) as conn:
+        located = dict(conn.execute("SELECT l.path, c.cause FROM locations l JOIN cases c ON c.id = l.case_id"))
+        paths = {row[0] for row in conn.execute("SELECT path FROM events")}
+    assert located == {str(archive / "good-node"): "gpu-off-bus", escaped: "gpu-off-bus"}
+    assert f"{escaped}/dmesg.txt" in paths
+    second = scan(archive, db, jobs=1)
+    assert (second.found, second.unchanged, second.analysed, second.errors) == (2, 2, 0, [])
+
+
+@pytest.mark.parametrize("kind", ["another-apps-sqlite", "random-bytes", "damaged-pages"])
+def test_a_store_that_is_not_ours_or_is_damaged_is_one_sentence_and_left_as_it_is(tmp_path, kind):
+    """Round 3, item 14: every command that opens a store answers with one line naming why, exit 2."""
+    from hostile.cases_store import STORES, XID, damaged_store
+
+    db = tmp_path / "store.sqlite"
+    damaged_store(tmp_path, db) if kind == "damaged-pages" else STORES[kind](db)
+    before = db.read_bytes()
+    (tmp_path / "case").mkdir()
+    (tmp_path / "case" / "dmesg.txt").write_text(XID)
+    (tmp_path / "issue.md").write_text(f"# GPU lost\n\n```\n{XID}```\n")
+    why = {"another-apps-sqlite": "not a postmortem store (application id 0x0, tables schema_migrations, users)",
+           "random-bytes": "file is not a database", "damaged-pages": "database disk image is malformed"}[kind]
+    for args in (["scan", str(tmp_path / "case"), "--db", str(db), "-j", "1"], ["buckets", "--db", str(db)],
+                 ["report", "--db", str(db), "-o", str(tmp_path / "r.html")],
+                 ["triage", str(tmp_path / "issue.md"), "--store", str(db)]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 2, (args, result.output, result.exception)
+        error = [line for line in result.output.splitlines() if line.startswith("Error:")]
+        assert len(error) == 1 and why in error[0], (args, result.output)
+        assert db.read_bytes() == before
+
+
+def test_a_store_made_before_the_application_id_is_still_ours_and_gets_it(tmp_path):
+    """Round 3, item 14: the marker is new; a store without it but with our tables is read, and stamped by the next
+    scan."""
+    from postmortem.fleet.store import APPLICATION_ID
+
+    case = tmp_path / "case"
+    case.mkdir()
+    (case / "dmesg.txt").write_text((ROOT / "samples/gpu-off-bus/dmesg.txt").read_text())
+    db = tmp_path / "old.sqlite"
+    scan(case, db, jobs=1)
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+        conn.execute("PRAGMA application_id = 0")
+    conn.close()
+    assert CliRunner().invoke(main, ["buckets", "--db", str(db)]).exit_code == 0
+    assert scan(case, db, jobs=1).unchanged == 1
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+    conn.close()

@@ -8,6 +8,8 @@ import json
 import os
 import pickle
 import shutil
+import tarfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -249,6 +251,50 @@ def test_a_log_that_mentions_the_keys_is_no_dump(tmp_path: Path) -> None:
     assert not [e for e in events if e.kind == "flight-recorder"] and "flight" not in str(diagnostics)
 
 
+RANKS = 6_000
+ALIGN_CPU_S = 1.0
+"""CPU seconds lining up RANKS one-entry dumps may take: 0.12-0.17 s on a 2-core VM with the ranks indexed by
+group and sequence number; comparing every member at every sequence number took 2.2 s (one group) and 10.9 s (a
+group per pair of ranks)."""
+
+
+def write_rank_dumps(folder: Path, layout: str) -> None:
+    """RANKS JSON dumps in the layout of sleep/fr_json_rank_0.json, one entry each, no two ranks with one
+    (group, seq). `seqs`: one group, rank r in seq r + 1, every rank's pg_status past them all but rank 0's, one
+    short: rank 0 never entered the last. `pairs`: a group per two ranks, the even one in seq 1 and stopped there,
+    the odd one in seq 2."""
+    template = json.loads((DATA / "sleep" / "fr_json_rank_0.json").read_text())
+    folder.mkdir()
+    for rank in range(RANKS):
+        pg, seq = ("0", rank + 1) if layout == "seqs" else (str(rank // 2), rank % 2 + 1)
+        enqueued = (RANKS - (rank == 0)) if layout == "seqs" else seq
+        dump = {**template, "pg_status": {pg: {"last_enqueued_collective": str(enqueued),
+                                               "last_started_collective": "-1",
+                                               "last_completed_collective": str(enqueued)}},
+                "entries": [{**template["entries"][0], "process_group": [pg, "default_pg"],
+                             "collective_seq_id": seq}]}
+        (folder / f"fr_json_rank_{rank}.json").write_text(json.dumps(dump))
+
+
+@pytest.mark.parametrize("layout", ["seqs", "pairs"])
+def test_six_thousand_ranks_are_aligned_in_linear_time(tmp_path: Path, layout: str) -> None:
+    write_rank_dumps(tmp_path / "dumps", layout)
+    events: list[Event] = []
+    for blob in open_inputs([str(tmp_path / "dumps")]):
+        events.extend(read_blob(blob)[1])
+    assert len(events) == RANKS
+    started = time.process_time()
+    found = [e for e in with_collective_mismatches(events) if e.kind == "collective-mismatch"]
+    spent = time.process_time() - started
+    if layout == "seqs":
+        [only] = found
+        assert (only.fields["suspect_ranks"], only.fields["mismatch"], only.fields["seq"]) == ("0", "missing", RANKS)
+    else:
+        assert len(found) == RANKS // 2
+        assert {e.fields["suspect_ranks"] for e in found} == {str(rank) for rank in range(0, RANKS, 2)}
+    assert spent < ALIGN_CPU_S, spent
+
+
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_dumps_of_one_job_in_a_folder_per_node_are_aligned_as_one(tmp_path: Path, scenario: str) -> None:
     """Each node writes the dumps of its own ranks: two folders of disjoint ranks are one job; two folders of the
@@ -262,3 +308,83 @@ def test_dumps_of_one_job_in_a_folder_per_node_are_aligned_as_one(tmp_path: Path
     both = mismatches([DATA / "skip", DATA / "sleep"])
     assert sorted(e.fields["suspect_ranks"] for e in both) == sorted([oracle("skip").suspects,
                                                                       oracle("sleep").suspects])
+
+
+ABSURD_NUMBER = "9" * 6_021
+"""A 20,000-bit number written out: Python's int() and str() refuse numbers of over 4,300 digits."""
+
+
+def _with_one_absurd_value(folder: Path, fmt: str, field: str, value: object) -> Path:
+    """The sleep job's dumps of `fmt` in `folder`, rank 0's holding one absurd value: the dump's version, or the
+    sequence number of one more entry (a copy of its first) after its good ones. In JSON `value` is the text
+    written: a number JSON holds that Python would not read whole."""
+    folder.mkdir()
+    for written in (DATA / "sleep").glob(FORMATS[fmt]):
+        shutil.copy(written, folder)
+    path = next(folder.glob(FORMATS[fmt].replace("[0-9]", "0")))
+    dump = loads(path.read_bytes()) if fmt == "pickle" else json.loads(path.read_text())
+    assert isinstance(dump, dict)
+    placed = value if fmt == "pickle" else "@absurd@"
+    if field == "version":
+        dump["version"] = placed
+    else:
+        dump["entries"].append({**dump["entries"][0], "collective_seq_id": placed})
+    if fmt == "pickle":
+        path.write_bytes(pickle.dumps(dump, protocol=2))
+    else:
+        path.write_text(json.dumps(dump).replace('"@absurd@"', str(value)))
+    return path
+
+
+@pytest.mark.parametrize(("fmt", "field", "value"), [
+    ("pickle", "seq", 2**20_000),
+    ("json", "seq", ABSURD_NUMBER),
+    ("json", "seq", "Infinity"),
+    ("pickle", "seq", -1.5),
+], ids=["pickle-20000-bits", "json-20000-bits", "json-infinity", "pickle-float"])
+def test_entry_with_an_absurd_sequence_number_is_dropped_alone(tmp_path: Path, fmt: str, field: str,
+                                                               value: object) -> None:
+    path = _with_one_absurd_value(tmp_path / "dumps", fmt, field, value)
+    events, diagnostics = read([tmp_path / "dumps"])
+    [note] = diagnostics[path.name]
+    assert "1 flight-recorder entry of rank 0 dropped" in note and "sequence number" in note, note
+    [dump] = [e for e in events if e.kind == "flight-recorder" and e.fields["rank"] == 0]
+    assert (dump.fields["entry_count"], dump.fields["last_seq"]) == (5, 5)
+    [found] = [e for e in events if e.kind == "collective-mismatch"]
+    assert (found.fields["suspect_ranks"], found.fields["other_ranks"]) == ("3", "ranks 0-2")  # rank 0 compared
+    report = " ".join(_analyze(str(tmp_path / "dumps")).split())
+    assert "ranks 0-2 entered all_reduce (group 0 default_pg, seq 5)" in report and "entry of rank 0 dropped" in report
+
+
+@pytest.mark.parametrize(("fmt", "value", "shown"), [
+    ("pickle", 2**20_000, "20,001-bit number"),
+    ("json", ABSURD_NUMBER, "'9999999999999999999999999999999999999999'... (6,021 characters)"),
+    ("json", json.dumps("2.\u00b2"), "'2.\u00b2'"),
+    ("pickle", "2." + "9" * 5_000, "'2.999"),
+], ids=["pickle-20000-bits", "json-20000-bits", "json-superscript-minor", "pickle-5000-digit-minor"])
+def test_dump_with_an_absurd_version_keeps_its_progress(tmp_path: Path, fmt: str, value: object, shown: str) -> None:
+    """The version says which keys the entries have: one that is no version is an unknown version (entries not
+    compared, as for 9.0), the rest of the dump (its rank, how far each group got) still read."""
+    path = _with_one_absurd_value(tmp_path / "dumps", fmt, "version", value)
+    events, diagnostics = read([tmp_path / "dumps"])
+    [note] = diagnostics[path.name]
+    assert shown in note and "does not know" in note and len(note) < 300, note
+    [dump] = [e for e in events if e.kind == "flight-recorder" and e.fields["rank"] == 0]
+    assert dump.fields["groups"]["0"]["enqueued"] == 5 and len(dump.fields["version"]) < 100
+    [found] = [e for e in events if e.kind == "collective-mismatch"]
+    assert (found.fields["suspect_ranks"], found.fields["other_ranks"]) == ("3", "ranks 1-2")
+
+
+def test_rank_of_5000_digits_in_a_member_name_keeps_the_dump(tmp_path: Path) -> None:
+    """A tar member's name may be as long as PAX allows: a rank no job has is no rank, and the dump is still read."""
+    with tarfile.open(tmp_path / "dumps.tar", "w", format=tarfile.PAX_FORMAT) as archive:
+        for rank in (0, 2, 3):
+            archive.add(DATA / "sleep" / f"nccl_trace_rank_{rank}", arcname=f"dumps/nccl_trace_rank_{rank}")
+        archive.add(DATA / "sleep" / "nccl_trace_rank_1", arcname="dumps/nccl_trace_rank_" + "7" * 5_000)
+    events, diagnostics = read([tmp_path / "dumps.tar"])
+    [unranked] = [e for e in events if e.kind == "flight-recorder" and e.fields.get("rank") is None]
+    assert "last entry: all_reduce [[8]] Float" in unranked.text and unranked.fields["last_seq"] == 5
+    [note] = [n for name, notes in diagnostics.items() if name.endswith("77777") for n in notes]
+    assert "5,000 digits" in note and "not lined up" in note, note
+    [found] = [e for e in events if e.kind == "collective-mismatch"]
+    assert (found.fields["suspect_ranks"], found.fields["other_ranks"]) == ("3", "ranks 0, 2")

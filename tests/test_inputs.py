@@ -319,7 +319,22 @@ def test_entries_are_counted_per_input_with_one_diagnostic(tmp_path, monkeypatch
     _tar_of(bundle, [(f"d/{i}.txt", b"x\n") for i in range(200)])
     blobs = list(open_inputs([str(bundle)]))
     assert len([b for b in blobs if b.reader]) == 50
-    assert [d for b in blobs for d in b.diagnostics] == ["more than 50 archive entries in this input; the rest skipped"]
+    assert [d for b in blobs for d in b.diagnostics] == [
+        "more than 50 archive entries in this input; the other 150 skipped unread"]
+
+
+def test_an_archive_cut_at_its_entry_budget_says_how_many_entries_were_skipped(tmp_path, monkeypatch):
+    """Round 3, item 16a: past MAX_MEMBERS the diagnostic names the entries not walked (the tar's counted by
+    hopping header to header, PAX and long-name headers not counted as members)."""
+    monkeypatch.setattr(inputs, "MAX_MEMBERS", 10)
+    long_names = [(f"{'d' * 120}/{i}.txt", b"x\n") for i in range(30)]  # GNU long-name headers before each
+    _tar_of(tmp_path / "many.tar", [(f"{i}.txt", b"x\n" * i) for i in range(20)] + long_names)
+    with zipfile.ZipFile(tmp_path / "many.zip", "w") as archive:
+        for i in range(25):
+            archive.writestr(f"{i}.txt", b"x\n")
+    for name, rest in (("many.tar", 40), ("many.zip", 15)):
+        said = [d for b in open_inputs([str(tmp_path / name)]) for d in b.diagnostics]
+        assert said == [f"more than 10 archive entries in this input; the other {rest} skipped unread"], name
 
 
 def test_damaged_zip_members_and_unusable_names_are_diagnosed_one_by_one(tmp_path):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import string
 import struct
 import subprocess
 import zlib
+from collections import Counter
 from datetime import UTC, datetime
 from functools import cache
 from html.parser import HTMLParser
@@ -23,7 +25,7 @@ from postmortem.model import Event, Finding, Location, Report
 from postmortem.pipeline import analyze
 from postmortem.render import FORMATS, LANGUAGES, default_language, view
 from postmortem.render.i18n import Translator, signature_catalog, ui_catalog
-from postmortem.render.markdown_report import code, fence
+from postmortem.render.markdown_report import code, fence, plain_html, text
 from postmortem.signatures import load_default
 
 ROOT = Path(__file__).parent.parent
@@ -457,3 +459,99 @@ def test_html_evidence_shows_context_and_marks_what_matched():
     assert 'class="line ctx"' in page  # the Xid 64 line shown dimmed under the Xid 48 evidence
     md = FORMATS["markdown"](report, lang="en", color=False)
     assert "\n2 : Dec  2 11:38:47 worker4 kernel" in md and "\n1 | Dec  2 11:38:47 worker4 kernel" in md
+
+
+# ---------------------------------------------------------------- Markdown through GitHub's own renderer
+
+# A real Xid 13 line (tests/data/kernel_log/xid13-graphics-exc-vllm-02.dmesg.txt, line 2): its message fills the
+# explanation, outside any fence, so whatever is appended to it reaches the live Markdown of the report and the comment.
+XID_LINE = ("[93297.029837] NVRM: Xid (PCI:0000:43:00): 13, pid='<unknown>', name=<unknown>, Graphics Exception: "
+            "ESR 0x52ef30=0x0 0x52ef34=0x20 0x52ef28=0xc81eb60 0x52ef2c=0x1174")
+HOSTILE_MARKDOWN = [
+    "x.@org/security-team -@maint HTTPS://evil.example/x",
+    "HtTpS://evil.example/a hTTp://evil.example FTP://evil.example/f Ftp://evil.example",
+    "www.evil.example WWW.evil.example/x Www.evil.example (www.evil.example) *www.evil.example*",
+    "security@evil.example a.b+c@evil-x.example (x@evil.example) mailto:a@evil.example MAILTO:b@evil.example "
+    "xmpp:c@evil.example/res",
+    "file:///etc/passwd javascript:alert(1) data:text/html,<b>x</b>",
+    "<https://evil.example> <HTTPS://evil.example> <a@evil.example> <mailto:a@evil.example>",
+    "[a](https://evil.example) [b](<https://evil.example>) ![i](https://evil.example/i.png) [c][d] [e]",
+    "<script>alert(1)</script> <img src=x onerror=alert(1)> <a href=\"https://evil.example\">x</a> <details open>",
+    "&#64;maint &commat;maint &#x40;maint &#35;123 &lt;b&gt; &amp;",
+    "``` ```` `x` ~~~ ~~strike~~ **bold** _em_",
+    "#123 org/repo#1 GH-1 gh-2 Gh-3 !4 #a-name",
+    *(f"x{char}@maint{char}#12 {char}@org/team" for char in string.punctuation),
+]
+LIVE_OUTSIDE_CODE = regex.compile(r"@\w|#\d|(?i:\bgh-\d|\b(?:https?|ftp|mailto|xmpp|file|javascript):|www\.)")
+"""What GitHub's passes after CommonMark (mentions, issue references) or its autolinker would make live in text."""
+
+
+class _Rendered(HTMLParser):
+    """cmark-gfm's HTML read back: every start tag, and the text outside <code> and <pre> (entities decoded)."""
+
+    def __init__(self, page: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[str] = []
+        self.live_text: list[str] = []
+        self.visible: list[str] = []
+        self._in_code = 0
+        self.feed(page)
+        self.close()
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        self._in_code += tag in ("code", "pre")
+
+    def handle_endtag(self, tag):
+        self._in_code -= tag in ("code", "pre")
+
+    def handle_data(self, data):
+        self.visible.append(data)
+        if not self._in_code:
+            self.live_text.append(data)
+
+
+def _github_html(markdown: str) -> _Rendered:
+    import cmarkgfm
+
+    return _Rendered(cmarkgfm.github_flavored_markdown_to_html(markdown, options=cmarkgfm.Options.CMARK_OPT_UNSAFE))
+
+
+def _report_markdown(tmp_path: Path, appended: str) -> str:
+    log = tmp_path / f"kern {appended.replace('/', '_')}.log"  # the path is shown outside code too
+    log.write_text(f"{XID_LINE} {appended}\n", encoding="utf-8")
+    return FORMATS["markdown"](analyze([str(log)]), lang="en")
+
+
+def _comment_markdown(appended: str) -> str:
+    from postmortem.render.triage_comment import render_markdown
+    from postmortem.triage import triage
+    from postmortem.triage.issue import read_issue
+
+    issue = {"number": 7, "title": f"Xid 13 {appended}", "html_url": "https://github.com/o/r/issues/7",
+             "body": f"Our job died. {appended}\n\n```\n{XID_LINE} {appended}\n```\n"}
+    return render_markdown(triage(read_issue(json.dumps(issue).encode(), "issue.json")))
+
+
+@pytest.mark.parametrize("appended", HOSTILE_MARKDOWN)
+@pytest.mark.parametrize("form", ["report", "comment", "folded"])
+def test_github_renders_no_link_mention_reference_or_markup_from_input(tmp_path, form, appended):
+    """The report and the triage comment of a real log holding `appended`, through cmark-gfm (GitHub's renderer,
+    autolink extension on): the same structure as with harmless words, no link, and in the text outside code
+    nothing GitHub's mention and reference passes would make live."""
+    def rendered(words: str) -> tuple[str, _Rendered]:
+        if form == "folded":  # a core's path in the raw HTML of a <summary>, and the text under it
+            markdown = f"<details><summary>{plain_html(words)}</summary>\n\n{text(words)}\n\n</details>\n"
+        else:
+            markdown = _report_markdown(tmp_path, words) if form == "report" else _comment_markdown(words)
+        return markdown, _github_html(markdown)
+
+    markdown, page = rendered(appended)
+    _, harmless = rendered("harmless words")
+    assert "a" not in page.tags, markdown
+    assert Counter(t for t in page.tags if t != "code") == Counter(t for t in harmless.tags if t != "code"), markdown
+    live = [node for node in page.live_text if LIVE_OUTSIDE_CODE.search(node)]
+    assert not live, (live, markdown)
+    shown = " ".join("".join(page.visible).replace("\\|", "|").split())
+    assert " ".join(appended.split()) in shown  # the words are there to read, outside the fence too
+    assert shown.count(appended.split()[0]) >= 2

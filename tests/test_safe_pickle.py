@@ -275,6 +275,33 @@ def test_billion_laughs_dict_key_refused_before_hashing() -> None:
     assert "hashing its keys" in str(refused(key + b"}" + b"j\x64\x00\x00\x00Ns0."))
 
 
+def shared_string(size: int, uses: int, protocol: int) -> bytes:
+    """One `size`-character str, memoized, then named `uses` times in a list: written opcode by opcode as
+    pickle writes a shared str (protocol 2: BINPUT and LONG_BINGET; 4: MEMOIZE and BINGET)."""
+    text = b"X" + size.to_bytes(4, "little") + b"s" * size  # BINUNICODE
+    if protocol == 2:
+        return b"\x80\x02" + text + b"q\x00]q\x01(" + b"j\x00\x00\x00\x00" * uses + b"e."
+    return b"\x80\x04" + text + b"\x94]\x94(" + b"h\x00" * uses + b"e."
+
+
+@pytest.mark.parametrize("protocol", [2, 4])
+def test_shared_string_counts_at_full_size_each_use(protocol: int) -> None:
+    """A 1 MiB str named 300 times is a 1.6 MB pickle whose reader, formatting each use, copies 300 MiB."""
+    error = refused(shared_string(2**20, 300, protocol))
+    assert f"more than {safe_pickle.MAX_EXPANDED_BYTES:,} bytes of text" in str(error)
+    assert error.opcode == "STOP"
+    same_as_pickle(shared_string(2**20, 200, protocol))
+
+
+def test_expanded_text_limit_is_exact_and_counts_shared_containers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(safe_pickle, "MAX_EXPANDED_BYTES", 1000)
+    same_as_pickle(shared_string(10, 100, 4))
+    assert "more than 1,000 bytes of text" in str(refused(shared_string(10, 101, 4)))
+    row = ["x" * 100, b"y" * 100, 2**800]  # 100 + 100 + 100 bytes
+    same_as_pickle(pickle.dumps([row] * 3, protocol=4))  # the list itself is shared: counted per use
+    assert "bytes of text" in str(refused(pickle.dumps([row] * 4, protocol=4)))
+
+
 def self_list() -> object:
     value: list[object] = []
     value.append(value)

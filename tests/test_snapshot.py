@@ -12,7 +12,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -38,7 +38,7 @@ from hung import (
 )
 from postmortem.capture.collect import Plan
 from postmortem.capture.redact import Redactor
-from postmortem.capture.snapshot import job_processes, snapshot, snapshot_process
+from postmortem.capture.snapshot import job_processes, read_stacks, snapshot, snapshot_process
 from postmortem.core.python_stack import PythonFrame
 from postmortem.debugging import short_name
 from postmortem.pipeline import analyze
@@ -338,7 +338,9 @@ def test_flight_recorder_suspect_gets_the_pid_and_host_of_its_rank_from_a_snapsh
 
 def test_a_thread_in_uninterruptible_sleep_is_reported_and_does_not_hold_the_snapshot(tmp_path):
     """A thread in state D cannot be stopped until it wakes (a driver that never returns): the snapshot gives up on
-    it after live.STOP_WAIT_S, says so, reads what /proc says of it, and is still a case analyze reads."""
+    it after live.STOP_WAIT_S, says so, reads what /proc says of it, and is still a case analyze reads. It is let
+    go at once: when it wakes (here: its vfork child is killed) while postmortem still runs, it runs on and is
+    never held in tracing stop (ptrace's interrupt, still pending, would stop it until postmortem exited)."""
     from postmortem.core import live
 
     (tmp_path / "build").mkdir()
@@ -348,17 +350,34 @@ def test_a_thread_in_uninterruptible_sleep_is_reported_and_does_not_hold_the_sna
         manifest = snapshot(tmp_path / "case", [hung.pid, child], Plan(since=_now(), telemetry_s=0, timeout_s=5))
         took = time.monotonic() - started
         assert stopped_tasks(child) == []
+        os.kill(child, 9)  # the vfork parent wakes, returns from main and exits
+        held, states = _seconds_in_tracing_stop(hung.pid, 2.0)
+    assert held == 0.0 and states[-1] == "Z", states
     assert took < live.STOP_WAIT_S + 10
     parent, sleeper = manifest["processes"]
-    assert parent["error"].startswith(f"process {hung.pid}: no thread could be stopped (thread {hung.pid} did not "
-                                      "stop within") and sleeper["error"] is None
+    assert parent["error"].startswith(f"process {hung.pid}: no thread could be stopped (thread {hung.pid} was never "
+                                      "stopped: in uninterruptible sleep") and sleeper["error"] is None
     state = json.loads((tmp_path / "case" / f"process.{hung.pid}.json").read_text())
     assert [t["state"] for t in state["threads"]] == ["D"]
-    assert "did not stop within" in state["diagnostics"][0]
+    assert "was never stopped: in uninterruptible sleep" in state["diagnostics"][0]
     blocked = [e for e in analyze([str(tmp_path / "case")]).events if e.kind == "thread-blocked"]
     assert [e.fields["tid"] for e in blocked] == [hung.pid]
     if state["threads"][0]["kernel_stack"]:  # /proc/PID/stack is root's to read
         assert "vfork" in " ".join(state["threads"][0]["kernel_stack"])
+
+
+def _seconds_in_tracing_stop(pid: int, seconds: float) -> tuple[float, list[str]]:
+    """Looks at the process's threads for `seconds` (or until it has exited): about how long one of them was in
+    tracing stop (`t` in /proc/PID/task/TID/status), and the process's states seen, in order."""
+    held, states = 0.0, []
+    step, deadline = 0.01, time.monotonic() + seconds
+    while time.monotonic() < deadline and states[-1:] != ["Z"]:
+        letters = [line.split()[1] for status in Path(f"/proc/{pid}/task").glob("*/status")
+                   for line in status.read_text().splitlines() if line.startswith("State:")]
+        held += step if "t" in letters else 0.0
+        states.append(letters[0] if letters else "Z")
+        time.sleep(step)
+    return held, states
 
 
 def test_job_is_the_tree_under_the_outermost_launcher(tmp_path):
@@ -400,3 +419,466 @@ def test_a_second_snapshot_into_the_same_folder_never_overwrites_the_first(tmp_p
     assert "cannot write" in again["processes"][0]["error"] and "File exists" in again["processes"][0]["error"]
     assert (tmp_path / f"core.{hung.pid}").read_bytes() == written[f"core.{hung.pid}"]
     assert (tmp_path / f"process.{hung.pid}.json").read_bytes() == written[f"process.{hung.pid}.json"]
+
+
+# ---------------------------------------------------------------- a target of another user, snapshotted by root
+
+HOSTILE_USER = "pm-hostile"
+"""The unprivileged user whose processes try to turn root's snapshot against root (made once, then reused)."""
+SYSTEM_PYTHON = "/usr/bin/python3"
+"""An interpreter the other user may run (this one may live under /root)."""
+MARKER = b"root-only-marker-7f3a9c"
+
+
+def _hostile_user() -> tuple[int, int]:
+    import pwd
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root: a target process of a second user, snapshotted by root")
+    if not os.access(SYSTEM_PYTHON, os.X_OK):
+        pytest.skip(f"no {SYSTEM_PYTHON} for the second user to run")
+    try:
+        entry = pwd.getpwnam(HOSTILE_USER)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", HOSTILE_USER], capture_output=True, check=False)
+        try:
+            entry = pwd.getpwnam(HOSTILE_USER)
+        except KeyError:
+            pytest.skip(f"cannot create the user {HOSTILE_USER} (useradd)")
+    return entry.pw_uid, entry.pw_gid
+
+
+@contextmanager
+def _hostile_folder() -> Iterator[Path]:
+    """A folder in /tmp owned by the second user (the test's own tmp_path is root's, closed to others)."""
+    import shutil
+    import tempfile
+
+    uid, gid = _hostile_user()
+    folder = Path(tempfile.mkdtemp(prefix="pm-hostile-", dir="/tmp"))
+    os.chown(folder, uid, gid)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextmanager
+def _hostile_children(programs: dict[str, str], env: dict[str, str], cwd: Path) -> Iterator[list[int]]:
+    """Programs run by the second user (each prints `ready` when armed), keyed by RANK; their pids."""
+    uid, gid = _hostile_user()
+    children = [subprocess.Popen([SYSTEM_PYTHON, "-I", "-c", program], stdout=subprocess.PIPE, cwd=cwd,
+                                 env={**env, "RANK": rank}, user=uid, group=gid, extra_groups=[])
+                for rank, program in programs.items()]
+    try:
+        for child in children:
+            assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+        yield [child.pid for child in children]
+    finally:
+        for child in children:
+            child.kill()
+            child.wait()
+
+
+def _marker_anywhere(folder: Path) -> list[str]:
+    return [str(p) for p in folder.rglob("*") if p.is_file() and not p.is_symlink() and MARKER in p.read_bytes()]
+
+
+SERVE_PIPE = """\
+import os, sys, time
+stem, dump = os.environ["TORCH_NCCL_DEBUG_INFO_PIPE_FILE"], os.environ["TORCH_FR_DUMP_TEMP_FILE"]
+rank = os.environ["RANK"]
+fifo = stem + rank + ".pipe"
+os.mkfifo(fifo)
+with open(dump + rank, "wb") as old:
+    old.write(b"an older dump")
+fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+print("ready", flush=True)
+while not os.read(fd, 64):
+    time.sleep(0.02)
+os.unlink(dump + rank)
+{answer}
+time.sleep(60)
+"""
+
+
+def test_a_flight_recorder_dump_swapped_for_a_link_to_a_root_only_file_is_refused(tmp_path):
+    """Item 1: three processes of another user arm the debug pipe; asked for a dump, one answers with a symbolic
+    link to a root-only file, one with a file over the size limit; a third names a root-owned FIFO as its pipe.
+    The case holds none of the root-only bytes, nothing is written into root's FIFO, each refusal is named in
+    the process's file, and every process is still taken."""
+    from postmortem.sources.flight_recorder import MAX_DUMP
+
+    (tmp_path / "root-only").mkdir()
+    secret = tmp_path / "root-only" / "secret"
+    secret.write_bytes(MARKER + b"\n")
+    secret.chmod(0o600)
+    root_fifo = tmp_path / "rootpipe_5.pipe"
+    os.mkfifo(root_fifo, 0o600)
+    reader = os.open(root_fifo, os.O_RDONLY | os.O_NONBLOCK)
+    programs = {
+        "3": SERVE_PIPE.format(answer=f"os.symlink({str(secret)!r}, dump + rank)"),
+        "7": SERVE_PIPE.format(answer=f"open(dump + rank, 'wb').truncate({MAX_DUMP + 1})"),
+        "5": "import time; print('ready', flush=True); time.sleep(60)",
+    }
+    try:
+        with _hostile_folder() as work:
+            env = {"PATH": os.defpath, "TORCH_NCCL_DEBUG_INFO_PIPE_FILE": str(work / "pipe_"),
+                   "TORCH_FR_DUMP_TEMP_FILE": str(work / "dump_")}
+            started = time.monotonic()
+            with _hostile_children({rank: program for rank, program in programs.items() if rank != "5"}, env,
+                                   work) as (linker, grower), \
+                 _hostile_children({"5": programs["5"]}, {**env, "TORCH_NCCL_DEBUG_INFO_PIPE_FILE":
+                                                          str(tmp_path / "rootpipe_")}, work) as (namer,):
+                done = subprocess.run([sys.executable, "-m", "postmortem", "snapshot", str(linker), str(grower),
+                                       str(namer), "-o", str(tmp_path / "case"), "--telemetry", "0"],
+                                      capture_output=True, text=True, check=False, timeout=120)
+            took = time.monotonic() - started
+        try:
+            written_to_root = os.read(reader, 64)
+        except BlockingIOError:
+            written_to_root = b""
+    finally:
+        os.close(reader)
+    assert done.returncode == 0, done.stderr
+    assert _marker_anywhere(tmp_path / "case") == []
+    assert written_to_root == b""
+    assert not list((tmp_path / "case").glob("flight-recorder.*"))
+    states = {pid: json.loads((tmp_path / "case" / f"process.{pid}.json").read_text())
+              for pid in (linker, grower, namer)}
+    assert all(state["core"] == f"core.{pid}" for pid, state in states.items())
+    assert "flight_recorder_dump" not in states[linker] and "flight_recorder_dump" not in states[grower]
+    assert any("refused" in line and "symbolic link" in line for line in states[linker]["diagnostics"])
+    assert any("refused" in line and f"over the limit of {MAX_DUMP}" in line
+               for line in states[grower]["diagnostics"]), states[grower]["diagnostics"]
+    assert any("refused" in line and "owned by uid 0" in line for line in states[namer]["diagnostics"])
+    assert took < 30
+
+
+PLANTED_NODE_NAMES = ("kernel.log", "driver-version.txt", "lspci-nvidia.txt", "nvidia-smi-q.xml", "topology.txt",
+                      "telemetry.csv")
+"""What a snapshot writes for the node (collect.gpu_pieces and the kernel log, by their base names)."""
+
+
+def _plant(folder: Path, names: Iterable[str], victim: Path) -> None:
+    folder.mkdir(exist_ok=True)
+    for name in names:
+        (folder / name).symlink_to(victim)
+
+
+def test_snapshot_into_a_folder_with_planted_links_writes_through_none(tmp_path):
+    """Item 2: every name a snapshot writes is a link to a file of the test's; none is written through, each is
+    named as refused, and a planted manifest name (even a dangling link) refuses the folder before any capture."""
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"the test's own file\n")
+    program = "import time; print('ready', flush=True); time.sleep(60)"
+    with _ready_child(program, dict(os.environ)) as child:
+        _plant(tmp_path / "case", [f"process.{child.pid}.json", *PLANTED_NODE_NAMES], victim)
+        done = subprocess.run([sys.executable, "-m", "postmortem", "snapshot", str(child.pid), "-o",
+                               str(tmp_path / "case"), "--telemetry", "0"],
+                              capture_output=True, text=True, check=False, timeout=120)
+        (tmp_path / "dangling").mkdir()
+        (tmp_path / "dangling" / "snapshot.json").symlink_to(tmp_path / "made-by-root")
+        refused = subprocess.run([sys.executable, "-m", "postmortem", "snapshot", str(child.pid), "-o",
+                                  str(tmp_path / "dangling"), "--telemetry", "0"],
+                                 capture_output=True, text=True, check=False, timeout=120)
+    assert victim.read_bytes() == b"the test's own file\n"
+    assert f"cannot write process.{child.pid}.json" in done.stderr and "exists already" in done.stderr
+    manifest = json.loads((tmp_path / "case" / "snapshot.json").read_text())
+    for entry in manifest["node"]:
+        assert entry["path"] is None
+    assert any("cannot write kernel.log" in entry.get("why", "") for entry in manifest["node"]) or \
+        not any(entry["source"].startswith(("journalctl", "dmesg")) and entry["status"] == "ok"
+                for entry in manifest["node"])
+    assert (tmp_path / "case" / f"core.{child.pid}").is_file()
+    assert refused.returncode == 2 and "already holds a snapshot" in refused.stderr
+    assert not (tmp_path / "made-by-root").exists()
+    assert sorted(p.name for p in (tmp_path / "dangling").iterdir()) == ["snapshot.json"]
+
+
+def test_run_into_a_folder_with_planted_links_writes_through_none(tmp_path):
+    """Item 2: `run --out` into a folder whose stream, record and telemetry names are links is refused before the
+    job starts; the kernel log and a core of a crashed job are never copied through planted links either."""
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"the test's own file\n")
+    _plant(tmp_path / "case", ["stdout.log", "stderr.log", "run.json", "telemetry.csv"], victim)
+    started = _run(tmp_path, f"open({str(tmp_path / 'job-ran')!r}, 'w')")
+    assert started.returncode == 2 and "stdout.log" in started.stderr and "exists already" in started.stderr
+    assert victim.read_bytes() == b"the test's own file\n" and not (tmp_path / "job-ran").exists()
+    for link in (tmp_path / "case").iterdir():
+        link.unlink()
+    for name in ("kernel.log", "core"):
+        (tmp_path / "case" / name).symlink_to(tmp_path / f"made-by-root-{name}")
+    crashed = subprocess.run([sys.executable, "-m", "postmortem", "run", "--telemetry", "0", "--out", "case", "--",
+                              sys.executable, "-c", "import os; os.kill(os.getpid(), 11)"],
+                             cwd=tmp_path, capture_output=True, text=True, check=False, timeout=180)
+    assert crashed.returncode == 139, crashed.stderr
+    assert not (tmp_path / "made-by-root-kernel.log").exists() and not (tmp_path / "made-by-root-core").exists()
+    record = json.loads((tmp_path / "case" / "run.json").read_text())
+    if (tmp_path / "core").exists():  # taken beside the planted name, not through it
+        assert any(note.startswith(f"core: {tmp_path / 'core'} -> {tmp_path / 'case' / 'core.'}")
+                   for note in record["collected"]), record["collected"]
+
+
+def test_an_output_folder_of_another_user_is_refused_before_anything_is_taken(tmp_path):
+    """Item 2: as root, a case folder (or the folder it would be made in) that another user owns could be filled
+    with links between the check and the writes: snapshot, run and collect refuse it with exit status 2."""
+    program = "import time; print('ready', flush=True); time.sleep(60)"
+    with _hostile_folder() as theirs, _ready_child(program, dict(os.environ)) as child:
+        outcomes = [subprocess.run([sys.executable, "-m", "postmortem", *args], capture_output=True, text=True,
+                                   check=False, timeout=120, cwd=tmp_path)
+                    for args in (["snapshot", str(child.pid), "-o", str(theirs), "--telemetry", "0"],
+                                 ["snapshot", str(child.pid), "-o", str(theirs / "case"), "--telemetry", "0"],
+                                 ["run", "--telemetry", "0", "--out", str(theirs), "--", "touch", "job-ran"],
+                                 ["collect", "--telemetry", "0", "-o", str(theirs / "bundle.tar.gz")])]
+        left = sorted(p.name for p in theirs.iterdir())
+    for done in outcomes:
+        assert done.returncode == 2, done.stderr
+        assert f"owned by {HOSTILE_USER}" in done.stderr and "Traceback" not in done.stderr
+    assert left == [] and not (tmp_path / "job-ran").exists()
+
+
+def test_root_by_sudo_writes_into_the_folders_of_the_user_who_ran_sudo(tmp_path):
+    """`sudo postmortem collect -o bundle.tar.gz` in one's home folder is how collect is run: the user who ran sudo
+    (SUDO_UID) holds root already, so a link in their own folder gains them nothing and it is no foreign folder.
+    Another user's folder still is."""
+    uid, _gid = _hostile_user()
+    with _hostile_folder() as theirs:
+        done = [subprocess.run([sys.executable, "-m", "postmortem", "collect", "--telemetry", "0", "-o",
+                                str(theirs / "bundle.tar.gz")], capture_output=True, text=True, check=False,
+                               timeout=120, cwd=tmp_path, env={**os.environ, "SUDO_UID": sudo})
+                for sudo in (str(uid), str(uid + 1))]
+        written = sorted(p.name for p in theirs.iterdir())
+    assert done[0].returncode == 0, done[0].stderr
+    assert done[1].returncode == 2 and f"owned by {HOSTILE_USER}" in done[1].stderr, done[1].stderr
+    assert written == ["bundle.tar.gz"]
+
+
+@contextmanager
+def _stacks_in_one_mapping(build: Path) -> Iterator:
+    """one_mapping_stacks.c built into `build`: 200 threads whose stacks are slices of one 64 MiB mapping (as
+    Go's goroutine stacks lie in its heap arenas), each blocked in read(). Skips without gcc."""
+    from hung import build_c, hung_process, task
+
+    source = PROGRAMS / "one_mapping_stacks.c"
+    exe = build_c(source, build / "one_mapping_stacks", "-pthread")
+    with hung_process(source, [str(exe)], ("main",)) as hung:
+        deadline = time.monotonic() + 30
+        while any((t := task(int(p.name))) is None or t.state != "S" for p in Path(f"/proc/{hung.pid}/task").iterdir()):
+            assert time.monotonic() < deadline, "the threads did not all block"
+            time.sleep(0.05)
+        yield hung
+
+
+def test_threads_whose_stacks_share_one_big_mapping_are_copied_once_and_the_process_is_held_briefly(tmp_path):
+    """Item 4: each thread's stack is copied only as far as its unwinding reads (not to the end of its mapping),
+    pages that several threads' windows share are read once, and only registers and the innermost pages are taken
+    while the process is stopped: `postmortem snapshot` stays small, fast and brief, and every thread unwinds to
+    its start on the core it wrote."""
+    from postmortem.core import live
+
+    (tmp_path / "build").mkdir()
+    with _stacks_in_one_mapping(tmp_path / "build") as hung:
+        with open(tmp_path / "stderr", "wb") as errors:
+            status, peak_kib = _peak_rss([sys.executable, "-m", "postmortem", "snapshot", str(hung.pid), "-o",
+                                          str(tmp_path / "case"), "--telemetry", "0"], errors)
+        assert stopped_tasks(hung.pid) == []
+    assert status == 0, (tmp_path / "stderr").read_text()
+    state = json.loads((tmp_path / "case" / f"process.{hung.pid}.json").read_text())
+    core = (tmp_path / "case" / state["core"]).stat().st_size
+    assert state["stopped_ms"] < 2000, state["stopped_ms"]
+    assert core < 16 << 20 and peak_kib << 10 < live.PROCESS_BYTES, (core, peak_kib)
+    assert len(state["stacks"]) == 201
+    workers = [[f["symbol"] for f in t["frames"]] for t in state["stacks"] if t["tid"] != hung.pid]
+    assert all("wait_here" in names and "start_thread" in names for names in workers), workers[:3]
+
+
+_FORK_AND_MEASURE = ("import os, sys\n"
+                     "pid = os.fork()\n"
+                     "if pid == 0:\n    os.execv(sys.argv[1], sys.argv[1:])\n"
+                     "_, status, usage = os.wait4(pid, 0)\n"
+                     "print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)\n")
+"""Runs a command as the child of a small interpreter. A child of the test process itself would report the test
+process's own peak (a child started by fork or vfork takes its parent's high-water mark along through exec)."""
+
+
+def _peak_rss(argv: list[str], stderr) -> tuple[int, int]:
+    """The command's exit status and its own peak resident size in KiB."""
+    done = subprocess.run([sys.executable, "-I", "-c", _FORK_AND_MEASURE, *argv], stdout=subprocess.PIPE,
+                          stderr=stderr, check=True, timeout=300)
+    status, peak = done.stdout.split()[-2:]
+    return int(status), int(peak)
+
+
+def test_a_stack_cut_by_the_byte_budget_is_a_line_of_the_case(tmp_path):
+    """Item 4: past the bytes a snapshot may keep (live.ByteBudget: a job's, or one process's), the stacks left are
+    cut, the case says which, and the core written still reads."""
+    from postmortem.core import live
+
+    (tmp_path / "build").mkdir()
+    with _stacks_in_one_mapping(tmp_path / "build") as hung:
+        (tmp_path / "case").mkdir()
+        result = snapshot_process(hung.pid, tmp_path / "case", Redactor({}), live.ByteBudget(3 << 20))
+        assert stopped_tasks(hung.pid) == []
+    assert result.error is None
+    state = json.loads((tmp_path / "case" / f"process.{hung.pid}.json").read_text())
+    assert (tmp_path / "case" / state["core"]).stat().st_size < 4 << 20
+    cut = [line for line in state["diagnostics"] if "bytes a snapshot may keep" in line]
+    assert len(cut) == 1 and "thread" in cut[0], state["diagnostics"]
+    assert len(state["stacks"]) == 201 and any("wait_here" in [f["symbol"] for f in t["frames"]]
+                                               for t in state["stacks"])
+
+
+def test_secrets_on_the_command_line_are_blanked_in_the_core(tmp_path):
+    """Item 8: the process file redacts the command line, and the core's copy of it (the argument block at the top
+    of the main stack) has the same secrets overwritten by `*`, byte for byte: grep finds none in the core, and
+    the case still reads."""
+    from hung import build_c, hung_process
+
+    source = PROGRAMS / "wait_for_input.c"
+    exe = build_c(source, tmp_path / "wait_for_input")
+    password, token, url_password = "hunter2-0123456789", "ghp_" + "Ab1" * 12, "pw-9f8e7d6c5b4a"
+    argv = [str(exe), f"--password={password}", "--token", token, f"https://deploy:{url_password}@git.example.com/r",
+            "--epochs=3"]
+    with hung_process(source, argv, ("main",)) as hung:
+        done = subprocess.run([sys.executable, "-m", "postmortem", "snapshot", str(hung.pid), "-o",
+                               str(tmp_path / "case"), "--telemetry", "0"], capture_output=True, text=True,
+                              check=False, timeout=120)
+    assert done.returncode == 0, done.stderr
+    state = json.loads((tmp_path / "case" / f"process.{hung.pid}.json").read_text())
+    core = (tmp_path / "case" / state["core"]).read_bytes()
+    for secret in (password, token, url_password):
+        assert secret.encode() not in core and secret not in json.dumps(state)
+    assert b"\0--password=" + b"*" * len(password) + b"\0--token\0" + b"*" * len(token) + b"\0" in core
+    assert f"https://deploy:{'*' * len(url_password)}@git.example.com/r\0--epochs=3\0".encode() in core
+    assert state["arguments_blanked"] == 3
+    verdict = subprocess.run([sys.executable, "-m", "postmortem", "analyze", str(tmp_path / "case")],
+                             capture_output=True, text=True, check=False, timeout=120)
+    assert verdict.returncode == 0 and verdict.stdout.startswith("Verdict:"), verdict.stderr
+    assert "Traceback" not in verdict.stderr and "wait_for_input" in verdict.stdout + json.dumps(state["stacks"])
+
+
+def test_a_process_with_one_thread_in_uninterruptible_sleep_is_taken_and_the_thread_named(tmp_path):
+    """Item 7: a process whose other threads stop is taken, but not wholly held: the command's line for it says
+    which thread was never stopped (state D), so nobody reads its missing stack as a thread that was idle."""
+    (tmp_path / "build").mkdir()
+    with in_uninterruptible_sleep(tmp_path / "build", "thread") as hung:
+        done = subprocess.run([sys.executable, "-m", "postmortem", "snapshot", str(hung.pid), "-o",
+                               str(tmp_path / "case"), "--telemetry", "0"], capture_output=True, text=True,
+                              timeout=120, check=False)
+        assert stopped_tasks(hung.pid) == []
+    assert done.returncode == 0, done.stderr
+    assert (f"never stopped (uninterruptible sleep, no stack read): thread(s) {hung.pid}" in done.stderr
+            and "1 threads" in done.stderr and "main thread in" not in done.stderr), done.stderr
+
+
+def _build_marker_library(gcc: str, folder: Path, function: str) -> Path:
+    """marker_library.c as `folder`/libmarker.so, its function named `function`."""
+    library = folder / "libmarker.so"
+    subprocess.run([gcc, "-shared", "-fPIC", "-g", "-O0", f"-DMARKER_FN={function}", "-o", str(library),
+                    str(PROGRAMS / "marker_library.c")], check=True, capture_output=True, timeout=120)
+    return library
+
+
+@pytest.mark.parametrize("swapped", ["file", "folder"])
+def test_a_library_swapped_for_a_link_to_a_root_only_build_lends_none_of_its_symbols(tmp_path, swapped):
+    """Item 1: a process of another user maps its library, deletes it (the mapping stays) and puts at its name,
+    or at its folder's, a link to a root-only build of the same code whose function has another name. Root's
+    snapshot reads nothing of that build: no file of the case holds that name, the refusal is named, the
+    library's frame stays an address, the other frames keep their names, and the process is taken."""
+    import shutil
+
+    from hung import build_c, task
+
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        pytest.skip("gcc not installed: no C program to hang")
+    uid, gid = _hostile_user()
+    root_only = tmp_path / "root-only"
+    root_only.mkdir(mode=0o700)
+    secret = _build_marker_library(gcc, root_only, "secret_marker_fn")
+    secret.chmod(0o600 if swapped == "file" else 0o644)  # a folder the user cannot search hides a readable file
+    with _hostile_folder() as work:
+        (work / "lib").mkdir()
+        library = _build_marker_library(gcc, work / "lib", "public_marker_fn")
+        program = work / "swapped_library"
+        build_c(PROGRAMS / "swapped_library.c", program, f"-L{work / 'lib'}", "-lmarker", f"-Wl,-rpath,{work / 'lib'}")
+        for path in (work / "lib", library, program):
+            os.chown(path, uid, gid)
+        swap, target = (library, secret) if swapped == "file" else (work / "lib", root_only)
+        child = subprocess.Popen([str(program), str(library), str(swap), str(target)], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, cwd=work, user=uid, group=gid, extra_groups=[])
+        try:
+            assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+            deadline = time.monotonic() + 10
+            while (found := task(child.pid)) is None or found.state != "S":
+                assert time.monotonic() < deadline, "the program did not block"
+                time.sleep(0.02)
+            assert os.path.islink(swap) and f"{library} (deleted)" in Path(f"/proc/{child.pid}/maps").read_text()
+            started = time.monotonic()
+            done = subprocess.run([sys.executable, "-m", "postmortem", "snapshot", str(child.pid), "-o",
+                                   str(tmp_path / "case"), "--telemetry", "0"],
+                                  capture_output=True, text=True, check=False, timeout=120)
+            took = time.monotonic() - started
+            assert done.returncode == 0, done.stderr
+            state = json.loads((tmp_path / "case" / f"process.{child.pid}.json").read_text())
+            as_root, _ = read_stacks(tmp_path / "case" / state["core"], None)  # every file read, the planted too
+        finally:
+            child.kill()
+            child.wait()
+    assert [str(p) for p in (tmp_path / "case").rglob("*")
+            if p.is_file() and b"secret_marker_fn" in p.read_bytes()] == []
+    assert any(f"library {library} not read: a link the process's user could have planted" in line
+               for line in state["diagnostics"]), state["diagnostics"]
+    frames = [(f["module"], f["symbol"]) for f in next(t for t in state["stacks"] if t["tid"] == child.pid)["frames"]]
+    assert ("libmarker.so", None) in frames and ("swapped_library", "main") in frames, frames
+    assert any(symbol and symbol.endswith("read") for _, symbol in frames), frames  # libc's names are read
+    assert [f for t in as_root for f in t["frames"] if f["module"] != "libmarker.so"] == \
+        [f for t in state["stacks"] for f in t["frames"] if f["module"] != "libmarker.so"]
+    assert "secret_marker_fn" in {f["symbol"] for t in as_root for f in t["frames"]}  # what the rule kept out
+    assert took < 30
+
+
+def test_the_files_of_a_process_are_read_only_as_far_as_its_user_could(tmp_path):
+    """Item 1, the rule itself (modules.ReadAs): for a process's user, a file is read when its mode bits give that
+    user read (owner, group, others: the kernel's order) along folders it may search, through links it could not
+    have planted; the rest is refused and named, or, behind a closed folder or in /proc, not found. Without a
+    user, everything is read as the reader (`analyze`)."""
+    import shutil
+    import tempfile
+
+    from postmortem.core.modules import Files, ReadAs
+
+    me, my_group = os.geteuid(), os.getegid()
+    stranger, member, owner = (ReadAs(me + 1000, frozenset({my_group + 1000})), ReadAs(me + 1000,
+                               frozenset({my_group})), ReadAs(me, frozenset()))
+    shared = Path(tempfile.mkdtemp(prefix="pm-read-as-", dir="/tmp"))
+    try:
+        shared.chmod(0o755)
+        (shared / "private").mkdir(mode=0o700)
+        for name, mode in (("open.so", 0o644), ("closed.so", 0o600), ("group.so", 0o640),
+                           ("private/inside.so", 0o644)):
+            shutil.copyfile(os.path.realpath(shutil.which("true") or "/bin/true"), shared / name)
+            (shared / name).chmod(mode)
+        for name, target in (("link.so", "open.so"), ("folder-link", "private"), ("proc-link", "/proc/self/environ"),
+                             ("loop-a", "loop-b"), ("loop-b", "loop-a")):
+            (shared / name).symlink_to(target)
+
+        def read(read_as: ReadAs | None, name: str) -> str:
+            files = Files(None, None, (), read_as)
+            try:
+                image = files.image(str(shared / name))
+                return "read" if image is not None else files.refused.get(str(shared / name), "not found")
+            finally:
+                files.close()
+
+        unreadable, planted = "not readable by the process's user", "a link the process's user could have planted"
+        assert [read(stranger, name) for name in ("open.so", "closed.so", "group.so", "private/inside.so",
+                                                  "link.so", "proc-link", "loop-a")] == \
+            ["read", unreadable, unreadable, "not found", "read", "not found", "not found"]
+        assert [read(member, name) for name in ("group.so", "closed.so")] == ["read", unreadable]
+        assert [read(owner, name) for name in ("closed.so", "link.so", "folder-link/inside.so")] == \
+            ["read", f"{planted} ({shared}/link.so)", f"{planted} ({shared}/folder-link)"]
+        assert [read(None, name) for name in ("closed.so", "link.so", "private/inside.so")] == ["read"] * 3
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)

@@ -23,6 +23,7 @@ from postmortem import cli
 from postmortem.render.triage_comment import MARKER, render_json, render_markdown
 from postmortem.signatures import load_default
 from postmortem.sources.reporter_words import REPORTED
+from postmortem.text import MAX_LINE
 from postmortem.triage import issue_report, triage
 from postmortem.triage.issue import MAX_ISSUE_BYTES, IssueError, pieces, read_issue
 from postmortem.triage.labels import LabelMap, load_label_map
@@ -404,6 +405,24 @@ def test_a_huge_issue_is_cut_with_a_note_and_answered_in_time(tmp_path):
     data = json.loads(result.output)
     assert any("were read" in note for note in data["issue"]["notes"])
     assert len(data["comment"]) < 65_536
+
+
+def test_every_line_of_an_issue_is_cut_to_the_log_readers_limit_before_any_pattern_runs():
+    """A 65,000-character line (GitHub's cap on a post) costs the patterns that cut posts into pieces what a log
+    line of MAX_LINE costs the reader: every post's lines and the title are cut first (tests/hostile/cases_triage.py
+    times the attacks)."""
+    error = "RuntimeError: CUDA error: an illegal memory access was encountered"
+    long = "<pre" * 16_250
+    document = {"number": 1, "title": "t" * 65_000, "body": f"{long}\n```\n{long}\n{error}\n```\n",
+                "comments": [{"body": f"{long}\r\n{long}", "user": {"login": "r"}}]}
+    issue = read_issue(json.dumps(document).encode(), "x.json")
+    assert all(len(line) <= MAX_LINE for post in issue.posts for line in post.text.split("\n"))
+    assert len(issue.title) == MAX_LINE
+    assert [note for note in issue.notes if "longer than" in note] == [
+        f"the body holds 2 line(s) longer than {MAX_LINE:,} characters; the first {MAX_LINE:,} of each were read",
+        f"the comment 1 holds 2 line(s) longer than {MAX_LINE:,} characters; the first {MAX_LINE:,} of each were read",
+        f"the title holds 1 line(s) longer than {MAX_LINE:,} characters; the first {MAX_LINE:,} of each were read"]
+    assert triage(issue).report.verdict.cause == "illegal-memory-access"
 
 
 def test_a_bomb_of_fences_is_bounded():

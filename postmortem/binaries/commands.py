@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..render.terminal import reply
 from .fatbin import MISSING, PTX_JIT
 
 if TYPE_CHECKING:
@@ -67,9 +68,9 @@ def gpu_arch_command(paths: tuple[str, ...], target: str | None, driver: str | N
     driver = driver or seen_driver
     libraries = judge(inventories, sm, driver)
     if fmt == "json":
-        click.echo(json.dumps(_json(libraries, sm, model, driver, empty, notes), indent=2))
+        reply(json.dumps(_json(libraries, sm, model, driver, empty, notes), indent=2), data=True)
     else:
-        click.echo(_text(libraries, sm, model, driver, empty, notes, verbose or kernels), nl=False)
+        reply(_text(libraries, sm, model, driver, empty, notes, verbose or kernels), nl=False)
     if fail_on and any(lib.verdict and lib.verdict.verdict in FAIL_ON[fail_on] for lib in libraries):
         raise SystemExit(1)
 

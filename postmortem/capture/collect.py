@@ -6,12 +6,15 @@ permission, timed out, nothing in the window). No step can stop the others; a
 machine without GPU or `nvidia-smi` simply has its GPU pieces marked missing.
 Every piece is redacted on the way into the tarball, its name and the
 manifest too, except ELF cores (CPU cores and CUDA GPU dumps), which are
-process memory: they are stored as they are and marked so in the manifest.
-Whatever a piece's name or source, only its first bytes decide that.
+process memory: they are stored as they are, but for the secrets of their
+process's environment and command line, blanked as `snapshot` blanks them
+(`_blanked_core`), and marked so in the manifest. Whatever a piece's name or
+source, only its first bytes decide that.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import platform
@@ -29,10 +32,12 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .. import __version__
-from ..outputs import Output, write_output
+from ..core import core_writer
+from ..core.elf import ElfError
+from ..outputs import Output, OutputError, create_in, write_output
 from ..programs import find_program
 from ..reader import ByteReader, FileReader
-from .redact import Redactor, environment_listing
+from .redact import LOOKBEHIND, UNFINISHED, Redactor, blank_process_strings, environment_listing
 from .tools import DEFAULT_TIMEOUT_S, Outcome, run_tool
 
 MANIFEST = "manifest.json"
@@ -510,17 +515,25 @@ def save_redacted(piece: Piece, folder: Path, redactor: Redactor) -> tuple[Path 
     if piece.reader is None or is_elf_core(piece.reader.read_at(0, 18)):
         return save_piece(piece, folder), {}
     data, _size, counts, _cut = _redacted(piece.reader, redactor)
-    return save_piece(Piece(piece.name, piece.source, piece.status, data), folder), dict(counts)
+    return _save(piece, data, folder), dict(counts)
 
 
 def save_piece(piece: Piece, folder: Path) -> Path | None:
     """Write a piece's bytes, unredacted, under `folder` (a case directory stays on the machine)."""
-    if piece.reader is None:
+    return None if piece.reader is None else _save(piece, piece.reader, folder)
+
+
+def _save(piece: Piece, data: ByteReader, folder: Path) -> Path | None:
+    """`data` as the piece's file in the case folder, always a new file (`create_in`): a name the folder holds
+    already, a planted link included, is not written and the piece's `why` says so."""
+    name = piece.name.rsplit("/", 1)[-1]
+    try:
+        with create_in(folder, name) as handle:
+            handle.writelines(data.read_at(offset, CHUNK) for offset in range(0, data.size, CHUNK))
+    except OutputError as exc:
+        piece.why = "; ".join(filter(None, [piece.why, str(exc)]))
         return None
-    target = folder / piece.name.rsplit("/", 1)[-1]
-    with open(target, "wb") as handle:
-        handle.writelines(piece.reader.read_at(offset, CHUNK) for offset in range(0, piece.reader.size, CHUNK))
-    return target
+    return folder / name
 
 
 # ---------------------------------------------------------------- the bundle
@@ -555,7 +568,8 @@ def collect(output: Output, plan: Plan, anonymize: bool = False, progress: Progr
         "redaction": {
             "secrets": "token families of data/secret-shapes.tsv, password/secret/token assignments and flags, "
                        "Authorization and Cookie headers, URL credentials, private-key blocks, values of "
-                       "secret-named environment variables; in every file but ELF cores, in names and here",
+                       "secret-named environment variables; in every file but ELF cores (whose process's "
+                       "environment values and command-line secrets are blanked), in names and here",
             "environment": "values shown only for CUDA_*, NCCL_*, TORCH_*, PYTORCH_* and similar GPU-job variables",
             "anonymized": anonymize,
         },
@@ -584,7 +598,8 @@ def _write_tar(handle: BinaryIO, pieces: list[Piece], manifest: dict, redactor: 
         name = _unique(entry["path"], names)
         redacted: str | dict[str, int]
         if is_elf_core(piece.reader.read_at(0, 18)):
-            data, size, redacted = piece.reader, piece.reader.size, BINARY_NOTE
+            data, redacted = _blanked_core(piece.reader)
+            size = data.size
         else:
             data, size, counts, cut = _redacted(piece.reader, redactor)
             counts.update(piece.pre_redacted)
@@ -612,6 +627,44 @@ def _write_tar(handle: BinaryIO, pieces: list[Piece], manifest: dict, redactor: 
     return manifest
 
 
+def _blanked_core(core: ByteReader) -> tuple[ByteReader, str]:
+    """The core as the bundle holds it: its process's argument and environment strings with their secrets
+    overwritten by `*`, as `snapshot` blanks them in the cores it writes (redact.blank_process_strings, on the
+    blocks core_writer.process_strings finds), the core itself never written; and the manifest's words for it."""
+    try:
+        found = core_writer.process_strings(core.read_at)
+    except ElfError:
+        found = None
+    if found is None:
+        return core, f"{BINARY_NOTE}; no command line or environment found in it to blank"
+    arguments, environment, hidden, in_arguments = blank_process_strings(found.arguments.data,
+                                                                         found.environment.data)
+    patches = [(offset, blanked[at: at + count])
+               for block, blanked in ((found.arguments, arguments), (found.environment, environment))
+               for offset, at, count in core_writer.file_extents(found.segments, block.address, len(blanked))]
+    if found.psargs_offset is not None:
+        patches.append((found.psargs_offset, found.blanked_psargs(arguments)))
+    return _Patched(core, patches), (f"{BINARY_NOTE}, but for the {hidden} environment value(s) and {in_arguments} "
+                                     "secret(s) of its command line blanked")
+
+
+class _Patched:
+    """A ByteReader whose bytes are another's with a few ranges replaced (a core's blanked strings)."""
+
+    def __init__(self, reader: ByteReader, patches: list[tuple[int, bytes]]):
+        self.reader, self.size, self.patches = reader, reader.size, patches
+
+    def read_at(self, offset: int, length: int) -> bytes:
+        data = self.reader.read_at(offset, length)
+        out = None
+        for at, patch in self.patches:
+            low, high = max(at, offset), min(at + len(patch), offset + len(data))
+            if low < high:
+                out = out if out is not None else bytearray(data)
+                out[low - offset: high - offset] = patch[low - at: high - at]
+        return data if out is None else bytes(out)
+
+
 def _scrubbed_entry(redactor: Redactor, entry: dict) -> dict:
     """Every string of one manifest entry with its secrets (and, when asked, identities) replaced."""
     return {key: redactor.field(value) if isinstance(value, str) else value for key, value in entry.items()}
@@ -626,7 +679,7 @@ def _redacted(reader: ByteReader, redactor: Redactor) -> tuple[ByteReader, int, 
     limit = min(reader.size, MAX_TEXT)
     for offset in range(0, limit, CHUNK):
         pending += reader.read_at(offset, min(CHUNK, limit - offset))
-        ready, pending = _whole_lines(pending)
+        ready, pending = _whole_lines(pending, redactor)
         out.write(_scrubbed(redactor, ready))
     out.write(_scrubbed(redactor, pending))
     out.flush()
@@ -634,18 +687,49 @@ def _redacted(reader: ByteReader, redactor: Redactor) -> tuple[ByteReader, int, 
     return FileReader(out), size, redactor.counts - before, reader.size > MAX_TEXT
 
 
-def _whole_lines(data: bytes) -> tuple[bytes, bytes]:
+SEPARATORS = (b" ", b"\t", b"\0")
+"""Bytes an over-long line is cut after: no token holds one."""
+
+
+def _whole_lines(data: bytes, redactor: Redactor) -> tuple[bytes, bytes]:
     """The data up to its last newline, and the unfinished line after it.
 
     An unfinished line of MAX_LINE bytes or more (a binary blob without
-    newlines) is cut after its last space, tab or NUL byte, which no secret
-    spans, or where it stands when it has none within MAX_LINE bytes of its end."""
+    newlines) is cut after its last space, tab or NUL byte that lies in no
+    secret (`Authorization: Basic` in one block and its token in the next
+    would leave the token as it is; a secret at the end may go on past it:
+    redact.UNFINISHED), else just before such a secret, or where it stands
+    when it has no separator within MAX_LINE bytes of its end."""
     start = data.rfind(b"\n") + 1
     if len(data) - start < MAX_LINE:
         return data[:start], data[start:]
-    separator = max(data.rfind(byte, start) for byte in (b" ", b"\t", b"\0")) + 1
-    cut = separator if separator > len(data) - MAX_LINE else len(data)
-    return data[:cut], data[cut:]
+    floor = len(data) - MAX_LINE
+    separator = max(data.rfind(byte, start) for byte in SEPARATORS) + 1
+    if separator <= floor:
+        return data, b""
+    low = max(start, floor - LOOKBEHIND)
+    spans = _byte_spans(data[low:], redactor)
+    cut = separator
+    while cut > floor:
+        inside = bisect.bisect_left(spans, (cut - low, 0)) - 1  # the last secret that starts before the cut
+        if inside < 0 or spans[inside][1] <= cut - low:
+            return data[:cut], data[cut:]
+        secret = low + spans[inside][0]
+        cut = max(max(data.rfind(byte, floor, secret) for byte in SEPARATORS) + 1, secret)
+    return data[:separator], data[separator:]  # secrets back to back for MAX_LINE bytes: cut as it stood
+
+
+def _byte_spans(data: bytes, redactor: Redactor) -> list[tuple[int, int]]:
+    """`Redactor.secret_spans` of the bytes (read as going on past their end: redact.UNFINISHED), in bytes."""
+    text = data.decode("utf-8", "surrogateescape")
+    spans = redactor.secret_spans(text + UNFINISHED)
+    if len(text) == len(data):  # ASCII: characters are bytes
+        return spans
+    offsets, at, done = {}, 0, 0
+    for index in sorted({i for span in spans for i in span}):
+        at += len(text[done:index].encode("utf-8", "surrogateescape"))
+        offsets[index], done = at, index
+    return [(offsets[start], offsets[end]) for start, end in spans]
 
 
 def _scrubbed(redactor: Redactor, block: bytes) -> bytes:

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from ..render.terminal import echo
+
 COMMAND_NOT_FOUND = 127
 """Exit status when the job cannot be started, as shells use it."""
 
@@ -58,14 +60,14 @@ def collect_command(paths: tuple[str, ...], output: Path | None, since: str, ano
                 core_limit=core_limit_mb << 20, timeout_s=_seconds(timeout, "--timeout"),
                 skip=frozenset({str(bundle.target), os.path.abspath(output)}))
     manifest = output_step(lambda: collect(bundle, plan, anonymize,
-                                       progress=lambda step: click.echo(f"postmortem: {step} ...", err=True)))
+                                       progress=lambda step: echo(f"postmortem: {step} ...", err=True)))
     for entry in manifest.get("not_collected", []):
-        click.echo(f"postmortem: not collected: {entry['path']} ({entry['why']})", err=True)
+        echo(f"postmortem: not collected: {entry['path']} ({entry['why']})", err=True)
     if any(isinstance(entry["redacted"], str) for entry in manifest.get("files", [])):
-        click.echo("postmortem: the bundle holds core files, which are process memory and are not redacted", err=True)
+        echo("postmortem: the bundle holds core files, which are process memory and are not redacted", err=True)
     total = manifest.get("redaction", {}).get("total", {})
     redacted = ", ".join(f"{count} {kind}" for kind, count in total.items()) or "nothing"
-    click.echo(f"postmortem: wrote {output} ({len(manifest.get('files', []))} files; redacted: {redacted})", err=True)
+    echo(f"postmortem: wrote {output} ({len(manifest.get('files', []))} files; redacted: {redacted})", err=True)
 
 
 @click.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -101,7 +103,7 @@ def run_command(command: tuple[str, ...], telemetry: str, sanitizer: bool, gpu_c
     try:
         status = output_step(lambda: run(options))
     except RunError as exc:
-        click.echo(f"postmortem: {exc}", err=True)
+        echo(f"postmortem: {exc}", err=True)
         status = COMMAND_NOT_FOUND
     sys.stdout.flush()
     sys.exit(status)
@@ -140,16 +142,19 @@ def snapshot_command(pids: tuple[int, ...], job: bool, out: Path | None, telemet
     output_step(lambda: check_folder_output(out))
     plan = Plan(since=now, telemetry_s=_seconds(telemetry, "--telemetry"), timeout_s=_seconds(timeout, "--timeout"))
     manifest = output_step(lambda: snapshot(out, targets, plan,
-                                            progress=lambda step: click.echo(f"postmortem: {step} ...", err=True)))
+                                            progress=lambda step: echo(f"postmortem: {step} ...", err=True)))
     for process in manifest["processes"]:
         if process["error"]:
-            click.echo(f"postmortem: {process['error']}", err=True)
+            echo(f"postmortem: {process['error']}", err=True)
             continue
         rank = f" rank {process['rank']['rank']}" if "rank" in process["rank"] else ""
-        click.echo(f"postmortem: pid {process['pid']}{rank}: {process['threads']} threads "
+        echo(f"postmortem: pid {process['pid']}{rank}: {process['threads']} threads "
                    f"({process['python_threads']} with Python stacks), stopped {process['stopped_ms']:.1f} ms"
-                   + (f"; main thread in {process['waits']}" if process["waits"] else ""), err=True)
-    click.echo(f"postmortem: {manifest['gpu']}", err=True)
-    click.echo(f"postmortem: wrote {out}; read it with: postmortem analyze {out}", err=True)
+                   + (f"; main thread in {process['waits']}" if process["waits"] else "")
+                   + (f"; never stopped (uninterruptible sleep, no stack read): thread(s) "
+                      f"{', '.join(map(str, process['never_stopped']))}" if process["never_stopped"] else ""),
+             err=True)
+    echo(f"postmortem: {manifest['gpu']}", err=True)
+    echo(f"postmortem: wrote {out}; read it with: postmortem analyze {out}", err=True)
     if all(process["error"] for process in manifest["processes"]):
         sys.exit(1)

@@ -12,11 +12,13 @@ home directory to a pseudonym that stays the same across the whole bundle.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import getpass
 import os
 import socket
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache, partial
 
@@ -63,12 +65,66 @@ _SECRET_NAME = regex.compile(r"(?i)TOKEN|SECRET|PASSW|PASSPHRASE|CREDENTIAL"
 """Environment variable names that say "secret" (DB_PASS and DB_PWD too, but not PWD, the working directory)."""
 MIN_SECRET_VALUE = 6
 """Shorter secret-named values ("1", "true") are not scrubbed from text: they would hit everything."""
+UNFINISHED = "A" * 64 + "@\"'"
+"""What text cut before its end is read as going on with when looking for the secrets it may end in: a token's
+characters, then the `@` that ends a URL's password (url-credential looks ahead for it) and the quotes that end a
+quoted value."""
+LOOKBEHIND = 64
+"""Characters a shape's lookbehind reads before its match at the most (password-flag's: a dash or two, a prefix of
+40 and `passphrase`)."""
+
+
+BASE64_RUN = regex.compile(r"(?<![\w+/-])[A-Za-z0-9+/_-]{16,8192}+={0,2}(?![\w+/=-])")
+"""A run of base64 (standard or URL-safe alphabet) long enough to hide a secret: a Kubernetes Secret's `data:`
+values, `.dockerconfigjson`, a basic-auth pair or a token encoded once more. Each is decoded and its text
+redacted as any other; a run whose text holds a secret is the secret."""
+BASE64_DEPTH = 2
+"""Encodings undone inside each other at the most: `.dockerconfigjson` holds the base64 of a JSON whose `auth`
+is itself the base64 of `user:password`."""
+
+
+def _decoded(run: str) -> str | None:
+    """The text a base64 run encodes, or None where it is no base64 or encodes bytes that are not text (a hash,
+    a path, an identifier: most runs)."""
+    body = run.rstrip("=")
+    if len(body) % 4 == 1:
+        return None
+    padded = body + "=" * (-len(body) % 4)
+    try:
+        raw = (base64.urlsafe_b64decode(padded) if "-" in body or "_" in body
+               else base64.b64decode(padded, validate=True))
+        text = raw.decode("utf-8")
+    except (binascii.Error, ValueError):
+        return None
+    return text if text.strip() and all(c.isprintable() or c in "\t\r\n" for c in text) else None
 
 
 def env_value_allowed(name: str) -> bool:
     """Whether this variable's value may be shown (its name matters for GPU jobs and does not say "secret")."""
     allowed = name in ENV_ALLOWED_NAMES or name.startswith(ENV_ALLOWED_PREFIXES)
     return allowed and not _SECRET_NAME.search(name)
+
+
+def blank_process_strings(arguments: bytes, environment: bytes) -> tuple[bytes, bytes, int, int]:
+    """A process's argument and environment blocks (NUL-separated strings, as the kernel put them at the top of its
+    stack) with their secrets overwritten by `*`, byte for byte, so that nothing moves in the memory (a core) that
+    holds them: the values of the environment variables whose values are not shown (`env_value_allowed`), and in
+    the arguments what `Redactor.field` would redact there (the secret shapes, the values of the secret-named
+    variables of that environment). Also the counts of both. A block may be cut short (pages a core left out)."""
+    blanked_environment, environ = bytearray(environment), {}
+    hidden = at = 0
+    for entry in environment.split(b"\0"):
+        name, sep, value = entry.partition(b"=")
+        if sep and value and not env_value_allowed(name.decode("utf-8", "replace")):
+            start = at + len(name) + 1
+            blanked_environment[start: start + len(value)] = b"*" * len(value)
+            hidden += 1
+        if sep:
+            environ[name.decode("utf-8", "surrogateescape")] = value.decode("utf-8", "surrogateescape")
+        at += len(entry) + 1
+    redactor = Redactor(environ)
+    blanked_arguments = redactor.blank(arguments)
+    return blanked_arguments, bytes(blanked_environment), hidden, sum(redactor.field_counts.values())
 
 
 def environment_listing(environ: Mapping[str, str]) -> tuple[str, int]:
@@ -124,14 +180,59 @@ class Redactor:
             return "<redacted:private-key>"
         return self._scrub(text, self.field_counts)
 
+    def blank(self, data: bytes) -> bytes:
+        """`data` with each secret `field` would replace overwritten by `*` instead, byte for byte (same length:
+        memory that holds it keeps its layout), counted in `field_counts`. NUL bytes, the separators of a command
+        line's arguments, are read as spaces (`--password VALUE` is two arguments) and kept."""
+        text = data.replace(b"\0", b" ").decode("utf-8", "surrogateescape")
+        blanked = bytearray(self._secrets(text, self.field_counts, _stars).encode("utf-8", "surrogateescape"))
+        at = data.find(b"\0")
+        while at >= 0:
+            blanked[at] = 0
+            at = data.find(b"\0", at + 1)
+        return bytes(blanked)
+
+    def secret_spans(self, text: str) -> list[tuple[int, int]]:
+        """Where in `text` the secrets lie (by value or by shape), each from LOOKBEHIND characters before its match
+        (what its shape may read there) to its end; sorted, overlapping ones merged. Text cut inside one and
+        redacted in two blocks would keep the secret's name in the one and its value, unrecognised, in the other."""
+        lowered = text.lower()
+        patterns = [shape.pattern for shape in secret_shapes() if any(word in lowered for word in shape.keywords)]
+        found = sorted((max(0, match.start() - LOOKBEHIND), match.end())
+                       for pattern in ([self._values] if self._values is not None else []) + patterns
+                       for match in pattern.finditer(text))
+        merged: list[tuple[int, int]] = []
+        for start, end in found:
+            if merged and start <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+            else:
+                merged.append((start, end))
+        return merged
+
     def _scrub(self, line: str, counts: Counter[str]) -> str:
+        line = self._secrets(line, counts, _replace)
+        return self.anonymizer.text(line) if self.anonymizer else line
+
+    def _secrets(self, line: str, counts: Counter[str], replace: Callable[..., str], depth: int = 0) -> str:
+        """The line with each secret (by value, then by shape, then encoded in base64) replaced by what `replace`
+        makes of its match."""
         if self._values is not None:
-            line = self._values.sub(lambda m: _count(counts, "env-secret-value"), line)
+            line = self._values.sub(partial(replace, kind="env-secret-value", counts=counts), line)
         lowered = line.lower()
         for shape in secret_shapes():
             if any(word in lowered for word in shape.keywords):
-                line = shape.pattern.sub(partial(_replace, kind=shape.kind, counts=counts), line)
-        return self.anonymizer.text(line) if self.anonymizer else line
+                line = shape.pattern.sub(partial(replace, kind=shape.kind, counts=counts), line)
+        if depth < BASE64_DEPTH:
+            line = BASE64_RUN.sub(partial(self._encoded, counts=counts, replace=replace, depth=depth), line)
+        return line
+
+    def _encoded(self, match: regex.Match, counts: Counter[str], replace: Callable[..., str], depth: int) -> str:
+        """A base64 run redacted whole (as `replace` does) where the text it encodes holds a secret."""
+        text = _decoded(match[0])
+        found: Counter[str] = Counter()
+        if text is None or self._secrets(text, found, _replace, depth + 1) == text:
+            return match[0]
+        return replace(match, kind="base64-encoded-secret", counts=counts)
 
 
 def _count(counts: Counter[str], kind: str) -> str:
@@ -146,6 +247,16 @@ def _replace(match: regex.Match, kind: str, counts: Counter[str]) -> str:
     if value.startswith("<redacted:") or value.strip("\"'") in PLACEHOLDERS:
         return match[0]
     return keep + _count(counts, kind)
+
+
+def _stars(match: regex.Match, kind: str, counts: Counter[str]) -> str:
+    """`_replace`'s choice, the secret overwritten by as many `*` as its UTF-8 bytes instead of a marker (a value
+    that is all `*` already was: an earlier shape's)."""
+    keep = match.groupdict().get("keep") or ""
+    value = match[0][len(keep):]
+    if not value.strip("*") or _replace(match, kind, counts) == match[0]:
+        return match[0]
+    return keep + "*" * len(value.encode("utf-8", "surrogateescape"))
 
 
 _IPV4 = regex.compile(r"(?<![\w.])(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)(?![\w.])")

@@ -10,12 +10,14 @@ cores join the case directory and `analyze` reads all of it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
 import resource
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -26,10 +28,12 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import BinaryIO
 
-from ..outputs import OutputError
+from ..outputs import OutputError, create_in, make_case_folder
 from ..programs import find_program
+from ..render.terminal import terminal_text
 from ..sources.run_record import run_settings
 from .collect import (
+    CHUNK,
     TELEMETRY_FIELDS,
     CoreSetup,
     Piece,
@@ -51,6 +55,8 @@ PUMP_GRACE_S = 10.0
 """How long output is still copied after the job exits (a worker it left behind may hold its pipes open)."""
 STREAMS = {"stdout": "stdout.log", "stderr": "stderr.log"}
 """The job's streams as copied into the case directory; the run record names them (sources.run_record)."""
+RECORD = "run.json"
+TELEMETRY = "telemetry.csv"
 SANITIZER_PLACES = ("/usr/local/cuda/bin/compute-sanitizer", "/opt/cuda/bin/compute-sanitizer")
 
 
@@ -90,39 +96,49 @@ def sanitizer_command(command: list[str]) -> list[str]:
 
 
 def new_case_dir(out: Path | None, now: datetime) -> Path:
-    """The case directory: `out`, or postmortem-run-<time> in the working directory (never an existing one)."""
+    """The case directory, as a real path no other user can put names into (`make_case_folder`): `out`, or
+    postmortem-run-<time> in the working directory (never an existing one)."""
     if out is not None:
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise OutputError(f"cannot make the case directory {out}: {exc.strerror or exc}") from None
-        return out
+        return make_case_folder(out)
     base = Path(f"postmortem-run-{now:%Y%m%d-%H%M%S}")
     for n in range(1, 1000):
         case = base if n == 1 else Path(f"{base}-{n}")
         try:
             case.mkdir()
-            return case
         except FileExistsError:
             continue
+        except OSError as exc:
+            raise OutputError(f"cannot make the case directory {case}: {exc.strerror or exc}") from None
+        return make_case_folder(case)
     raise RunError(f"cannot make a case directory beside {base}")
 
 
-def run(options: RunOptions, say=lambda message: print(f"postmortem: {message}", file=sys.stderr, flush=True)) -> int:
+def _say(message: str) -> None:
+    """A progress line on stderr, through the terminal gate: it names the job's own files and functions."""
+    print(terminal_text(f"postmortem: {message}"), file=sys.stderr, flush=True)
+
+
+def run(options: RunOptions, say: Callable[[str], None] = _say) -> int:
     """Run the job; return its exit status (128 + N when killed by signal N)."""
     command = sanitizer_command(options.command) if options.sanitizer else list(options.command)
     started, t0 = datetime.now(), time.time()
-    case = new_case_dir(options.out, started).resolve()
+    case = new_case_dir(options.out, started)
     armed = armed_environment(os.environ, case, options)
     setup = core_setup()
     say(f"case directory {case}; {_core_words(setup)}")
+    files = _new_case_files(case, [*STREAMS.values(), RECORD])  # before the job starts: a planted name stops it
+    logs, record_file = files[:2], files[2]
     try:
-        child, logs = _spawn(command, {**os.environ, **armed}, case)
+        child = _spawn(command, {**os.environ, **armed}, logs)
     except RunError:
+        for handle, name in zip(files, [*STREAMS.values(), RECORD]):
+            handle.close()
+            with contextlib.suppress(OSError):
+                os.unlink(case / name)
         with contextlib.suppress(OSError):
             case.rmdir()  # only when it is empty: nothing of the user's is removed
         raise
-    sampler = _start_telemetry(case, options.telemetry_s)
+    sampler = _start_telemetry(case, options.telemetry_s, say)
     family = _Family(child.pid)
     watch = _HangWatch(options.hang_after_s, case, family, say)
     with _terminal_to(child.pid), _forwarding(child.pid), family, watch:
@@ -147,7 +163,8 @@ def run(options: RunOptions, say=lambda message: print(f"postmortem: {message}",
         record["hang_snapshot"] = watch.taken
     if status != 0:
         record["collected"] = _gather(case, started, t0, child.pid, family.pids, setup, say)
-    (case / "run.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    with record_file:
+        record_file.write((json.dumps(record, indent=2) + "\n").encode("utf-8", "backslashreplace"))
     if status != 0 or watch.taken:
         _explain(case, status, returncode, say)
     return status
@@ -160,18 +177,30 @@ def _core_words(setup: CoreSetup) -> str:
     return setup.describe()
 
 
-def _spawn(command: list[str], env: dict[str, str], case: Path) -> tuple[subprocess.Popen, list[BinaryIO]]:
+def _new_case_files(case: Path, names: list[str]) -> list[BinaryIO]:
+    """The named files made new in the case folder (`create_in`), all or none: OutputError names the first that
+    cannot be (a name the folder holds already, a planted link included), and the others are removed."""
+    made: list[BinaryIO] = []
+    try:
+        for name in names:
+            made.append(create_in(case, name))
+    except OutputError:
+        for handle, name in zip(made, names):
+            handle.close()
+            with contextlib.suppress(OSError):
+                os.unlink(case / name)
+        raise
+    return made
+
+
+def _spawn(command: list[str], env: dict[str, str], logs: list[BinaryIO]) -> subprocess.Popen:
     """Start the job in its own process group with the core size limit raised to the hard limit."""
     soft, hard = resource.getrlimit(resource.RLIMIT_CORE)
-    logs: list[BinaryIO] = [open(case / STREAMS[name], "wb") for name in ("stdout", "stderr")]  # noqa: SIM115 - returned to the caller, closed here on failure
     try:
         resource.setrlimit(resource.RLIMIT_CORE, (hard, hard))  # inherited by the child, restored right after
         return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                process_group=0), logs
+                                process_group=0)
     except OSError as exc:
-        for log in logs:
-            log.close()
-            os.unlink(log.name)
         raise RunError(f"cannot run {command[0]}: {exc.strerror or exc}") from exc
     finally:
         resource.setrlimit(resource.RLIMIT_CORE, (soft, hard))
@@ -244,13 +273,18 @@ def _ignoring(sig: int) -> Iterator[None]:
         signal.signal(sig, previous)
 
 
-def _start_telemetry(case: Path, interval_s: float) -> subprocess.Popen | None:
+def _start_telemetry(case: Path, interval_s: float, say: Callable[[str], None]) -> subprocess.Popen | None:
     """nvidia-smi sampling into telemetry.csv for as long as the job runs, when nvidia-smi is installed."""
     nvidia_smi = find_program("nvidia-smi")
     if interval_s <= 0 or nvidia_smi is None:
         return None
     loop = ["-lms", str(max(1, int(interval_s * 1000)))] if interval_s < 1 else ["-l", str(int(interval_s))]
-    with open(case / "telemetry.csv", "wb") as out:
+    try:
+        out = create_in(case, TELEMETRY)
+    except OutputError as exc:
+        say(f"telemetry not sampled: {exc}")
+        return None
+    with out:
         return subprocess.Popen([nvidia_smi, f"--query-gpu={TELEMETRY_FIELDS}", "--format=csv", *loop],
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.DEVNULL, start_new_session=True)
 
@@ -379,7 +413,7 @@ class _HangWatch:
 
     def _watch(self) -> None:
         while not self._stop.wait(min(5.0, max(0.2, self.after_s / 10))):
-            utilisation = _latest_utilisation(self.case / "telemetry.csv")
+            utilisation = _latest_utilisation(self.case / TELEMETRY)
             if utilisation != self._utilisation:
                 self._utilisation, self.last_change = utilisation, time.monotonic()
             if time.monotonic() - self.last_change >= self.after_s:
@@ -393,6 +427,9 @@ class _HangWatch:
         self.say(f"no output and no change in GPU utilisation for {self.after_s:g} s: taking a snapshot of "
                  f"{len(pids)} process(es); the job goes on (Ctrl-C stops it)")
         folder = self.case / "hang-snapshot"
+        if os.path.lexists(folder):  # a name planted before the job started: never followed
+            self.say(f"no snapshot taken: {folder} exists already")
+            return
         done = run_tool([sys.executable, "-m", "postmortem", "snapshot", *map(str, pids), "-o", str(folder),
                          "--telemetry", "3s"], SNAPSHOT_TIMEOUT_S)
         for line in done.errors.splitlines():
@@ -405,7 +442,7 @@ def _latest_utilisation(telemetry: Path) -> tuple[str, ...]:
     """The utilization.gpu values of the last sample of every GPU in telemetry.csv (TELEMETRY_FIELDS' order)."""
     column = TELEMETRY_FIELDS.split(",").index("utilization.gpu")
     try:
-        with open(telemetry, "rb") as handle:
+        with open(os.open(telemetry, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as handle:
             handle.seek(max(0, os.fstat(handle.fileno()).st_size - 16384))
             lines = handle.read().decode("utf-8", "replace").splitlines()[1:]
     except OSError:
@@ -430,15 +467,33 @@ def _systemd_cores(case: Path, started: datetime, pid: int) -> list[str]:
     return notes or [f"coredumpctl: no core of pid {pid} ({pieces[0].why or pieces[0].status})"]
 
 
-def _link_or_copy(source: Path, target: Path) -> Path:
-    """A hard link when the core is on the same file system (no second copy of gigabytes), a copy otherwise."""
-    if target.exists():
-        target = target.with_name(f"{target.name}.{int(time.time())}")
+def _link_or_copy(source: Path, target: Path) -> str:
+    """A hard link when the core is on the same file system (no second copy of gigabytes), a copy otherwise; in
+    words. The core is opened without following a link and linked or copied from that descriptor, and the case's
+    name is always a new file: a link planted at either end is refused."""
     try:
-        os.link(source, target)
-    except OSError:
-        shutil.copy2(source, target)
-    return target
+        fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        return f"not taken: {exc.strerror or exc}" + (" (a symbolic link)" if exc.errno == errno.ELOOP else "")
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return "not taken: not a regular file"
+        if os.path.lexists(target):
+            target = target.with_name(f"{target.name}.{int(time.time())}")
+        try:
+            os.link(f"/proc/self/fd/{fd}", target)  # the opened file, whatever its name now points to
+            return str(target)
+        except FileExistsError:
+            return f"not taken: {target} exists already"
+        except OSError:
+            pass
+        with open(fd, "rb", closefd=False) as core, create_in(target.parent, target.name, 0o600) as copy:
+            shutil.copyfileobj(core, copy, CHUNK)
+        return str(target)
+    except OutputError as exc:
+        return f"not taken: {exc}"
+    finally:
+        os.close(fd)
 
 
 def _explain(case: Path, status: int, returncode: int, say) -> None:

@@ -8,13 +8,15 @@ state as /proc shows it (process.PID.json: each thread's scheduler state, wchan 
 nvidia-smi with a short time limit (a hang of nvidia-smi is itself recorded), a few seconds of telemetry and
 the kernel log of the last hour, as `collect` gathers them.
 
-Environment variables whose values may be secrets are blanked in the core (same length, so nothing moves)
-and the command line is redacted as `collect` redacts text.
+Environment variables whose values may be secrets, and the secrets of the command line, are blanked in the core
+(same length, so nothing moves: `_blank_secrets`), and the process file's command line is redacted as `collect`
+redacts text.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import socket
@@ -30,10 +32,12 @@ import regex
 
 from .. import __version__
 from ..core import core_writer, live
+from ..core.modules import ReadAs
 from ..knowledge import data_rows
-from ..outputs import OutputError
+from ..outputs import OutputError, create_in, make_case_folder
+from ..safe_pickle import MAX_INPUT_BYTES
 from .collect import Plan, gpu_pieces, save_redacted
-from .redact import Redactor, env_value_allowed
+from .redact import Redactor, blank_process_strings
 from .run import job_kernel_log
 
 FORMAT = "postmortem-snapshot/1"
@@ -44,6 +48,8 @@ DUMP_WAIT_S = 5.0
 """How long a process asked through its debug pipe may take to write its flight-recorder dump."""
 DEFAULT_DUMP_PREFIX = "/tmp/nccl_trace_rank_"
 """Where ProcessGroupNCCL writes a dump when TORCH_NCCL_DEBUG_INFO_TEMP_FILE is not set (torch >= 2.2)."""
+MAX_DUMP = MAX_INPUT_BYTES
+"""Largest flight-recorder dump copied into a case: the largest the reader takes (sources/flight_recorder.py)."""
 MAX_KERNEL_STACK = 64
 GPU_DEVICE = regex.compile(r"^/dev/(?:nvidia|dri/|infiniband/)")
 """Device files whose holders use a GPU or an RDMA NIC (the evidence a driver hang needs)."""
@@ -79,6 +85,8 @@ class ProcessResult:
     rank: dict[str, int] = field(default_factory=dict)
     waits: str | None = None
     """Where its main thread waits, in words (hang.thread_wait)."""
+    never_stopped: list[int] = field(default_factory=list)
+    """Its threads that were never stopped (state D): their registers and stacks are missing."""
     error: str | None = None
 
 
@@ -211,28 +219,21 @@ def process_state(pid: int, redactor: Redactor, environ: dict[str, str]) -> dict
 
 # ---------------------------------------------------------------- one process
 
-def _blank_secrets(taken: live.Stopped, pid: int) -> int:
-    """Blanks, in the kept pages, the values of environment variables that may hold secrets; returns how many.
+def _blank_secrets(taken: live.Stopped, pid: int) -> tuple[int, int]:
+    """Blanks, in the kept pages, the secrets of the process's environment and argument blocks (same length, so
+    nothing moves: redact.blank_process_strings); returns how many of each.
 
-    The environment block lies at [env_start, env_end) of /proc/PID/stat (fields 50 and 51, Linux 3.5 on)."""
+    The blocks lie at [arg_start, arg_end) and [env_start, env_end) of /proc/PID/stat (fields 48 to 51, Linux 3.5
+    on); what of them the core does not hold is not in it."""
     fields = _stat_fields(pid)
     if len(fields) < 49:
-        return 0
-    start, end = int(fields[47]), int(fields[48])
-    blanked = 0
-    at = start
-    while at < end:
-        chunk = _bytes_at(taken, at, min(end - at, 1 << 16))
-        entry_end = chunk.find(b"\0")
-        entry = chunk if entry_end < 0 else chunk[:entry_end]
-        if not entry:
-            break
-        name, sep, value = entry.partition(b"=")
-        if sep and value and not env_value_allowed(name.decode("utf-8", "replace")):
-            _write_at(taken, at + len(name) + 1, b"*" * len(value))
-            blanked += 1
-        at += len(entry) + 1
-    return blanked
+        return 0, 0
+    arg_start, arg_end, env_start, env_end = (int(value) for value in fields[45:49])
+    arguments, environment, hidden, in_arguments = blank_process_strings(
+        _bytes_at(taken, arg_start, arg_end - arg_start), _bytes_at(taken, env_start, env_end - env_start))
+    _write_at(taken, arg_start, arguments)
+    _write_at(taken, env_start, environment)
+    return hidden, in_arguments
 
 
 def _bytes_at(taken: live.Stopped, addr: int, length: int) -> bytes:
@@ -257,65 +258,78 @@ def _write_at(taken: live.Stopped, addr: int, data: bytes) -> None:
         addr, data = addr + cut, data[cut:]
 
 
-def snapshot_process(pid: int, folder: Path, redactor: Redactor) -> ProcessResult:
-    """The process's core and state in `folder`; a process that cannot be read is an error line, not an end."""
+def snapshot_process(pid: int, folder: Path, redactor: Redactor, budget: live.ByteBudget | None = None
+                     ) -> ProcessResult:
+    """The process's core and state in `folder`; a process that cannot be read is an error line, not an end.
+    `budget`: the bytes of process memory the snapshot may still keep (the job's, shared by its processes)."""
     result = ProcessResult(pid)
     try:
         environ = environment(pid)
         state = process_state(pid, redactor, environ)
+        read_as = _read_as(pid)
     except OSError as exc:
         result.error = f"process {pid}: {exc.strerror or exc}"
         return result
     result.rank = state["rank"]
     try:
-        taken = live.capture(pid)
+        taken = live.capture(pid, budget)
     except live.LiveError as exc:
         result.error = str(exc)
         state["diagnostics"] = [str(exc)]
     else:
         result.stopped_ms = round(taken.stopped_s * 1000, 2)
         result.threads, result.python_threads = len(taken.threads), len(taken.python)
-        blanked = _blank_secrets(taken, pid)
+        result.never_stopped = taken.never_stopped
+        blanked, in_arguments = _blank_secrets(taken, pid)
         command = state["command"]
         note = core_writer.ProcessNote(pid, state["ppid"] or 0, state["uid"], state["gid"],
                                        (command[0] if command else "?")[-15:], " ".join(command))
         core = folder / f"core.{pid}"
         try:
-            fd = os.open(core, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # never over an earlier snapshot's
-        except OSError as exc:
-            result.error = f"process {pid}: cannot write {core}: {exc.strerror or exc}"
+            handle = create_in(folder, core.name, 0o600)  # never over an earlier snapshot's
+        except OutputError as exc:
+            result.error = f"process {pid}: {exc}"
             return result
-        with os.fdopen(fd, "wb") as handle:
+        with handle:
             core_writer.write(handle, taken, note)
         result.files.append(core.name)
-        stacks, notes = read_stacks(core)
-        main = next((s for s in stacks if s["tid"] == pid), stacks[0] if stacks else None)
+        stacks, notes = read_stacks(core, read_as)
+        main = next((s for s in stacks if s["tid"] == pid),
+                    stacks[0] if stacks and pid not in taken.never_stopped else None)  # a main thread gone: another
         if main is not None:
             from ..hang import thread_wait
 
             wait = thread_wait(main)
             result.waits = f"{wait.where}: {wait.meaning}"
         state.update(stopped_ms=result.stopped_ms, core=core.name, environment_blanked=blanked,
-                     diagnostics=taken.diagnostics + notes, stacks=stacks)
-    dump = _flight_recorder_dump(environ, folder)
+                     arguments_blanked=in_arguments, diagnostics=taken.diagnostics + notes, stacks=stacks)
+    dump, refusal = _flight_recorder_dump(environ, folder, _real_uid(pid))
     if dump:
         result.files.append(dump)
         state["flight_recorder_dump"] = dump
+    if refusal:
+        state.setdefault("diagnostics", []).append(refusal)
     name = f"process.{pid}.json"
-    (folder / name).write_text(json.dumps(state, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    try:
+        with create_in(folder, name) as handle:
+            handle.write((json.dumps(state, indent=2, ensure_ascii=False) + "\n").encode("utf-8", "backslashreplace"))
+    except OutputError as exc:
+        result.error = f"process {pid}: {exc}"
+        return result
     result.files.append(name)
     return result
 
 
-def read_stacks(core: Path) -> tuple[list[dict], list[str]]:
+def read_stacks(core: Path, read_as: ReadAs | None) -> tuple[list[dict], list[str]]:
     """Every thread's native and Python frames, read from the snapshot's core here, where the process's
-    libraries are: the process file carries them to a machine that has none of those files."""
+    libraries are: the process file carries them to a machine that has none of those files. `read_as`: the
+    process's user, as whom its libraries are read (`_read_as`)."""
     from ..core.analysis import read_core
     from ..reader import FileReader
 
     with open(core, "rb") as handle:
         reader = FileReader(handle)
-        found = read_core(reader.read_at, reader.size, str(core), core_dir=str(core.parent))
+        found = read_core(reader.read_at, reader.size, str(core), core_dir=str(core.parent), read_as=read_as)
     if found.core is None:
         return [], found.diagnostics
     return [{"tid": thread.tid,
@@ -325,40 +339,120 @@ def read_stacks(core: Path) -> tuple[list[dict], list[str]]:
             for thread in found.core.threads], found.diagnostics
 
 
-def _flight_recorder_dump(environ: dict[str, str], folder: Path) -> str | None:
+def _read_as(pid: int) -> ReadAs | None:
+    """As whom the process's libraries are read: its real user, real group and supplementary groups
+    (/proc/PID/status), for the paths it names may be links it planted to files closed to it; None when that is
+    this process's own user, who reads them as itself. OSError when the process is gone."""
+    status = Path(f"/proc/{pid}/status").read_text("ascii", "replace")
+    found = {key: value.split() for key, _, value in (line.partition(":") for line in status.splitlines())}
+    uid = int(found["Uid"][0])
+    return None if uid == os.geteuid() else ReadAs(uid, frozenset(map(int, found["Gid"][:1] + found["Groups"])))
+
+
+def _flight_recorder_dump(environ: dict[str, str], folder: Path, uid: int | None) -> tuple[str | None, str | None]:
     """Asks the process for a flight-recorder dump through the named pipe ProcessGroupNCCL watches
     (TORCH_NCCL_DEBUG_INFO_PIPE_FILE + rank + ".pipe"; the dump lands at TORCH_NCCL_DEBUG_INFO_TEMP_FILE + rank)
     and copies the dump into the case directory when one appears in time; a dump that lands in the directory
-    above it (the case of `postmortem run --hang-after`, which points the dumps there) is named, not copied."""
+    above it (the case of `postmortem run --hang-after`, which points the dumps there) is named, not copied.
+
+    The paths are the process's to choose, and the snapshot may run as root: the pipe and the dump are opened
+    without following a link and judged on the open descriptor (`_open_owned`), so that no file of another user
+    is written or copied. Returns the file (or None) and the refusal in words (or None)."""
     stem, rank = environ.get("TORCH_NCCL_DEBUG_INFO_PIPE_FILE"), rank_of(environ).get("rank")
     if not stem or rank is None:
-        return None
+        return None, None
+    if uid is None:
+        return None, "debug pipe: not used: the process's user cannot be read from /proc"
     pipe = f"{stem}{rank}.pipe"
     target = environ.get("TORCH_FR_DUMP_TEMP_FILE") or environ.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") \
         or DEFAULT_DUMP_PREFIX
-    dump = Path(f"{target}{rank}")
+    dump = f"{target}{rank}"
+    before = _identity(dump)
     try:
-        if not stat.S_ISFIFO(os.stat(pipe).st_mode):
-            return None
-        before = dump.stat().st_mtime_ns if dump.exists() else None
-        fd = os.open(pipe, os.O_WRONLY | os.O_NONBLOCK)  # ENXIO when nothing reads it: no dump to wait for
+        if not stat.S_ISFIFO(os.lstat(pipe).st_mode):  # nothing else is even opened (a device acts on open)
+            return None, f"debug pipe {pipe}: refused: not a FIFO"
+        fd, _ = _open_owned(pipe, os.O_WRONLY, uid, stat.S_ISFIFO, "a FIFO")  # ENXIO when nothing reads it
         try:
             os.write(fd, b"1\n")
         finally:
             os.close(fd)
+    except _Refused as exc:
+        return None, f"debug pipe {pipe}: refused: {exc}"
     except OSError:
-        return None
+        return None, None
     deadline = time.monotonic() + DUMP_WAIT_S
     while time.monotonic() < deadline:
-        if dump.exists() and dump.stat().st_mtime_ns != before and dump.stat().st_size:
+        now = _identity(dump)
+        if now is not None and now != before and now[2]:
             time.sleep(0.2)  # let the writer finish
-            if dump.resolve().parent == folder.resolve().parent:
-                return f"../{dump.name}"
-            name = f"flight-recorder.{dump.name}"
-            (folder / name).write_bytes(dump.read_bytes())
-            return name
+            try:
+                return _take_dump(dump, folder, uid), None
+            except (_Refused, OutputError) as exc:
+                return None, f"flight-recorder dump {dump}: refused: {exc}"
+            except OSError as exc:
+                return None, f"flight-recorder dump {dump}: not read: {exc.strerror or exc}"
         time.sleep(0.05)
-    return None
+    return None, None
+
+
+class _Refused(Exception):
+    """A file a process names that is not what it should be, or not its own; the sentence says why."""
+
+
+def _real_uid(pid: int) -> int | None:
+    """The process's real user (/proc/PID/status): whose files it may name. Not the owner of /proc/PID, which
+    is root for a process that made itself undumpable."""
+    status = (_read(f"/proc/{pid}/status") or b"").decode("ascii", "replace")
+    found = regex.search(r"(?m)^Uid:\s*(\d+)", status)
+    return int(found[1]) if found else None
+
+
+def _identity(path: str) -> tuple[int, int, int] | None:
+    """(inode, mtime, size) of the name itself, a link not followed; None when absent."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+def _open_owned(path: str, flags: int, uid: int, kind: Callable[[int], bool], what: str) -> tuple[int, os.stat_result]:
+    """`path` opened on behalf of a process of user `uid`: never through a link (O_NOFOLLOW), never blocking
+    (a FIFO), and judged on the open descriptor, with no second open by name: it must be `what` and owned by
+    `uid`. _Refused otherwise; OSError when it cannot be opened."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _Refused("it is a symbolic link (never followed for a process)") from None
+        raise
+    st = os.fstat(fd)
+    why = (f"not {what}" if not kind(st.st_mode)
+           else f"owned by uid {st.st_uid}, not by the process's user (uid {uid})" if st.st_uid != uid else None)
+    if why is not None:
+        os.close(fd)
+        raise _Refused(why)
+    return fd, st
+
+
+def _take_dump(dump: str, folder: Path, uid: int) -> str:
+    """The dump, a regular file of the process's user of at most MAX_DUMP bytes, copied from the descriptor
+    it was judged on (or named, when it lies beside the case folder); its name in the case."""
+    fd, st = _open_owned(dump, os.O_RDONLY, uid, stat.S_ISREG, "a regular file")
+    try:
+        if st.st_size > MAX_DUMP:
+            raise _Refused(f"{st.st_size} bytes, over the limit of {MAX_DUMP} bytes")
+        if Path(os.path.realpath(os.path.dirname(os.path.abspath(dump)))) == folder.resolve().parent:
+            return f"../{os.path.basename(dump)}"
+        name = f"flight-recorder.{os.path.basename(dump)}"
+        with create_in(folder, name) as handle:
+            left = st.st_size
+            while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+                handle.write(chunk)
+                left -= len(chunk)
+        return name
+    finally:
+        os.close(fd)
 
 
 # ---------------------------------------------------------------- the case
@@ -366,14 +460,15 @@ def _flight_recorder_dump(environ: dict[str, str], folder: Path) -> str | None:
 def snapshot(folder: Path, pids: list[int], plan: Plan, progress: Progress = lambda message: None) -> dict:
     """Snapshots of the processes, then of the node; writes and returns the manifest. A folder that holds a
     snapshot already is refused (OutputError): one snapshot never writes over another."""
-    if (folder / MANIFEST).exists():
+    if os.path.lexists(folder / MANIFEST):
         raise OutputError(f"{folder} already holds a snapshot ({MANIFEST}): choose another folder")
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = make_case_folder(folder)
     redactor = Redactor(plan.environ)
     results = []
+    budget = live.ByteBudget()
     for pid in pids:
         progress(f"process {pid}")
-        results.append(snapshot_process(pid, folder, redactor))
+        results.append(snapshot_process(pid, folder, redactor, budget))
     progress("GPU state, telemetry and kernel log")
     pieces, gpu_state = gpu_pieces(plan)
     kernel, dropped = job_kernel_log(datetime.now() - KERNEL_LOG_WINDOW, set(pids), plan.timeout_s)
@@ -395,5 +490,6 @@ def snapshot(folder: Path, pids: list[int], plan: Plan, progress: Progress = lam
         "processes": [vars(result) for result in results],
         "node": node,
     }
-    (folder / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    with create_in(folder, MANIFEST) as handle:
+        handle.write((json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode("utf-8", "backslashreplace"))
     return manifest

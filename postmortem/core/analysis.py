@@ -20,7 +20,7 @@ from .arch import AARCH64, BY_MACHINE, Arch
 from .elf import ElfError, Read
 from .lines import SourceLines
 from .memory import Memory
-from .modules import Files, Module, group_mappings, load_module, memory_source, vdso_module
+from .modules import Files, Module, ReadAs, group_mappings, load_module, memory_source, vdso_module
 from .report import Core, Frame, InlineFrame, ModuleInfo, Signal, Thread
 from .symbols import demangle, find_symbol_address
 from .unwind import (
@@ -97,8 +97,9 @@ class CoreRead:
 
 
 def read_core(read: Read, size: int, path: str, sysroot: str | None = None, debug_dirs: tuple[str, ...] = (),
-              show_env: bool = False, core_dir: str | None = None) -> CoreRead:
-    """Read a core (or say what other ELF file this is)."""
+              show_env: bool = False, core_dir: str | None = None, read_as: ReadAs | None = None) -> CoreRead:
+    """Read a core (or say what other ELF file this is). `read_as`: the user of the live process a snapshot's
+    core was taken from, whose files are read only as far as that user could (modules.ReadAs)."""
     try:
         head = elf.header(read)
     except ElfError as exc:
@@ -108,7 +109,7 @@ def read_core(read: Read, size: int, path: str, sysroot: str | None = None, debu
         return CoreRead("elf", diagnostics=[f"{kind} for {head.machine_name}, not a core: only core files are read "
                                             "by this version"])
     result = CoreRead("elf-core")
-    files = Files(sysroot, core_dir, debug_dirs)
+    files = Files(sysroot, core_dir, debug_dirs, read_as)
     try:
         _read(read, size, path, head, files, show_env, result)
     finally:
@@ -629,7 +630,22 @@ def _crashed_tid(statuses: list[notes.ThreadStatus], signal: notes.SignalInfo | 
 
 
 def _argv_environ(memory: Memory, auxv: dict[int, int], diagnostics: list[str]) -> tuple[list[str], list[str]]:
-    """argv and envp, found where the kernel put them: just below the auxiliary vector on the stack.
+    """argv and envp, found where the kernel put them (`argv_environ_pointers`), as strings."""
+    argv, environ = argv_environ_pointers(memory, auxv)
+    if not argv:
+        return [], []
+    texts = _strings(memory, [*argv, *environ])
+    missing = texts.count(None)
+    if missing:
+        diagnostics.append(f"{missing} of the {len(texts)} argv and environment strings are not in the core "
+                           f"(or past the {MAX_ARG_BYTES >> 20} MiB kept of them): left out")
+    return ([text for text in texts[:len(argv)] if text is not None],
+            [text for text in texts[len(argv):] if text is not None])
+
+
+def argv_environ_pointers(memory: Memory, auxv: dict[int, int]) -> tuple[list[int], list[int]]:
+    """The addresses of the argv and envp strings, in order, found where the kernel put their pointers: just
+    below the auxiliary vector on the stack ([], [] where the core does not hold them).
 
     The auxv copy on the stack is located by searching below AT_EXECFN's
     string for the auxv's own bytes, then the pointer arrays are walked back.
@@ -665,13 +681,7 @@ def _argv_environ(memory: Memory, auxv: dict[int, int], diagnostics: list[str]) 
         slot -= 8
     if not argv:
         return [], []
-    texts = _strings(memory, [*reversed(argv), *reversed(environ)])
-    missing = texts.count(None)
-    if missing:
-        diagnostics.append(f"{missing} of the {len(texts)} argv and environment strings are not in the core "
-                           f"(or past the {MAX_ARG_BYTES >> 20} MiB kept of them): left out")
-    return ([text for text in texts[:len(argv)] if text is not None],
-            [text for text in texts[len(argv):] if text is not None])
+    return list(reversed(argv)), list(reversed(environ))
 
 
 def _strings(memory: Memory, pointers: list[int]) -> list[str | None]:

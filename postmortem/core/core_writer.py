@@ -1,5 +1,6 @@
 """Writing a Linux ELF core of a live process from what `live.capture` took: the notes the kernel would write
-and only the pages that were read.
+and only the pages that were read; and finding, in any core, the bytes of its process's argument and environment
+strings (`process_strings`), which `collect` blanks the secrets of in its copy as `snapshot` does in its cores.
 
 The layout is the kernel's (fs/binfmt_elf.c elf_core_dump): the ELF header, the program headers (one PT_NOTE,
 then a PT_LOAD per mapping), the notes, then the dumped bytes. A mapping whose pages were not taken gets a
@@ -16,12 +17,17 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from . import elf, notes
+from .analysis import MAX_NOTE_BYTES, argv_environ_pointers
 from .live import PAGE, Stopped, Vma, page_runs
+from .memory import Memory
 
 EHDR = struct.Struct("<16sHHIQQQIHHHHHH")
 PHDR = struct.Struct("<IIQQQQQQ")
 PN_XNUM = 0xFFFF
 """e_phnum's limit; a process with more mappings keeps only the PT_LOADs that hold bytes (see `_loads`)."""
+MAX_STRINGS_BLOCK = 8 << 20
+"""Bytes of a core's argument or environment block read at the most: the kernel gives a new process at most a
+quarter of its stack limit of them, and never more than 6 MiB (fs/exec.c, bprm_stack_limits)."""
 
 
 @dataclass(frozen=True)
@@ -107,3 +113,81 @@ def write(out: BinaryIO, taken: Stopped, process: ProcessNote) -> int:
     for _, _, _, data in loads:
         out.write(data)
     return at
+
+
+@dataclass(frozen=True)
+class StringsBlock:
+    """A process's argument or environment strings in a core: their address and bytes (NUL-separated)."""
+
+    address: int
+    data: bytes
+
+
+@dataclass(frozen=True)
+class ProcessStrings:
+    """Where a core holds its process's command line and environment."""
+
+    segments: list[elf.Segment]
+    arguments: StringsBlock
+    environment: StringsBlock
+    psargs_offset: int | None
+    """File offset of NT_PRPSINFO's pr_psargs: the command line's first bytes again, NULs made spaces."""
+    psargs: bytes
+
+    def blanked_psargs(self, blanked_arguments: bytes) -> bytes:
+        """pr_psargs with `*` wherever the argument block it copies was blanked (the kernel copies it from the
+        block as the core is written: byte i of one is byte i of the other)."""
+        out = bytearray(self.psargs)
+        for at, (before, after) in enumerate(zip(self.arguments.data[: len(out)], blanked_arguments, strict=False)):
+            if before != after:
+                out[at] = after
+        return bytes(out)
+
+
+PSARGS = struct.calcsize("<bbbb4xQIIiiii16s")
+"""Offset of pr_psargs in NT_PRPSINFO's elf_prpsinfo (64-bit)."""
+PSARGS_SIZE = 80
+
+
+def process_strings(read: elf.Read) -> ProcessStrings | None:
+    """Where a core holds its process's argument and environment blocks, found as the core reader finds argv and
+    the environment (analysis.argv_environ_pointers: below the auxiliary vector on the stack), each from its
+    first string to the end of its last, and pr_psargs; None where the core holds no argv. Raises elf.ElfError."""
+    segments = elf.segments(read, elf.header(read))
+    found: dict[int, elf.Note] = {}
+    for seg in [s for s in segments if s.type == elf.PT_NOTE][:elf.MAX_NOTE_SEGMENTS]:
+        for note in elf.notes(read(seg.offset, min(seg.filesz, MAX_NOTE_BYTES)), seg.offset,
+                              {notes.NT_AUXV, notes.NT_PRPSINFO}):
+            found.setdefault(note.type, note)
+    auxv = notes.auxv(found[notes.NT_AUXV].desc) if notes.NT_AUXV in found else {}
+    memory = Memory(read, segments, [])
+    argv, environ = argv_environ_pointers(memory, auxv)
+    if not argv:
+        return None
+    info = found.get(notes.NT_PRPSINFO)
+    has_psargs = info is not None and len(info.desc) >= PSARGS + PSARGS_SIZE
+    return ProcessStrings(segments, _block(memory, argv), _block(memory, environ),
+                          info.offset + PSARGS if info is not None and has_psargs else None,
+                          info.desc[PSARGS: PSARGS + PSARGS_SIZE] if info is not None and has_psargs else b"")
+
+
+def _block(memory: Memory, pointers: list[int]) -> StringsBlock:
+    """The bytes from the lowest of `pointers` to the end of the string at the highest, MAX_STRINGS_BLOCK at most."""
+    if not pointers:
+        return StringsBlock(0, b"")
+    start, last = min(pointers), max(pointers)
+    if last - start >= MAX_STRINGS_BLOCK:
+        return StringsBlock(start, memory.read(start, MAX_STRINGS_BLOCK) or b"")
+    tail = memory.cstring(last, MAX_STRINGS_BLOCK - (last - start)) or b""
+    return StringsBlock(start, memory.read(start, last - start + len(tail) + 1) or b"")
+
+
+def file_extents(segments: list[elf.Segment], address: int, length: int) -> Iterator[tuple[int, int, int]]:
+    """Where the `length` bytes at `address` lie in the core file: (file offset, offset in those bytes, count) for
+    each part that a PT_LOAD's file bytes hold."""
+    for seg in segments:
+        if seg.type != elf.PT_LOAD:
+            continue
+        low, high = max(address, seg.vaddr), min(address + length, seg.vaddr + seg.filesz)
+        if low < high:
+            yield seg.offset + low - seg.vaddr, low - address, high - low

@@ -30,7 +30,10 @@ _PYTHON = regex.compile(r"(?:^|/)(?:libpython(\d+)\.(\d+)\w*\.so[\w.]*|python(\d
 _STDLIB_EXTENSION = regex.compile(r"/lib-dynload/[^/]+\.so[\w.]*$")
 """The interpreter's own extension modules (_ctypes, _struct, _ssl): CPython installs them in lib/pythonX.Y/lib-dynload
 (Debian, conda, pyenv and python.org builds alike), apart from what pip puts in site-packages."""
-_EXTENSION = regex.compile(r"/(?:site-packages|dist-packages)/[^ ]+\.so[\w.]*$|\.cpython-\d+[\w-]*\.so$")
+_EXTENSION = regex.compile(r"/(?:site-packages|dist-packages)/[^ ]+\.so[\w.]*$|\.cpython-\d++[\w-]*+\.so$")
+PATH_MAX = 4096
+"""The longest path the kernel writes for a mapped file (NT_FILE, /proc/PID/maps): a longer one is crafted and
+names no module, and the patterns above, which look back from a path's end, are given no more than this."""
 
 _DRIVER_VERSION = regex.compile(r"(?:^|/)libcuda\.so\.(\d{3}\.\d+(?:\.\d+)?)$"
                                 r"|(?:^|/)libnvidia-[\w-]+\.so\.(\d{3}\.\d+(?:\.\d+)?)$")
@@ -41,6 +44,8 @@ _TORCH_VERSION = regex.compile(r"/torch-(\d+\.\d+(?:\.\d+)?(?:[+.\w]*)?)\.dist-i
 
 def classify(path: str, working_directory: str | None = None) -> str:
     """The kind of one mapped file (see KINDS); non-ELF data files are classified by the caller."""
+    if len(path) > PATH_MAX:
+        return "other"
     if _DRIVER.search(path):
         return "nvidia-driver"
     if _CUDA.search(path):

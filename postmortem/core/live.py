@@ -2,12 +2,14 @@
 
 `capture(pid)` seizes every thread with ptrace (PTRACE_SEIZE + PTRACE_INTERRUPT: no SIGSTOP is sent, so
 the job control state of the process and its parent's waitpid() see nothing), reads each thread's general
-registers (PTRACE_GETREGSET NT_PRSTATUS: the same user_regs_struct a core's NT_PRSTATUS holds), copies each
-thread's stack from its stack pointer to the end of its mapping, reads every thread's Python stack when the
-process is CPython, and detaches. The memory reads go through /proc/PID/mem one page at a time and keep
-the pages they read, so that `core_writer` can write a core holding exactly what the readers looked at:
-analysing that core with `read_core` unwinds and reads the same Python stacks again, with the one unwinder,
-symbolizer and CPython reader of postmortem/core.
+registers (PTRACE_GETREGSET NT_PRSTATUS: the same user_regs_struct a core's NT_PRSTATUS holds) and the innermost
+HOT_STACK bytes of its stack, reads every thread's Python stack when the process is CPython, and detaches. Only
+then, with the process running again, is each thread unwound (the unwinder of postmortem/core, reading the pages
+it needs) and its stack copied from its stack pointer up to its outermost frame. The memory reads go through
+/proc/PID/mem one page at a time, each page once, within a byte budget (ByteBudget), and keep the pages they
+read, so that `core_writer` can write a core holding exactly what the readers looked at: analysing that core
+with `read_core` unwinds and reads the same Python stacks again, with the one unwinder, symbolizer and CPython
+reader of postmortem/core.
 
 The process's memory is seen through a virtual core whose file offsets are the addresses themselves (a
 PT_LOAD per mapping, offset == vaddr), so the modules, the symbols and the interpreter's layout are found by
@@ -23,17 +25,20 @@ import ctypes
 import os
 import platform
 import struct
+import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import elf, link_map, notes
-from .analysis import process_memory, python_version, read_python_stacks
+from .analysis import _ModuleFinder, process_memory, python_version, read_python_stacks, unwind_thread
 from .arch import BY_MACHINE, Arch
 from .memory import Memory
 from .modules import Files, Module
 from .python_stack import PythonStackError, PythonThread
+from .unwind import Budget
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 PTRACE_SEIZE, PTRACE_INTERRUPT, PTRACE_DETACH, PTRACE_GETREGSET = 0x4206, 0x4207, 17, 0x4204
@@ -42,12 +47,31 @@ WALL = 0x40000000
 """waitpid's __WALL: wait for a traced thread that is not our child."""
 MACHINES = {"x86_64": elf.EM_X86_64, "aarch64": elf.EM_AARCH64}
 """platform.machine() -> ELF e_machine, for the CPUs core/arch.py knows."""
-MAX_STACK_COPY = 64 << 20
-"""Bytes of one thread's stack copied at the most (from its stack pointer up): a deep recursion fills 8 MiB."""
+HOT_STACK = 16 << 10
+"""Bytes of each thread's stack, from its stack pointer up, read while it is stopped: its innermost frames, where it
+waits, the ones that change as soon as it runs again (a few dozen C frames: a thread blocked in a lock or a read).
+The frames above them belong to callers that have not returned: they are read after the process is let go."""
+MAX_STACK_COPY = 8 << 20
+"""Bytes of one thread's stack copied at the most, from its stack pointer up to its outermost frame: a deep
+recursion fills the 8 MiB of a default stack. Threads whose stacks lie in one big mapping (Go's goroutines in
+its heap arenas, a fiber pool's) get only their own frames, not the mapping up to its end."""
+STACK_SLACK = 4 << 10
+"""Bytes copied above a thread's outermost frame: the arguments and saved registers a debugger reads there."""
+PROCESS_BYTES = 256 << 20
+"""Bytes of one process's memory kept at the most (headers, Python stacks, every thread's stack): the core is
+written from them, so this bounds the snapshot's memory and the core's size, whatever the threads look like;
+the stacks of a few hundred threads of a real training process take a few MiB of it."""
+JOB_BYTES = 1 << 30
+"""Bytes kept of all the processes of one snapshot together: the cores of a node's ranks stay within this."""
+TRACER_EXIT_WAIT_S = 1.0
+"""How long the kernel may take to end the thread that traced a process (it takes microseconds); its end lets go
+of any thread it still traces."""
 RED_ZONE = 128
 """Bytes below the stack pointer a leaf function may use (System V x86-64 psABI 3.2.2): copied too."""
 MAX_READ = 16 << 20
 """The longest single read served: the readers ask for headers, frames and strings, never more."""
+COPY_CHUNK = 1 << 20
+"""The longest single read of /proc/PID/mem when a stack is copied (memory held twice while it is split in pages)."""
 STOP_WAIT_S = 2.0
 """How long the threads may take to report their ptrace stops (they take microseconds; a thread in uninterruptible
 sleep stops when it wakes, which may be never): its registers are then not read, the others' are."""
@@ -59,6 +83,13 @@ SKIPPED_PATHS = ("/dev/", "[vvar]", "[vvar_vclock]")
 
 class LiveError(Exception):
     """The process cannot be stopped or read (gone, not ours, ptrace refused)."""
+
+
+@dataclass
+class ByteBudget:
+    """Bytes of process memory a snapshot may still keep, shared by the processes it takes (JOB_BYTES)."""
+
+    left: int = JOB_BYTES
 
 
 @dataclass(frozen=True)
@@ -101,6 +132,8 @@ class Stopped:
     stopped_s: float = 0.0
     diagnostics: list[str] = field(default_factory=list)
     auxv: bytes = b""
+    never_stopped: list[int] = field(default_factory=list)
+    """Threads that never reached the stop (uninterruptible sleep in a driver): the process was not wholly held."""
 
 
 def maps(pid: int) -> list[Vma]:
@@ -118,14 +151,18 @@ def maps(pid: int) -> list[Vma]:
 
 
 class PageReader:
-    """Reads of /proc/PID/mem a page at a time, each page read once and kept (the core is written from them)."""
+    """Reads of /proc/PID/mem a page at a time, each page read once and kept (the core is written from them), `limit`
+    bytes of them at the most: past it a page reads as missing and `refused` counts it."""
 
-    def __init__(self, pid: int, vmas: list[Vma]):
+    def __init__(self, pid: int, vmas: list[Vma], limit: int = PROCESS_BYTES):
         self._fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY)
         self._readable = sorted((v.start, v.end) for v in vmas if v.readable)
         self._starts = [start for start, _ in self._readable]
         self.pages: dict[int, bytes] = {}
         self._missing: set[int] = set()
+        self.left = limit
+        self.refused = 0
+        """Reads refused because `limit` was reached."""
 
     def close(self) -> None:
         os.close(self._fd)
@@ -139,6 +176,9 @@ class PageReader:
             return self.pages[page]
         if page in self._missing or not self._may_read(page):
             return None
+        if self.left < PAGE:
+            self.refused += 1
+            return None
         try:
             data = os.pread(self._fd, PAGE, page)
         except OSError:
@@ -147,6 +187,7 @@ class PageReader:
             self._missing.add(page)
             return None
         self.pages[page] = data
+        self.left -= PAGE
         return data
 
     def read(self, offset: int, length: int) -> bytes:
@@ -163,14 +204,32 @@ class PageReader:
         return bytes(out)
 
     def copy(self, start: int, end: int) -> None:
-        """Read [start, end) in one go (a stack), kept page by page."""
-        start -= start % PAGE
-        try:
-            data = os.pread(self._fd, end - start, start)
-        except OSError:
-            data = b""
-        for at in range(0, len(data) - len(data) % PAGE, PAGE):
-            self.pages[start + at] = data[at: at + PAGE]
+        """Read the pages of [start, end) not kept yet (a stack: several threads' may share pages), in runs of
+        adjacent pages of at most COPY_CHUNK bytes, kept page by page."""
+        page = start - start % PAGE
+        while page < end:
+            if page in self.pages or page in self._missing or not self._may_read(page):
+                page += PAGE
+                continue
+            run = page
+            while run < end and run - page < COPY_CHUNK and run not in self.pages and self._may_read(run):
+                run += PAGE
+            if run - page > self.left:
+                self.refused += 1
+                run = page + self.left - self.left % PAGE
+                if run == page:
+                    return
+            try:
+                data = os.pread(self._fd, run - page, page)
+            except OSError:
+                data = b""
+            whole = len(data) - len(data) % PAGE
+            for at in range(0, whole, PAGE):
+                self.pages[page + at] = data[at: at + PAGE]
+            self.left -= whole
+            if whole < run - page:
+                self._missing.add(page + whole)
+            page += max(whole, PAGE)
 
 
 def _virtual_segments(vmas: list[Vma]) -> list[elf.Segment]:
@@ -239,15 +298,17 @@ def _wait_stop(tid: int, deadline: float) -> int:
             return os.WSTOPSIG(status)  # a signal was being delivered: it is handed back at detach
 
 
-def capture(pid: int) -> Stopped:
-    """Stops the process, takes registers, stacks and Python stacks, lets it go; raises LiveError."""
+def capture(pid: int, budget: ByteBudget | None = None) -> Stopped:
+    """Stops the process, takes registers, the innermost stack pages and Python stacks, lets it go, then copies the
+    rest of each thread's stack; keeps PROCESS_BYTES at the most, and no more than `budget` has left (which is
+    charged with what was kept); raises LiveError."""
     machine = MACHINES.get(platform.machine())
     arch = BY_MACHINE.get(machine) if machine else None
     if arch is None or machine is None:
         raise LiveError(f"live snapshots are taken on {' and '.join(MACHINES)} only, not {platform.machine()}")
     try:
         vmas = maps(pid)
-        reader = PageReader(pid, vmas)
+        reader = PageReader(pid, vmas, min(PROCESS_BYTES, budget.left) if budget else PROCESS_BYTES)
         auxv = Path(f"/proc/{pid}/auxv").read_bytes()
     except OSError as exc:
         raise LiveError(f"process {pid}: {exc.strerror or exc}") from None
@@ -255,6 +316,8 @@ def capture(pid: int) -> Stopped:
         return _capture(pid, arch, machine, vmas, reader, auxv)
     finally:
         reader.close()
+        if budget is not None:
+            budget.left -= PAGE * len(reader.pages)
 
 
 def _capture(pid: int, arch: Arch, machine: int, vmas: list[Vma], reader: PageReader, auxv: bytes) -> Stopped:
@@ -269,6 +332,11 @@ def _capture(pid: int, arch: Arch, machine: int, vmas: list[Vma], reader: PageRe
         link_map.mappings(notes.auxv(auxv), memory, files, [])
         result.python_version = python_version(modules, _comm(pid))
         _take(pid, arch, vmas, reader, memory, modules, result)
+        # the process runs again: argv and the environment (the core reader's command line), then the stacks
+        initial = _stack_start(pid)
+        if initial and (vma := _holding(initial, vmas)) is not None:
+            reader.copy(initial, min(vma.end, initial + MAX_STACK_COPY))
+        _copy_stacks(result, vmas, reader, memory, modules)
     finally:
         files.close()
     vdso = notes.auxv(auxv).get(notes.AT_SYSINFO_EHDR)
@@ -280,6 +348,30 @@ def _capture(pid: int, arch: Arch, machine: int, vmas: list[Vma], reader: PageRe
 
 def _take(pid: int, arch: Arch, vmas: list[Vma], reader: PageReader, memory: Memory, modules: list[Module],
           result: Stopped) -> None:
+    """Stops every thread, takes what must be taken while they are stopped, lets them go.
+
+    The tracer is a thread of its own (`_traced`), ended before this returns: a thread that never stopped (in
+    uninterruptible sleep, as in a driver that does not return) cannot be detached, PTRACE_DETACH needs a stopped
+    tracee, and the pending PTRACE_INTERRUPT would stop it as soon as it woke, held until postmortem exited. The
+    end of its tracer lets go of it at once, the interrupt cancelled (kernel/ptrace.c, __ptrace_unlink)."""
+    with ThreadPoolExecutor(1, thread_name_prefix=f"ptrace-{pid}") as tracer:
+        tracer_tid = tracer.submit(_traced, pid, arch, vmas, reader, memory, modules, result).result()
+    deadline = time.monotonic() + TRACER_EXIT_WAIT_S
+    while os.path.exists(f"/proc/self/task/{tracer_tid}") and time.monotonic() < deadline:
+        time.sleep(0.001)
+    if not result.threads:
+        raise LiveError(f"process {pid}: no thread could be stopped"
+                        + (f" ({'; '.join(result.diagnostics)})" if result.diagnostics else ""))
+
+
+NOT_STOPPED = -2
+"""`_traced`'s mark of a seized thread whose stop never came."""
+
+
+def _traced(pid: int, arch: Arch, vmas: list[Vma], reader: PageReader, memory: Memory, modules: list[Module],
+            result: Stopped) -> int:
+    """`_take`'s tracer: registers, each thread's HOT_STACK and the Python stacks while the process is stopped;
+    returns the tracer's thread id."""
     ptrace = _Ptrace()
     held: dict[int, int] = {}
     """Seized thread -> the signal to hand back when it is let go."""
@@ -308,9 +400,11 @@ def _take(pid: int, arch: Arch, vmas: list[Vma], reader: PageReader, memory: Mem
                     except (ProcessLookupError, ChildProcessError):
                         del held[tid]
                     except TimeoutError:
-                        result.diagnostics.append(f"thread {tid} did not stop within {STOP_WAIT_S:g} s (in "
-                                                  "uninterruptible sleep?): its registers and stack are not read")
-                        held[tid] = -2
+                        result.diagnostics.append(f"thread {tid} was never stopped: {_why_not_stopped(pid, tid)} "
+                                                  f"through the {STOP_WAIT_S:g} s waited; its registers and stack "
+                                                  "are not read")
+                        held[tid] = NOT_STOPPED
+                        result.never_stopped.append(tid)
         for tid in sorted(t for t, how in held.items() if how >= 0):
             try:
                 registers = ptrace.registers(tid, arch)
@@ -318,7 +412,9 @@ def _take(pid: int, arch: Arch, vmas: list[Vma], reader: PageReader, memory: Mem
                 result.diagnostics.append(f"thread {tid}: registers not read ({exc.strerror})")
                 continue
             result.threads.append(notes.ThreadStatus(tid, 0, registers))
-            _copy_stack(registers[arch.sp], vmas, reader)
+            sp = registers[arch.sp]
+            if (vma := _holding(sp, vmas)) is not None:
+                reader.copy(max(vma.start, sp - RED_ZONE), min(vma.end, sp + HOT_STACK))
         if result.python_version:
             try:
                 result.python = read_python_stacks(memory.read, modules, result.python_version)
@@ -326,23 +422,68 @@ def _take(pid: int, arch: Arch, vmas: list[Vma], reader: PageReader, memory: Mem
                 result.diagnostics.append(f"Python stacks not read: {exc}")
     finally:
         for tid, signal in held.items():
+            if signal == NOT_STOPPED:  # one last look: a thread woken meanwhile has stopped and can be let go
+                try:
+                    signal = _wait_stop(tid, time.monotonic())
+                except (TimeoutError, ProcessLookupError, ChildProcessError):
+                    continue  # let go of when this thread ends
             try:
                 ptrace(PTRACE_DETACH, tid, 0, max(signal, 0))
             except OSError:
                 pass
         result.stopped_s = time.perf_counter() - started
-    if not result.threads:
-        raise LiveError(f"process {pid}: no thread could be stopped"
-                        + (f" ({'; '.join(result.diagnostics)})" if result.diagnostics else ""))
+    return threading.get_native_id()
 
 
-def _copy_stack(sp: int, vmas: list[Vma], reader: PageReader) -> None:
-    """The thread's stack from just below its stack pointer to the end of the mapping holding it."""
-    vma = next((v for v in vmas if v.start <= sp < v.end), None)
-    if vma is None or not vma.readable:
-        return
-    start = max(vma.start, sp - RED_ZONE)
-    reader.copy(start, min(vma.end, start + MAX_STACK_COPY))
+def _why_not_stopped(pid: int, tid: int) -> str:
+    """A thread's scheduler state, in words, from /proc/PID/task/TID/stat."""
+    try:
+        raw = Path(f"/proc/{pid}/task/{tid}/stat").read_bytes()
+    except OSError:
+        return "gone"
+    state = raw[raw.rfind(b")") + 2:][:1].decode("ascii", "replace")
+    return "in uninterruptible sleep (state D: waiting in the kernel)" if state == "D" else f"in state {state}"
+
+
+def _holding(addr: int, vmas: list[Vma]) -> Vma | None:
+    """The readable mapping that holds `addr`."""
+    vma = next((v for v in vmas if v.start <= addr < v.end), None)
+    return vma if vma is not None and vma.readable else None
+
+
+def _stack_start(pid: int) -> int | None:
+    """Where the kernel put argc, argv, the environment and the auxiliary vector, below their strings at the top of
+    the main stack (/proc/PID/stat field 28, startstack)."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    fields = raw[raw.rfind(b")") + 2:].split()
+    return int(fields[25]) if len(fields) > 25 else None
+
+
+def _copy_stacks(result: Stopped, vmas: list[Vma], reader: PageReader, memory: Memory, modules: list[Module]) -> None:
+    """Each stopped thread's stack, read now that the process runs again: unwound by the core reader's unwinder,
+    which reads (and so keeps) the pages its frames need, then copied whole from just below its stack pointer to
+    just above its outermost frame, MAX_STACK_COPY at the most. A stack the byte budget cuts is a line of the case."""
+    finder, budget, cut = _ModuleFinder(modules), Budget(), []
+    for status in result.threads:
+        refused = reader.refused
+        sp = status.registers[result.arch.sp]
+        vma = _holding(sp, vmas)
+        if vma is None:
+            continue
+        done = unwind_thread(status.registers, memory, finder, budget, result.arch)
+        outermost = max((f.sp for f in done.frames if f.sp is not None and vma.start <= f.sp < vma.end), default=sp)
+        start = max(vma.start, sp - RED_ZONE)
+        reader.copy(start, min(vma.end, outermost + STACK_SLACK, start + MAX_STACK_COPY))
+        if reader.refused > refused:
+            cut.append(status.tid)
+    if cut:
+        result.diagnostics.append(
+            f"the stacks of {len(cut)} thread(s) are cut (thread {cut[0]} first): the bytes a snapshot may keep "
+            f"({PROCESS_BYTES >> 20} MiB of a process, {JOB_BYTES >> 20} MiB of all it takes) are spent, and their "
+            "outer frames are not in the core")
 
 
 def _comm(pid: int) -> str | None:

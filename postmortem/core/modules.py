@@ -15,6 +15,8 @@ The core names its paths, so they are hostile: only regular files are opened,
 never anything under /proc, /sys or /dev (judged on the real path), and a file
 lends its bytes to the core's memory only when it is the very ELF file the
 process mapped (`memory_source`); everything else stays "not in the core".
+A live process's snapshot, taken by root, reads each file only as far as the
+process's own user could (`ReadAs`, `_open_as`).
 """
 
 from __future__ import annotations
@@ -54,6 +56,10 @@ MAX_CRC_BYTES = 4 << 30
 """Largest debug file checksummed when its module has no build-id to match (reading it all is the only check)."""
 CRC_CHUNK = 1 << 24
 """Bytes read at a time while checksumming a debug file."""
+MAX_LINKS = 40
+"""Symbolic links followed while walking one path for a process's user: the kernel's MAXSYMLINKS (a loop ends)."""
+OWNER_SHIFT, GROUP_SHIFT, OTHER_SHIFT = 6, 3, 0
+"""Where the owner's, the group's and the others' rwx bits lie in st_mode."""
 
 
 class Image:
@@ -121,15 +127,41 @@ def _inflated(read: Read, sections: dict[str, elf.Section], name: str) -> tuple[
     return (lambda offset, length: data[offset:offset + length]), {**sections, name: inflated}
 
 
+@dataclass(frozen=True)
+class ReadAs:
+    """The user of a live process whose snapshot root takes: the files read for that process (its libraries and
+    their debug files) are read only as far as this user could read them, so that a job cannot make root's
+    snapshot lend the case the symbols, lines and build-id of a file closed to the job (its library's name
+    swapped for a link to a root-only build)."""
+
+    uid: int
+    gids: frozenset[int]
+
+    def may(self, info: os.stat_result, other_bits: int) -> bool:
+        """Whether the mode bits of `info` grant this user `other_bits` (given as the others' S_IROTH, S_IXOTH),
+        as the kernel judges them: the owner's bits for the owner, else the group's for a member, else the
+        others'. (A POSIX ACL entry naming the user is not consulted: the mode bits stand.)"""
+        shift = OWNER_SHIFT if info.st_uid == self.uid else GROUP_SHIFT if info.st_gid in self.gids else OTHER_SHIFT
+        return (info.st_mode >> shift) & other_bits == other_bits
+
+
+class Refused(Exception):
+    """A file a process's user could not have read, or reached through a link it could have planted; why, in words."""
+
+
 class Files:
     """Opens the files a core names (read-only, each real file once) and closes them all at the end."""
 
-    def __init__(self, sysroot: str | None, core_dir: str | None, debug_dirs: tuple[str, ...]):
-        self.sysroot, self.core_dir = sysroot, core_dir
+    def __init__(self, sysroot: str | None, core_dir: str | None, debug_dirs: tuple[str, ...],
+                 read_as: ReadAs | None = None):
+        self.sysroot, self.core_dir, self.read_as = sysroot, core_dir, read_as
         self.debug_dirs = (*debug_dirs, DEBUG_ROOT)
         self._fds: list[int] = []
         self.images: dict[str, Image | None] = {}
-        """By real path: a file named many ways (a/../b, links) is opened and parsed once."""
+        """By real path: a file named many ways (a/../b, links) is opened and parsed once. For a process's user,
+        by the name walked: its links are judged on each walk."""
+        self.refused: dict[str, str] = {}
+        """Names (keys of `images`) a process's user could not have read, with why."""
 
     def candidates(self, path: str) -> list[str]:
         """Where a mapped path may be found on this machine, most trusted first.
@@ -150,20 +182,28 @@ class Files:
             found.append(os.path.join(self.core_dir, os.path.basename(clean)))
         return list(dict.fromkeys(found))
 
+    def key(self, path: str) -> str:
+        """The name `images` and `refused` know `path` by."""
+        return os.path.realpath(path) if self.read_as is None else os.path.abspath(path)
+
     def image(self, path: str) -> Image | None:
-        """The ELF image at `path` (parsed once per real file), None when it is no usable ELF file."""
-        real = os.path.realpath(path)
-        if real not in self.images:
-            opened = _open_regular(real)
-            self.images[real] = None
+        """The ELF image at `path` (parsed once per real file), None when it is no usable ELF file or, for a
+        process's user, one it could not read (why in `refused`)."""
+        key = self.key(path)
+        if key not in self.images:
+            self.images[key] = None
+            try:
+                opened = _open_regular(key) if self.read_as is None else _open_as(key, self.read_as)
+            except Refused as exc:
+                self.refused[key], opened = str(exc), None
             if opened is not None:
                 fd, size = opened
                 self._fds.append(fd)
                 try:
-                    self.images[real] = Image(lambda offset, length: _pread(fd, offset, length), path, size)
+                    self.images[key] = Image(lambda offset, length: _pread(fd, offset, length), path, size)
                 except (ElfError, OSError):
                     pass
-        return self.images[real]
+        return self.images[key]
 
     def chosen(self, path: str) -> bool:
         """Whether `path` really is where `candidates` looks: under the sysroot (no link or `..` leading
@@ -268,6 +308,77 @@ def _open_regular(real: str) -> tuple[int, int] | None:
         os.close(fd)
         return None
     return fd, info.st_size
+
+
+def _open_as(path: str, read_as: ReadAs) -> tuple[int, int] | None:
+    """An absolute path opened read-only as `read_as`'s user could open it, for a snapshot taken by another
+    (root): walked one name at a time from / by descriptors (openat with O_NOFOLLOW, so that nothing is resolved
+    behind the walk's back), every folder searchable by that user, a link followed only when that user could not
+    have planted it (it is not the link's owner), never into /proc, /sys or /dev, and the file a regular file that
+    user may read, judged on the descriptor opened, which is the one read. None, as for a missing file, when a
+    folder on the way is closed to the user (it hides the file from the user as from anyone); Refused for a
+    planted link or a file the user may not read.
+
+    Why by name and not through /proc/PID/map_files/START-END (the very file the process mapped): opening those
+    needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE, which containers drop by default, they last only as long as the
+    process and its mapping, and the debug files are found by name in any case: one rule by name covers them all.
+    """
+    todo = [name for name in reversed(path.split("/")) if name]
+    """The names still to walk, the next one last."""
+    folders: list[tuple[str, int]] = []
+    """The folders walked (name, descriptor), / first: ".." steps back along them, as the kernel's walk does."""
+    links = 0
+    try:
+        folders.append(("", os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)))
+        while todo:
+            name = todo.pop()
+            if name in (".", ".."):
+                if name == ".." and len(folders) > 1:
+                    os.close(folders.pop()[1])
+                continue
+            walked = "/".join([*(folder for folder, _ in folders), name])
+            here = folders[-1][1]
+            if not read_as.may(os.fstat(here), stat.S_IXOTH) or walked in PSEUDO_ROOTS:
+                return None
+            info = os.stat(name, dir_fd=here, follow_symlinks=False)
+            if stat.S_ISLNK(info.st_mode):
+                links += 1
+                if info.st_uid == read_as.uid:
+                    raise Refused(f"a link the process's user could have planted ({walked})")
+                if links > MAX_LINKS:
+                    return None
+                target = os.readlink(name, dir_fd=here)
+                if target.startswith("/"):
+                    while len(folders) > 1:
+                        os.close(folders.pop()[1])
+                todo.extend(part for part in reversed(target.split("/")) if part)
+            elif todo:
+                folders.append((name, os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                                              dir_fd=here)))
+            else:
+                return _open_readable(name, here, read_as)
+        return None
+    except OSError:
+        return None
+    finally:
+        for _, fd in folders:
+            os.close(fd)
+
+
+def _open_readable(name: str, folder: int, read_as: ReadAs) -> tuple[int, int] | None:
+    """`name` in `folder` opened without following a link; kept when it is a regular file `read_as` may read."""
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC, dir_fd=folder)
+    try:
+        info = os.fstat(fd)
+    except OSError:
+        os.close(fd)
+        return None
+    if stat.S_ISREG(info.st_mode) and read_as.may(info, stat.S_IROTH):
+        return fd, info.st_size
+    os.close(fd)
+    if stat.S_ISREG(info.st_mode):
+        raise Refused("not readable by the process's user")
+    return None
 
 
 def _pread(fd: int, offset: int, length: int) -> bytes:
@@ -450,6 +561,8 @@ def _attach_file(module: Module, files: Files, need_any: bool) -> None:
     for real in files.candidates(module.path):
         image = files.image(real)
         if image is None:
+            if (why := files.refused.get(files.key(real))) is not None:
+                module.warnings.append(f"library {real} not read: {why}")
             continue
         found.append((real, image))
         if module.build_id is None or image.build_id == module.build_id:

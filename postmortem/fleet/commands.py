@@ -1,17 +1,25 @@
 """`postmortem scan`, `postmortem buckets`, `postmortem report`: the fleet commands.
 
-Only click is imported here; the scan machinery, pandas and dask are imported
-when a command runs, so `postmortem analyze` never pays for them.
+Only click and the terminal gate (which `postmortem.cli` loads anyway) are
+imported here; the scan machinery, pandas and dask are imported when a command
+runs, so `postmortem analyze` never pays for them.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import click
 
+from ..render.terminal import echo, reply
 from .cases import CASE_MODES
+
+if TYPE_CHECKING:
+    import sqlite3
 
 DEFAULT_DB = "postmortem.sqlite"
 
@@ -61,13 +69,13 @@ def scan_command(path: str, db: str, jobs: int | None, engine: str, scheduler: s
     except (ScanError, StoreError) as exc:
         raise click.UsageError(str(exc)) from exc
     for line in summary.lines():
-        click.echo(line)
+        echo(line)
     if summary.interrupted:
         sys.exit(130)
     if export_format:
         try:
             for written in export(db, export_format, folder):
-                click.echo(f"wrote {written}")
+                echo(f"wrote {written}")
         except StoreError as exc:
             raise click.UsageError(str(exc)) from exc
 
@@ -81,22 +89,20 @@ def buckets_command(db: str, fmt: str, bucket: str | None) -> None:
     """Cases grouped: by cause and signature, native crashes by stack signature, unknowns by fingerprint."""
     from .buckets import bucket_cases, buckets, format_cases, format_text
 
-    conn = _open(db)
-    try:
+    with _reading(db) as conn:
         if bucket is not None:
             rows = bucket_cases(conn, bucket)
         else:
             found, errors = buckets(conn)
-    finally:
-        conn.close()
     if bucket is None:
-        click.echo(json.dumps({"buckets": [b.plain() for b in found], "errors": errors}, indent=2,
-                              ensure_ascii=False) if fmt == "json" else format_text(found, errors), nl=fmt == "json")
+        reply(json.dumps({"buckets": [b.plain() for b in found], "errors": errors}, indent=2,
+                         ensure_ascii=False) if fmt == "json" else format_text(found, errors), data=fmt == "json",
+              nl=fmt == "json")
     elif not rows:
         raise click.UsageError(f"no bucket {bucket!r} in {db}; `postmortem buckets --db {db}` lists the keys")
     else:
-        click.echo(json.dumps({"bucket": bucket, "cases": [r.plain() for r in rows]}, indent=2, ensure_ascii=False)
-                   if fmt == "json" else format_cases(bucket, rows), nl=fmt == "json")
+        reply(json.dumps({"bucket": bucket, "cases": [r.plain() for r in rows]}, indent=2, ensure_ascii=False)
+              if fmt == "json" else format_cases(bucket, rows), data=fmt == "json", nl=fmt == "json")
 
 
 @click.command("report")
@@ -111,22 +117,24 @@ def report_command(db: str, output: str, title: str) -> None:
     from .report import render
 
     target = checked_output(output, [db])
-    conn = _open(db)
-    try:
+    with _reading(db) as conn:
         html = render(conn, title)
-    finally:
-        conn.close()
     output_step(lambda: write_text_output(target, html))
-    click.echo(f"wrote {output}")
+    echo(f"wrote {output}")
 
 
-def _open(db: str):
-    from .store import StoreError, connect
+@contextmanager
+def _reading(db: str) -> Iterator[sqlite3.Connection]:
+    """The store at `db`, read-only, closed after use; what SQLite cannot read in it meanwhile (a damaged
+    page) is a StoreError: one sentence, exit 2."""
+    from .store import connect, guarded
 
-    try:
-        return connect(db, readonly=True)
-    except StoreError as exc:
-        raise click.UsageError(str(exc)) from exc
+    with guarded(db):
+        conn = connect(db, readonly=True)
+        try:
+            yield conn
+        finally:
+            conn.close()
 
 
 COMMANDS = (scan_command, buckets_command, report_command)

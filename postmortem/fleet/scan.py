@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ..deadline import Overtime, time_limit
+from ..names import escaped_bytes
 from . import store
 from .analysis import CaseResult, analyse_batch, analyse_case
 from .cases import Case, discover
@@ -77,21 +78,22 @@ def scan(root: str | Path, db: str | Path, jobs: int | None = None, engine: str 
     conn = store.connect(db)
     summary = Summary()
     try:
-        cases = list(discover(root, case_mode))
-        seen = {} if force else store.seen_locations(conn)
-        todo = [case for case in cases if seen.get(case.path) != case.stat_key]
-        summary.found, summary.unchanged = len(cases), len(cases) - len(todo)
-        known = frozenset() if force else store.known_digests(conn)
-        jobs = max(1, jobs or os.cpu_count() or 1)
-        results = _dask(todo, known, scheduler, jobs) if engine == "dask" else _local(todo, known, jobs)
-        bar = Bar(len(todo), progress)
-        try:
-            _drain(results, conn, summary, bar)
-        except KeyboardInterrupt:
-            summary.interrupted = True
-        finally:
-            results.close()
-            bar.close()
+        with store.guarded(db):  # a damaged page is met only when read
+            cases = list(discover(root, case_mode))
+            seen = {} if force else store.seen_locations(conn)
+            todo = [case for case in cases if seen.get(escaped_bytes(case.path)) != case.stat_key]
+            summary.found, summary.unchanged = len(cases), len(cases) - len(todo)
+            known = frozenset() if force else store.known_digests(conn)
+            jobs = max(1, jobs or os.cpu_count() or 1)
+            results = _dask(todo, known, scheduler, jobs) if engine == "dask" else _local(todo, known, jobs)
+            bar = Bar(len(todo), progress)
+            try:
+                _drain(results, conn, summary, bar)
+            except KeyboardInterrupt:
+                summary.interrupted = True
+            finally:
+                results.close()
+                bar.close()
     finally:
         conn.close()
         summary.seconds = time.monotonic() - started

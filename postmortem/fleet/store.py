@@ -17,12 +17,16 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import click
+
+from ..names import escaped_bytes
 from .analysis import CaseResult
 
 if TYPE_CHECKING:
@@ -70,8 +74,17 @@ TABLES = ("cases", "locations", "findings", "events", "facts", "gpus", "gpu_faul
 CHILD_TABLES = ("findings", "events", "facts", "gpus", "gpu_faults")
 
 
-class StoreError(Exception):
-    """The store cannot be opened or is newer than this version of postmortem understands."""
+APPLICATION_ID = 0x504D5254
+"""`PRAGMA application_id` of a postmortem store ("PMRT"): what tells it from another program's SQLite file."""
+OWN_TABLES = frozenset({"schema_migrations", "cases", "locations"})
+"""Tables a store made before APPLICATION_ID was stamped holds: such a store is still taken as ours."""
+
+
+class StoreError(click.ClickException):
+    """The store cannot be opened (another program's database, a damaged file) or is newer than this version
+    of postmortem understands: one sentence, exit 2, whichever command met it."""
+
+    exit_code = 2
 
 
 def connect(path: str | Path, readonly: bool = False) -> sqlite3.Connection:
@@ -84,12 +97,14 @@ def connect(path: str | Path, readonly: bool = False) -> sqlite3.Connection:
             conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
         else:
             conn = sqlite3.connect(path, isolation_level=None, timeout=LOCK_SECONDS)
+        _ours(conn, path, readonly)  # before anything is written: another program's file stays as it was
+        if not readonly:
             _write_ahead_log(conn)
             conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
         version = schema_version(conn)
     except sqlite3.DatabaseError as exc:
-        raise StoreError(f"{path}: not a postmortem store ({exc})") from exc
+        raise StoreError(f"{path}: not a postmortem store, or a damaged one ({exc})") from exc
     if version > len(MIGRATIONS):
         raise StoreError(f"{path}: schema version {version} is newer than this postmortem knows ({len(MIGRATIONS)})")
     if readonly:
@@ -98,10 +113,41 @@ def connect(path: str | Path, readonly: bool = False) -> sqlite3.Connection:
         return conn
     try:
         migrate(conn)
+        if conn.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
     except sqlite3.DatabaseError as exc:
         conn.close()
         raise StoreError(f"{path}: cannot create or migrate the store ({exc})") from exc
     return conn
+
+
+def _ours(conn: sqlite3.Connection, path: Path, readonly: bool) -> None:
+    """Refuse (closing `conn`) a database that is not a postmortem store: one stamped APPLICATION_ID, one made
+    before the stamp (OWN_TABLES), or an empty one, which a writer stamps at once: before any table, so another
+    process creating the same store meanwhile never sees our tables unstamped."""
+    stamp, names = conn.execute("SELECT (SELECT application_id FROM pragma_application_id), group_concat(name, "
+                                "char(0)) FROM sqlite_master WHERE type = 'table'").fetchone()  # one snapshot
+    tables = set(names.split("\0")) if names else set()
+    if stamp == APPLICATION_ID or (stamp == 0 and OWN_TABLES <= tables):
+        return
+    if stamp == 0 and not tables:
+        if not readonly:
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        return
+    conn.close()
+    held = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+    raise StoreError(f"{path}: not a postmortem store (application id {stamp:#x}, tables {held or 'none'}); "
+                     "it was left as it is: name a new file for --db")
+
+
+@contextmanager
+def guarded(path: str | Path) -> Iterator[None]:
+    """SQLite's errors while a store is read or written (a damaged page shows only when it is read) as the
+    StoreError naming it."""
+    try:
+        yield
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path}: the store cannot be read or written ({exc})") from exc
 
 
 LOCK_SECONDS = 30.0
@@ -185,19 +231,21 @@ def _write_one(conn: sqlite3.Connection, result: CaseResult) -> None:
                **result.case, "analysed_at": now}
         updates = ", ".join(f"{name} = excluded.{name}" for name in row if name != "id")
         conn.execute(f"INSERT INTO cases ({', '.join(row)}) VALUES ({', '.join('?' * len(row))}) "
-                     f"ON CONFLICT(id) DO UPDATE SET {updates}", tuple(row.values()))
+                     f"ON CONFLICT(id) DO UPDATE SET {updates}", _values(row.values()))
         _insert(conn, "findings", case, result.findings)
         _insert(conn, "events", case, result.events)
-        conn.executemany("INSERT INTO facts VALUES (?, ?, ?)", [(case, name, value) for name, value in result.facts])
+        conn.executemany("INSERT INTO facts VALUES (?, ?, ?)", [_values((case, name, value))
+                                                                 for name, value in result.facts])
         _insert(conn, "gpus", case, [{k: v for k, v in g.items() if k != "causes"} for g in result.gpus])
         _insert(conn, "gpu_faults", case, [
             {"host": g["host"], "pci": g["pci"], "uuid": g["uuid"], "serial": g["serial"], "cause": cause,
              "signature": signature}
             for g in result.gpus for cause, signature in g["causes"]])
-    previous = conn.execute("SELECT case_id FROM locations WHERE path = ?", (result.path,)).fetchone()
+    path = escaped_bytes(result.path)
+    previous = conn.execute("SELECT case_id FROM locations WHERE path = ?", (path,)).fetchone()
     conn.execute("INSERT INTO locations VALUES (?, ?, ?, ?) ON CONFLICT(path) DO UPDATE SET "
                  "stat_key = excluded.stat_key, case_id = excluded.case_id, seen_at = excluded.seen_at",
-                 (result.path, result.stat_key, case, now))
+                 (path, result.stat_key, case, now))
     if previous and previous[0] != case:
         # the files at this path changed: the old content is gone unless another location still holds it
         conn.execute("DELETE FROM cases WHERE id = ? AND NOT EXISTS (SELECT 1 FROM locations WHERE case_id = ?)",
@@ -208,7 +256,13 @@ def _insert(conn: sqlite3.Connection, table: str, case: str, rows: list[dict[str
     if rows:
         names = ["case_id", *rows[0]]
         conn.executemany(f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
-                         [(case, *row.values()) for row in rows])
+                         [_values((case, *row.values())) for row in rows])
+
+
+def _values(values: Iterable[Any]) -> tuple[Any, ...]:
+    """A row's values as SQLite can hold them (UTF-8): a name's undecodable bytes escaped, so one such folder
+    does not fail a batch."""
+    return tuple(escaped_bytes(value) if isinstance(value, str) else value for value in values)
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,11 @@
 """Markdown for a GitHub or GitLab issue: the verdict in the first lines, evidence in fences, the rest folded.
 
-Nothing from the inputs may change the structure around it: evidence sits in
-fences longer than any backtick run inside it, and every other piece of
-input-derived text (titles and explanations filled from log fields, paths,
-facts) is HTML-escaped and has its Markdown punctuation backslash-escaped.
-Text inside `<summary>` is raw HTML to the tracker, so it is only HTML-escaped.
+Nothing from the inputs may change the structure around it or ping, link or reference anything: evidence sits in
+fences longer than any backtick run inside it, and every other piece of input-derived text (titles and explanations
+filled from log fields, paths, facts) goes through one rule, `inert_words`: a word that could be a mention, an issue
+reference or an autolink on any tracker is shown whole inside code, the rest is HTML-escaped and has its Markdown
+punctuation backslash-escaped (`text`). Text inside `<summary>` is raw HTML to the tracker: the same words go inside
+<code>, the rest is HTML-escaped (`plain_html`).
 """
 
 from __future__ import annotations
@@ -35,27 +36,34 @@ _BLOCK_START = regex.compile(r"^(\d*)([#+=.)-])")
 _BACKTICKS = regex.compile(r"`+")
 
 
-_LIVE = regex.compile(
-    r"(?:\b(?:https?|ftp|file)://|\bwww\.)[^\s<>]++"  # autolinked URLs
-    r"|(?<![\w.+-])[\w.+-]++@[\w-]++(?:\.[\w-]++)++"  # autolinked e-mail addresses
-    r"|(?<![\w.+/@-])@[A-Za-z0-9][\w-]*+(?:/[\w.-]++)?"  # @user and @org/team mentions (notify people)
-    r"|(?<![\w.&/-])(?:[\w.-]++/[\w.-]++)?[#!]\d++\b|\bGH-\d++\b"  # #123, owner/repo#123, GitLab !123, GH-123
-)
-"""Tokens a tracker turns into links or notifications; from an input they are shown inside code, where it does not.
-Every quantifier is possessive and every run starts where a run of its characters starts: linear on any line."""
+_LIVE = regex.compile(r"@|[#!]\w|(?i:gh-\d|[a-z]:[^\s\d]|www\.)")
+"""What makes a word live somewhere on a tracker: any `@` (GitHub's mentions start after any punctuation, and
+e-mail addresses autolink), `#` or `!` before a name or number (#123, owner/repo#1, GitLab's !123), GH-123, a
+scheme in any case (HTTPS://, mailto:, xmpp:, javascript:, file:) and www. Deliberately wider than any tracker's
+rules: a word that holds one of these is shown whole, inside code, where no tracker links or pings; a pattern of
+fixed-length alternatives, linear on any line."""
+
+
+def inert_words(value: object) -> list[tuple[str, bool]]:
+    """The one rule for input-derived text in Markdown and in the raw HTML of a comment: `value` on one line, cut
+    into runs of words, each with whether it must be shown as code (a word that could be live, see _LIVE). Words
+    are cut at whitespace, which ends every mention, reference and autolink, so a run of plain words, escaped,
+    cannot become one."""
+    runs: list[tuple[str, bool]] = []
+    for word in " ".join(view.safe(str(value)).split()).split(" "):
+        live = bool(word and _LIVE.search(word))
+        if runs and runs[-1][1] == live:
+            runs[-1] = (f"{runs[-1][0]} {word}", live)
+        else:
+            runs.append((word, live))
+    return runs
 
 
 def text(value: object) -> str:
-    """Inline Markdown text that renders as exactly `value`: one line, HTML and Markdown escaped,
-    URLs, mentions and issue references inert inside code spans."""
-    flat = " ".join(view.safe(str(value)).split())
-    pieces, at = [], 0
-    for match in _LIVE.finditer(flat):
-        pieces += [_escaped(flat[at : match.start()]), code(match.group())]
-        at = match.end()
-    pieces.append(_escaped(flat[at:]))
-    pieces[0] = _BLOCK_START.sub(r"\1\\\2", pieces[0])
-    return "".join(pieces)
+    """Inline Markdown text that renders as exactly `value`: one line, HTML and Markdown escaped, every word that
+    could link, ping or reference (inert_words) inside a code span."""
+    out = " ".join(code(run) if live else _escaped(run) for run, live in inert_words(value))
+    return _BLOCK_START.sub(r"\1\\\2", out)
 
 
 def _escaped(flat: str) -> str:
@@ -63,8 +71,10 @@ def _escaped(flat: str) -> str:
 
 
 def plain_html(value: object) -> str:
-    """Text for raw-HTML spots (<summary>): escaped, one line."""
-    return html.escape(" ".join(view.safe(str(value)).split()))
+    """Text for raw-HTML spots (<summary>), where Markdown is not read but a tracker still pings and links: escaped,
+    one line, the words inert_words marks inside <code>."""
+    return " ".join(f"<code>{html.escape(run)}</code>" if live else html.escape(run)
+                    for run, live in inert_words(value))
 
 
 def code(value: object) -> str:

@@ -1,7 +1,8 @@
 """The terminal answer: verdict first, then its proof, then everything else.
 
 Input text is shown with control characters made visible, so a log line
-cannot move the cursor, recolour the terminal or hide what follows it.
+cannot move the cursor, recolour the terminal or hide what follows it: each
+field with `safe`, and the whole report once more through `terminal_text`.
 Colour (`color=True`, for a terminal) only ever wraps the tool's own words and
 the already-made-safe input text; the words come in the reader's language.
 """
@@ -18,6 +19,7 @@ import regex
 from ..model import YEARLESS, Event, Finding, Report
 from .frames import frame_line
 from .i18n import Translator
+from .terminal import terminal_text
 from .view import (
     fact_value,
     gpu_summary,
@@ -80,7 +82,7 @@ def render(report: Report, lang: str = "en", color: bool = False) -> str:
         out.extend(_core(core, t, style))
     out.extend(_facts(report, t, style))
     out.extend(_inputs(report, t, style))
-    return "\n".join(out) + "\n"
+    return terminal_text("\n".join(out) + "\n", styled=color)  # the gate, whichever field above forgot `safe`
 
 
 def _plain(text: str, **_: object) -> str:

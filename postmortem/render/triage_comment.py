@@ -9,7 +9,11 @@ the issue are inert code spans -- a comment never pings anyone the reporter name
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, unquote
+
+import regex
 
 from ..model import to_plain
 from . import view
@@ -21,6 +25,10 @@ if TYPE_CHECKING:
 
 MARKER = "<!-- postmortem-triage -->"
 """The first line of every comment triage writes: how the GitHub Action finds it to update it."""
+_LABEL_STATE = regex.compile(r"<!-- postmortem-triage labels applied=(?P<applied>[^\s>]*+) "
+                             r"declined=(?P<declined>[^\s>]*+) -->")
+"""The second line of the Action's comment (LabelState), hidden like the marker: label names percent-encoded, so
+none can end the HTML comment."""
 EVIDENCE_SHOWN = 2
 """Evidence events quoted in the comment (the JSON form has them all)."""
 MAX_COMMENT = 60_000
@@ -28,11 +36,39 @@ MAX_COMMENT = 60_000
 a fence."""
 
 
-def render_markdown(result: Triage, lang: str = "en") -> str:
-    """The comment: verdict, confidence, evidence from the issue, actions, what to attach, duplicates."""
+@dataclass(frozen=True)
+class LabelState:
+    """What the Action's comment remembers of the issue's labels, so that the bot only ever changes its own: a label
+    a person added is never taken off, one a person took off is never put back."""
+
+    applied: frozenset[str] = frozenset()
+    """Labels the bot added that are still on the issue: the only ones it may take off."""
+    declined: frozenset[str] = frozenset()
+    """Labels the bot added that a person took off: never added again."""
+
+
+def label_state(body: str) -> LabelState | None:
+    """The state in the second line of the bot's own comment; None in a comment written before it kept one."""
+    lines = body.split("\n", 2)
+    match = _LABEL_STATE.fullmatch(lines[1]) if len(lines) > 1 else None
+    if match is None:
+        return None
+    return LabelState(*(frozenset(unquote(name) for name in match[key].split(",") if name)
+                        for key in ("applied", "declined")))
+
+
+def _label_state_line(state: LabelState) -> str:
+    applied, declined = (",".join(quote(name, safe="") for name in sorted(names))
+                         for names in (state.applied, state.declined))
+    return f"<!-- postmortem-triage labels applied={applied} declined={declined} -->"
+
+
+def render_markdown(result: Triage, lang: str = "en", state: LabelState | None = None) -> str:
+    """The comment: verdict, confidence, evidence from the issue, actions, what to attach, duplicates; with
+    `state`, the Action's labels hidden under the marker."""
     t = Translator(lang)
     report = result.report
-    head = [MARKER]
+    head = [MARKER, *([_label_state_line(state)] if state is not None else [])]
     verdict = report.verdict
     evidence: list[str] = []
     if verdict is None:

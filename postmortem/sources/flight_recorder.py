@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -37,8 +38,22 @@ MAX_DUMP = safe_pickle.MAX_INPUT_BYTES
 """Largest dump read; the default 2,000 entries per rank are a few MB."""
 PICKLE_START = b"\x80"
 """PROTO, the first opcode of every pickle of protocol 2 or later (the recorder writes protocol 2)."""
-RANK_IN_NAME = regex.compile(r"_rank_(\d+)(?:\.json)?$")
+RANK_IN_NAME = regex.compile(r"_rank_([0-9]+)(?:\.json)?$")
 """The rank PyTorch appends to the dump's file name (`nccl_trace_rank_3`, `fr_json_rank_3.json`)."""
+MAX_RANK_DIGITS = 9
+"""A rank of more digits belongs to no job (the largest have some 10**5 ranks); an archive member's name may
+carry thousands, which int() refuses past 4,300."""
+VERSION = regex.compile(r"([0-9]{1,9})\.([0-9]{1,9})")
+"""A dump's version as the recorder writes it: "2.10". ASCII digits only: "2.\u00b2" is digits to str.isdigit."""
+WHOLE = range(-(2**63), 2**64)
+"""The numbers the recorder writes: int64 times, sizes and counters, size_t sequence numbers. Past them a value
+is no recorder's (a 20,000-bit sequence number), and str() of one of over 4,300 digits raises."""
+WHOLE_DIGITS = 20
+"""Digits of the longest number in WHOLE (2**64 - 1)."""
+WHOLE_TEXT = regex.compile(rf"-?[0-9]{{1,{WHOLE_DIGITS}}}")
+"""A whole number as JSON dumps quote it (pg_status counters)."""
+SHOWN = 40
+"""Characters of a dump's value shown in a diagnostic or a field before it is cut."""
 TORCH_FRAME = regex.compile(r"(?:^|/)torch/")
 """Frames in torch's own code: the user's call is the innermost frame outside them."""
 NO_ENTRY = -1
@@ -95,24 +110,26 @@ def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
     dump = _load(doc, raw)
     if dump is None:
         return
-    written = str(dump.get("version"))
-    version = _version(written)
+    version_text = _text(dump.get("version"))
+    version, written = _version(version_text), _cut(version_text)
     seq_key = key_for("seq", version) if version else None
-    rank = _rank(doc.path)
+    digits = _rank_digits(doc.path)
+    rank = int(digits) if digits and len(digits) <= MAX_RANK_DIGITS else None
     who = f"rank {rank}" if rank is not None else "an unknown rank"
     if seq_key is None:
         rows = [row for row in key_names() if row.field == "seq"]
         since, until = min(row.since for row in rows), max(row.until for row in rows)
-        doc.diagnostics.append(f"flight-recorder dump of {who} has version {written!r}, which this reader does not "
-                               f"know (it reads {since[0]}.{since[1]} up to {until[0]}.{until[1]}); its entries were "
-                               "not compared")
-    entries = _entries(doc, dump.get("entries"), seq_key) if seq_key else ()
+        doc.diagnostics.append(f"flight-recorder dump of {who} has version {_shown(dump.get('version'))}, which this "
+                               f"reader does not know (it reads {since[0]}.{since[1]} up to {until[0]}.{until[1]}); "
+                               "its entries were not compared")
+    entries = _entries(doc, dump.get("entries"), seq_key, who) if seq_key else ()
     if seq_key and not dump.get("entries"):
         doc.diagnostics.append(f"flight-recorder dump of {who} holds no entries: the recorder was off "
                                "(TORCH_FR_BUFFER_SIZE / TORCH_NCCL_TRACE_BUFFER_SIZE unset) or nothing ran")
     if rank is None:
-        doc.diagnostics.append("flight-recorder dump without a rank in its file name (..._rank_N): "
-                               "it cannot be lined up with the other ranks")
+        named = f"a rank of {len(digits):,} digits, which no job has," if digits else "no rank"
+        doc.diagnostics.append(f"flight-recorder dump with {named} in its file name (..._rank_N): "
+                               "it is not lined up with the other ranks")
     fields = _fields(dump, written, rank, entries)
     when = moment(max((e.latest_ns for e in entries if e.latest_ns), default=None))
     text = _summary(who, written, fields)
@@ -141,7 +158,7 @@ def _load(doc: TextDoc, raw: bytes) -> dict[str, Any] | None:
         doc.diagnostics.append(f"flight-recorder dump ({kind}) larger than {MAX_DUMP} bytes: not read")
         return None
     try:
-        dump = safe_pickle.loads(raw) if is_pickle else json.loads(doc.decode(raw))
+        dump = safe_pickle.loads(raw) if is_pickle else json.loads(doc.decode(raw), parse_int=_json_int)
     except safe_pickle.PickleRefused as exc:
         doc.diagnostics.append(f"flight-recorder dump (pickle) not read: {exc}; nothing in it was run")
         return None
@@ -151,28 +168,73 @@ def _load(doc: TextDoc, raw: bytes) -> dict[str, Any] | None:
     return dump if isinstance(dump, dict) and "entries" in dump else None
 
 
+def _json_int(digits: str) -> int | str:
+    """A JSON number as an int, or, past the digits of any int64, as its digits: int() refuses over 4,300 digits
+    (failing the whole document) and takes quadratic time before that."""
+    return int(digits) if len(digits.lstrip("-")) <= WHOLE_DIGITS else digits
+
+
 def _version(text: str) -> tuple[int, int] | None:
     """"2.10" -> (2, 10): versions compare as numbers, not strings."""
-    major, _, minor = text.partition(".")
-    return (int(major), int(minor)) if major.isdigit() and minor.isdigit() else None
+    match = VERSION.fullmatch(text)
+    return (int(match[1]), int(match[2])) if match else None
 
 
-def _rank(path: str) -> int | None:
+def _rank_digits(path: str) -> str | None:
     match = RANK_IN_NAME.search(posixpath.basename(path))
-    return int(match[1]) if match else None
+    return match[1] if match else None
 
 
-def _entries(doc: TextDoc, raw: object, seq_key: str) -> tuple[Entry, ...]:
-    """The entries in the version's names; one that is not an entry is counted in a diagnostic, not fatal."""
+def _whole(value: object) -> int | None:
+    """A time, size or counter as the recorder writes it (an int, or its digits in JSON); None for anything
+    else: a float, inf, a 20,000-bit number, digits that are not ASCII."""
+    if isinstance(value, str) and WHOLE_TEXT.fullmatch(value):
+        value = int(value)
+    return value if type(value) is int and value in WHOLE else None
+
+
+def _text(value: object) -> str:
+    """str(value), which raises for a number of over 4,300 digits (or a list holding one): then what it is."""
+    try:
+        return str(value)
+    except ValueError:
+        return f"<{type(value).__name__} holding a number too long to write out>"
+
+
+def _cut(text: str, quoted: bool = False) -> str:
+    head = repr(text[:SHOWN]) if quoted else text[:SHOWN]
+    return head if len(text) <= SHOWN else f"{head}... ({len(text):,} characters)"
+
+
+def _shown(value: object) -> str:
+    """A dump's value in a one-line diagnostic: a huge number by its size, text quoted and cut short."""
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"a {value.bit_length():,}-bit number"
+    return _cut(value, quoted=True) if isinstance(value, str) else _cut(_text(value))
+
+
+class BadEntry(ValueError):
+    """An entry holding a value no recorder writes; the message says which, for the diagnostic."""
+
+
+def _entries(doc: TextDoc, raw: object, seq_key: str, who: str) -> tuple[Entry, ...]:
+    """The entries in the version's names; one that is not an entry, or holds an absurd value, is dropped and
+    counted in a diagnostic with why, and the others are read."""
     items = raw if isinstance(raw, list) else []
     entries = []
+    dropped: Counter[str] = Counter()
     for item in items:
         try:
             entries.append(_entry(item, seq_key))
+        except BadEntry as exc:
+            dropped[str(exc)] += 1
         except (KeyError, TypeError, ValueError, AttributeError):
-            continue
-    if skipped := len(items) - len(entries):
-        doc.diagnostics.append(f"{skipped} flight-recorder entries without the fields of an entry were skipped")
+            dropped["without the fields of an entry"] += 1
+    if dropped:
+        count = sum(dropped.values())
+        why = "; ".join(f"{n} {reason}" for reason, n in dropped.most_common(3))
+        doc.diagnostics.append(f"{count} flight-recorder entr{'y' if count == 1 else 'ies'} of {who} dropped, "
+                               f"the other {len(entries)} read: {why}")
     return tuple(entries)
 
 
@@ -182,20 +244,28 @@ def _entry(item: Mapping[str, Any], seq_key: str) -> Entry:
     frames = tuple(f"{f['name']} ({posixpath.basename(str(f['filename']))}:{f['line']})" for f in recorded)
     caller = next((frame for frame, f in zip(frames, recorded, strict=True)
                    if not TORCH_FRAME.search(str(f["filename"]))), None)
-    times = [t for t in (item.get(k) for k in ("time_created_ns", "time_discovered_started_ns",
-                                                "time_discovered_completed_ns")) if isinstance(t, int) and t > 0]
-    created = item.get("time_created_ns")
-    return Entry(pg=str(group[0]), pg_desc=str(group[1]) if len(group) > 1 else "", seq=int(item[seq_key]),
+    times = [t for k in ("time_created_ns", "time_discovered_started_ns", "time_discovered_completed_ns")
+             if (t := _whole(item.get(k)) or 0) > 0]
+    created = _whole(item.get("time_created_ns")) or 0
+    seq = _whole(item[seq_key])
+    if seq is None:
+        raise BadEntry(f"with a sequence number that is no whole number of 64 bits ({_shown(item[seq_key])})")
+    return Entry(pg=str(group[0]), pg_desc=str(group[1]) if len(group) > 1 else "", seq=seq,
                  op=str(item["profiling_name"]).rpartition(":")[2], input_sizes=_sizes(item.get("input_sizes")),
                  output_sizes=_sizes(item.get("output_sizes")), input_dtypes=_words(item.get("input_dtypes")),
                  output_dtypes=_words(item.get("output_dtypes")), state=str(item.get("state", "")),
-                 created_ns=created if isinstance(created, int) and created > 0 else None,
-                 latest_ns=max(times, default=None), caller=caller, frames=frames, is_p2p=bool(item.get("is_p2p")),
-                 timeout_ms=item["timeout_ms"] if isinstance(item.get("timeout_ms"), int) else None)
+                 created_ns=created if created > 0 else None, latest_ns=max(times, default=None), caller=caller,
+                 frames=frames, is_p2p=bool(item.get("is_p2p")), timeout_ms=_whole(item.get("timeout_ms")))
 
 
 def _sizes(value: object) -> tuple[tuple[int, ...], ...]:
-    return tuple(tuple(int(n) for n in shape) for shape in value) if isinstance(value, list | tuple) else ()
+    return tuple(tuple(map(_size, shape)) for shape in value) if isinstance(value, list | tuple) else ()
+
+
+def _size(value: object) -> int:
+    if (size := _whole(value)) is None:
+        raise BadEntry(f"with a tensor size that is no whole number of 64 bits ({_shown(value)})")
+    return size
 
 
 def _words(value: object) -> tuple[str, ...]:
@@ -208,18 +278,18 @@ def _fields(dump: Mapping[str, Any], version: str, rank: int | None, entries: Se
     status = dump.get("pg_status")
     for pg, progress in (status if isinstance(status, dict) else {}).items():
         if isinstance(progress, dict):
-            groups[str(pg)] = {name: _int(progress.get(f"last_{name}_collective"))
-                               for name in ("enqueued", "started", "completed")}
+            groups[_text(pg)] = {name: _int(progress.get(f"last_{name}_collective"))
+                                 for name in ("enqueued", "started", "completed")}
     for entry in entries:
         groups.setdefault(entry.pg, {})["desc"] = entry.pg_desc
     fields: dict[str, Any] = {"rank": rank, "version": version, "groups": groups, "entries": tuple(entries),
                               "entry_count": len(entries)}
-    backends = {str(e.get("profiling_name", "")).partition(":")[0] for e in dump.get("entries") or ()
-                if isinstance(e, Mapping) and ":" in str(e.get("profiling_name", ""))}
+    backends = {name.partition(":")[0] for e in dump.get("entries") or ()
+                if isinstance(e, Mapping) and isinstance(name := e.get("profiling_name"), str) and ":" in name}
     if backends:
         fields["backend"] = ",".join(sorted(backends))
     if dump.get("comm_lib_version"):
-        fields["comm_lib_version"] = str(dump["comm_lib_version"])
+        fields["comm_lib_version"] = _cut(_text(dump["comm_lib_version"]))
     if entries:
         last = entries[-1]
         fields.update(last_op=last.op, last_pg=last.pg, last_seq=last.seq, last_input_sizes=_lists(last.input_sizes),
@@ -230,10 +300,8 @@ def _fields(dump: Mapping[str, Any], version: str, rank: int | None, entries: Se
 
 def _int(value: object) -> int:
     """pg_status counters: ints in a pickle, strings in JSON."""
-    try:
-        return int(value)  # type: ignore[call-overload]  # str or int; anything else is NO_ENTRY
-    except (TypeError, ValueError):
-        return NO_ENTRY
+    counter = _whole(value)
+    return NO_ENTRY if counter is None else counter
 
 
 def _lists(sizes: tuple[tuple[int, ...], ...]) -> list[list[int]]:

@@ -433,8 +433,8 @@ _ARCH_TORCH = regex.compile(
 _ARCH_SUPPORTED = regex.compile(r"supports CUDA capabilities (?P<list>(?:sm_\d+[a-z]?\s*)+)")
 _ARCH_WANT = regex.compile(r"If you want to use the (?P<gpu>.+?) GPU with PyTorch")
 _ARCH_OLD = regex.compile(
-    r"Found GPU(?P<idx>\d+) (?P<gpu>.+?) which is of cuda capability (?P<cc>\d+\.\d+)\."
-    r".*?minimum cuda capability (?:supported by this library|that we support) is (?P<min>\d+\.\d+)"
+    r"Found GPU(?P<idx>\d+) (?P<gpu>.{1,100}?) which is of cuda capability (?P<cc>\d+\.\d+)\."  # bounded: no rescan
+    r".{0,400}?minimum cuda capability (?:supported by this library|that we support) is (?P<min>\d+\.\d+)"
 )
 _ARCH_TF = regex.compile(
     r"device: (?P<idx>\d+), name: (?P<gpu>[^,]+), pci bus id: (?P<pci>[^,]+), compute capability: (?P<cc>\d+\.\d+)\)"
@@ -452,8 +452,8 @@ _PTX_TARGET_ARCH = regex.compile(r"SM version specified by \.target is higher th
 """ptxas handed PTX whose `.target` is a newer architecture than the one it builds for (the GPU's, when a
 program JIT-builds for the GPU it runs on): the PTX was written for newer GPUs than this one."""
 _FEATURE_ARCH = regex.compile(
-    r"(?P<feature>[A-Z][\w\-]*) only supports (?P<min_family>Maxwell|Pascal|Volta|Turing|Ampere|Ada|Hopper|Blackwell) "
-    r"GPUs or newer"
+    r"(?P<feature>[A-Z][\w\-]{0,64}) only supports "  # a name, bounded: a long capital run is not rescanned per letter
+    r"(?P<min_family>Maxwell|Pascal|Volta|Turing|Ampere|Ada|Hopper|Blackwell) GPUs or newer"
 )
 _FEATURE_REFUSED = regex.compile(r"Your GPU does not support (?P<feature>[A-Z][\w]*(?: [A-Z]?[\w]+)?)!")
 """A library refusing this GPU for one feature without naming the oldest family it needs (bitsandbytes:
@@ -658,16 +658,18 @@ def _version_mismatch(ctx: _Context, line: Line, pre: _Prefixed) -> list[_Found]
 # ---------------------------------------------------------------- GPU out of memory
 
 _OOM = regex.compile(
-    r"(?:CUDA|GPU|cuda)\s+out of memory|OutOfMemoryError|Allocation on device"
-    r"|RESOURCE_EXHAUSTED:.*?(?:[Oo]ut of memory|allocat)|OOM when allocating"
+    r"(?:CUDA|GPU|cuda)\s++out of memory|OutOfMemoryError|Allocation on device"
+    r"|RESOURCE_EXHAUSTED:.{0,200}?(?:[Oo]ut of memory|allocat)|OOM when allocating"
     r"|\(GPU_\d+_bfc\) ran out of memory trying to allocate|MPS backend out of memory"
     r"|Resource exhausted: Out\b|Out of memory allocating [\d,]+ bytes|Failed to allocate memory for requested buffer"
-    r"|(?<=(?:Cuda|Gpu|GPU|Device)\w*)Allocator fail(?:ed)? to allocate memory"  # PhysX (Isaac Gym/Sim)
+    r"|(?<=(?:Cuda|Gpu|GPU|Device)\w{0,64})Allocator fail(?:ed)? to allocate memory"  # PhysX (Isaac Gym/Sim)
     r"|bad_alloc: out_of_memory|rmm::out_of_memory"  # RAPIDS memory manager (cuDF, cuML, XGBoost)
     r"|out of memory to allocate \d+ bytes \(total \d+ bytes\)"  # CuPy's memory pool before v8
-    r"|Non-OK-status: Gpu\w+.*status: \w+: out of memory"  # TensorFlow kernel launches
+    r"|Non-OK-status: Gpu\w++.{0,400}?status: \w++: out of memory"  # TensorFlow kernel launches
     r"|Error Code \d+: OutOfMemory\b"  # TensorRT's logger: "[E] 2: [executionContext.cpp::...] Error Code 2: ..."
 )
+"""The gaps inside a wording are bounded (200-400 characters, a kernel's name and arguments): unbounded, a line holding
+its first words many times was scanned to its end from each copy."""
 _SIZE = r"(?<!\d)(\d++(?:\.\d++)?+\s*+(?:[KMGTP]i?B|bytes|B))"
 """A size as allocators print it; read from the first digit only (so a long digit run costs one attempt)."""
 _OOM_FIELDS: tuple[tuple[str, regex.Pattern], ...] = tuple(
@@ -805,7 +807,7 @@ _API = regex.compile(
     r"|in function (?P<f>[A-Za-z_]\w*)|(?P<a>cu[A-Z]\w+|cuda[A-Z]\w+)\(|\((?P<f>[A-Za-z_]\w*) at \S+:\d+\)"
 )
 _FILE_LINE = (
-    regex.compile(r"file=(?P<file>.+?)\s*;?\s*line=(?P<line>\d+)"),
+    regex.compile(r"file=(?P<file>(?:(?!file=).){1,400}?)\s*+;?+\s*+line=(?P<line>\d+)"),  # a path ends by the next
     regex.compile(r"(?P<file>(?<![^\s:'\"(\[])(?:[A-Za-z]:)?[^\s:'\"(\[]+\.(?:cu|cuh|cpp|cc|c|h|hpp|py|lua)):"
                   r"(?P<line>\d+)"),
 )

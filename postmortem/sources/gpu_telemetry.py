@@ -224,7 +224,7 @@ def _first(mask: pd.Series) -> int:
 
 
 def _header_unit(cell: str) -> str:
-    match = regex.search(r"\[([^\]]+)\]", cell)
+    match = regex.search(r"\[([^\]]{1,64})\]", cell)
     return match[1].strip().lower() if match else ""
 
 

@@ -88,7 +88,7 @@ _ROW_FIELDS = {"fan": "fan_pct", "temp": "temp_c", "power": "power_w", "power_ca
                "memory_used": "memory_used_mib", "memory_total": "memory_total_mib", "util": "util_pct"}
 
 _NVML_ERRORS = (
-    regex.compile(r"Failed to initialize NVML: (?P<error>.+?)\s*$"),
+    regex.compile(r"Failed to initialize NVML: (?P<error>.*\S|\s)\s*$"),
     regex.compile(r"NVIDIA-SMI has failed because it (?P<error>couldn't communicate with the NVIDIA driver)"),
     regex.compile(r"NVIDIA-SMI (?P<error>couldn't find libnvidia-ml\.so library)"),
     regex.compile(r"(?P<error>could not load NVML library)"),  # the device plugin and other NVML clients

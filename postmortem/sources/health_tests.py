@@ -88,12 +88,17 @@ def reason_named(name: str) -> FailureReason | None:
     return next((r for r in failure_reasons().values() if r.name == name), None)
 
 
-_FORMAT = regex.compile(r"%%|%[-+ #0]*\d*(?:\.\d+)?(?:hh|h|ll|l|z|j|t|L)?[diouxXfeEgGsc]")
+_FORMAT = regex.compile(r"%%|%[-+ #0]*+\d*+(?:\.\d+)?(?:hh|h|ll|l|z|j|t|L)?[diouxXfeEgGsc]")
 _NUMBER = r"-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 _FIXED = r"(?:-?\d+\.\d+|-?nan|-?inf)"
 """%f and %.Nf always print a decimal point: "Detected 2 ... for GPU 0" is the %ld format, not the %.1f one."""
+FIELD_MAX = 256
+"""Most characters a `%s` inside a message spans (an API or test name, a path, an error string): bounded, so a line
+holding the words before it many times costs each copy this much, not a scan of the rest of the line."""
+_FIELD = rf".{{0,{FIELD_MAX}}}?"
+_BLANK = r"\s+"
 _CONVERSIONS = {"d": r"-?\d+", "i": r"-?\d+", "u": r"\d+", "o": r"\d+", "x": r"[0-9a-fA-F]+", "X": r"[0-9a-fA-F]+",
-                "f": _FIXED, "e": _NUMBER, "E": _NUMBER, "g": _NUMBER, "G": _NUMBER, "s": r".*?", "c": r"."}
+                "f": _FIXED, "e": _NUMBER, "E": _NUMBER, "g": _NUMBER, "G": _NUMBER, "s": _FIELD, "c": r"."}
 MIN_LITERAL = 15
 """Characters of fixed wording a message format needs before it names a code on its own."""
 
@@ -111,7 +116,22 @@ def _format_regex(message: str) -> tuple[str, int]:
     text = message[pos:]
     literal += len(text.strip())
     parts.append(regex.sub(r"\\\s+|\s+", r"\\s+", regex.escape(text)))
-    return "".join(parts), literal
+    return _linear("".join(parts)), literal
+
+
+def _linear(pattern: str) -> str:
+    """The same matches (fields of FIELD_MAX characters at most) without rescans: blanks around a field are its
+    one-character ends (`\\s+.*?\\s+` splits a blank run every way), a leading number starts where its digits do and
+    a leading field where the line does (from every position they rescan the run or the line)."""
+    pattern = pattern.replace(_BLANK + _FIELD + _BLANK, r"\s" + _FIELD + r"\s")
+    if pattern.startswith(("-?", r"\d", "(?:-?")):  # a leading number is read from its first digit only
+        pattern = r"(?<!\d)" + pattern
+    elif pattern.startswith("[0-9a-fA-F]"):
+        pattern = r"(?<![0-9a-fA-F])" + pattern
+    elif pattern.startswith(_FIELD):
+        rest = pattern[len(_FIELD):]
+        pattern = r"(?<![^\n]).*?" + (r"\s" + rest[len(_BLANK):] if rest.startswith(_BLANK) else rest)
+    return pattern
 
 
 @cache
@@ -490,7 +510,7 @@ def _cuda_memtest(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
 _G80_HEADER = regex.compile(r"Running (?P<iters>\d+) iterations of tests over (?P<mb>\d+) MB of (?P<gpu_word>GPU )?"
                             r"memory on (?P<where>card|device) (?P<gpu>\d+): (?P<name>.+?)\s*$")
 _G80_TEST = regex.compile(r"^\s*(?P<test>[A-Z][^:]*?): (?P<n>\d+) errors \((?P<ms>\d+) ms\)\s*$")
-_G80_FINAL = regex.compile(r"Final error count.*?: (?P<n>\d+) errors")
+_G80_FINAL = regex.compile(r"Final error count.{0,200}?: (?P<n>\d+) errors")  # bounded: no rescan per copy
 IMPLAUSIBLE = 2**32 - 2**16
 """Counts from here up are a 32-bit counter that went below zero (memtestG80 issue #3), not bad words."""
 

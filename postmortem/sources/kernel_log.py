@@ -283,8 +283,10 @@ def _place_uptimes(stamps: list[Stamp]) -> list[Stamp]:
 # --- message bodies -------------------------------------------------------------
 _PCI = r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?"
 _XID = regex.compile(
-    r"NVRM: Xid \((?:PCI:)?(?P<pci>[^)\s]*)(?: (?P<instance>[^)]*))?\): (?P<xid>\d+)(?:,\s*(?P<rest>.*))?"
+    r"NVRM: Xid \((?:PCI:)?(?P<pci>[^)\s]{0,64}+)(?: (?P<instance>[^)]{0,64}+))?\): (?P<xid>\d+)(?:,\s*(?P<rest>.*))?"
 )
+"""The address and instance in the parentheses are bounded: unbounded, a line of `NVRM: Xid (` copies and no `)` was
+scanned to its end from each copy."""
 _XID_WHO = regex.compile(
     r"^(?:pid=(?P<pid>'?<?[\w./]+>?'?|\d+)(?:,\s*|$))?(?:name=(?P<name>[^,]*)(?:,\s*|$))?(?P<msg>.*)$")
 _XID_DETAILS = (
@@ -366,7 +368,7 @@ def _board_serial(doc: TextDoc, line: Line) -> str | None:
     return None
 
 
-_DRIVER = regex.compile(r"NVRM: loading NVIDIA UNIX .*?Kernel Module"
+_DRIVER = regex.compile(r"NVRM: loading NVIDIA UNIX .{0,64}?Kernel Module"  # bounded: no rescan per copy
                         r"(?: for \S+)?\s+(?P<driver_version>\d+\.\d+(?:\.\d+)?)")
 _LINUX = regex.compile(r"Linux version (?P<kernel_version>\d+\.\d+\S*) \(")
 _SEGFAULT = regex.compile(
@@ -387,14 +389,15 @@ _OOM_TASK_IN = regex.compile(r"Task in (?P<memcg>\S+) killed as a result of limi
 OOM_REPORT_LINES = 40
 _OOM_SIZE = regex.compile(r"(?P<name>total-vm|anon-rss|file-rss|shmem-rss):(?P<kb>[\d,]+)kB")
 _OOM_CONSTRAINT = regex.compile(r"oom-kill:(?P<pairs>\S+)")
-_HANGS = (
+_HANGS = (  # a task name is bounded (the kernel's is 15 characters): each `task ` no longer scans the rest of the line
     ("hung-task",
-     regex.compile(r"(?:INFO: )?\btask (?P<task>.+?):(?P<pid>\d+) blocked for more than (?P<seconds>\d+) seconds")),
+     regex.compile(r"(?:INFO: )?\btask (?P<task>.{1,64}?):(?P<pid>\d+) blocked for more than (?P<seconds>\d+) "
+                   r"seconds")),
     ("soft-lockup",
      regex.compile(r"BUG: soft lockup - CPU#(?P<cpu>\d+) stuck for (?P<seconds>\d+)s!"
-                   r"(?: \[(?P<task>.+?):(?P<pid>\d+)\])?")),  # a paste may stop before the task
+                   r"(?: \[(?P<task>.{1,64}?):(?P<pid>\d+)\])?")),  # a paste may stop before the task
     ("hard-lockup", regex.compile(r"Watchdog detected hard LOCKUP on cpu (?P<cpu>\d+)")),
-    ("rcu-stall", regex.compile(r"(?P<task>rcu_\w+) (?:self-)?detected (?:expedited )?stalls? on CPUs?"
+    ("rcu-stall", regex.compile(r"(?P<task>(?<!\w)rcu_\w++) (?:self-)?detected (?:expedited )?stalls? on CPUs?"
                                 r"(?:/tasks)?:?(?:\s*\{\s*(?P<cpu>\d+)\s*\})?")),
 )
 _AER_HEAD = regex.compile(

@@ -145,7 +145,7 @@ def _values(field: _Field, answer: str) -> Iterator[str]:
     """The field's values in an answer: every GPU model named (a node of several), else the first version."""
     if field.check == "gpu-model":
         for part in _GPU_LIST.split(answer):
-            name = " ".join(regex.sub(r"\(UUID:[^)]*\)", "", _EMPHASIS.sub("", part)).split())
+            name = " ".join(regex.sub(r"\(UUID:[^)]{0,64}\)", "", _EMPHASIS.sub("", part)).split())
             if name and gpu_arch(name) is not None:
                 yield name
         return

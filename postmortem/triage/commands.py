@@ -10,6 +10,7 @@ import click
 
 from ..deadline import Overtime, available, time_limit
 from ..render import LANGUAGES, default_language
+from ..render.terminal import reply
 
 TRIAGE_FORMATS = ("markdown", "json")
 TIMEOUT_S = 300.0
@@ -70,7 +71,7 @@ def triage_command(issue: str, attachments: tuple[str, ...], store: str | None, 
         raise TriageRefused(f"{read.ref}: the analysis ran past {seconds:.0f} s and was stopped (--timeout)") from None
     text = render_json(result) if fmt == "json" else render_markdown(result, lang or default_language())
     if target is None:
-        click.echo(text, nl=False)
+        reply(text, data=True, nl=False)
     else:
         output_step(lambda: write_text_output(target, text))
 

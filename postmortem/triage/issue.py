@@ -28,7 +28,7 @@ from typing import Any
 
 import regex
 
-from ..text import detect_encoding
+from ..text import MAX_LINE, detect_encoding
 
 MAX_ISSUE_BYTES = 8 << 20
 """Most bytes of an issue read (GitHub caps a body and a comment at 65,536 characters; a thread of a hundred
@@ -122,7 +122,7 @@ def _from_markdown(text: str, name: str, notes: list[str]) -> Issue:
     title = ""
     first = text.lstrip("\n").split("\n", 1)
     if first and first[0].startswith("# "):
-        title, text = first[0][2:].strip(), first[1] if len(first) > 1 else ""
+        title, text = cut_lines(first[0][2:].strip(), "title", notes), first[1] if len(first) > 1 else ""
     return Issue(name, title, (_post("body", "", text, notes),), notes=tuple(notes))
 
 
@@ -159,15 +159,27 @@ def issue_from_json(document: Any, name: str, notes: list[str] | None = None) ->
     labels = tuple(_text(label.get("name") if isinstance(label, dict) else label)
                    for label in issue.get("labels") or () if isinstance(label, dict | str))
     ref = f"{repository}#{number}" if repository and number is not None else (f"#{number}" if number else name)
-    return Issue(ref, " ".join(_text(issue.get("title")).split()), tuple(posts), number, repository, url, labels,
-                 tuple(notes))
+    title = cut_lines(" ".join(_text(issue.get("title")).split()), "title", notes)
+    return Issue(ref, title, tuple(posts), number, repository, url, labels, tuple(notes))
 
 
 def _post(where: str, author: str, text: str, notes: list[str]) -> Post:
     if len(text) > MAX_POST_CHARS:
         notes.append(f"the {where} holds {len(text):,} characters; the first {MAX_POST_CHARS:,} were read")
         text = text[:MAX_POST_CHARS]
-    return Post(where, author, text.replace("\r\n", "\n").replace("\r", "\n"))
+    return Post(where, author, cut_lines(text.replace("\r\n", "\n").replace("\r", "\n"), where, notes))
+
+
+def cut_lines(text: str, where: str, notes: list[str]) -> str:
+    """`text` with every line cut to its first MAX_LINE characters, as the log reader cuts a log's lines: no pattern
+    that cuts a post into pieces ever runs on a longer line, and what is cut is said in `notes`."""
+    lines = text.split("\n")
+    long = sum(len(line) > MAX_LINE for line in lines)
+    if not long:
+        return text
+    notes.append(f"the {where} holds {long:,} line(s) longer than {MAX_LINE:,} characters; the first {MAX_LINE:,} "
+                 "of each were read")
+    return "\n".join(line[:MAX_LINE] for line in lines)
 
 
 def _text(value: Any) -> str:
@@ -195,7 +207,7 @@ _FENCE = regex.compile(r"^(?P<indent> {0,3})(?P<marks>`{3,}|~{3,})[ \t]*(?P<info
 _QUOTE = regex.compile(r"^ {0,3}(?:>[ \t]?)+")
 _TAG = regex.compile(r"</?(?:details|summary|p|div|span|br|hr|sub|sup|b|i|em|strong|code|kbd|samp|tt|small|"
                      r"h[1-6]|ul|ol|li|img|a|table|thead|tbody|tr|td|th|blockquote)\b[^>\n]*+>", regex.I)
-_PRE = regex.compile(r"<(?P<close>/?)pre\b[^>\n]*+>", regex.I)
+_PRE = regex.compile(r"<(?P<close>/?)pre\b[^<>\n]*+>", regex.I)  # a tag ends before the next one starts
 PRE_HINT = "html-pre"
 """The info string a `<pre>` block is read under: GitHub decodes entities inside it, never inside a fence."""
 _INLINE_CODE = regex.compile(r"(?<!`)`{1,2}(?!`)")
@@ -322,10 +334,12 @@ def _strip_quotes(line: str, depth: int) -> str:
 def _unwrapped(lines: list[str]) -> str:
     """Prose with its HTML tags gone, entities decoded, and tables read as `cell: cell` lines."""
     out: list[str] = []
+    rows = [bool(_TABLE_ROW.match(line)) for line in lines]
+    in_table = _table_rows(lines, rows)
     for i, line in enumerate(lines):
-        if _TABLE_RULE.match(line) and i > 0 and _TABLE_ROW.match(lines[i - 1]):
+        if i > 0 and rows[i - 1] and _TABLE_RULE.match(line):
             continue
-        if _TABLE_ROW.match(line) and _in_table(lines, i):
+        if in_table[i]:
             cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
             out.append(": ".join(cell for cell in cells if cell))
             continue
@@ -334,9 +348,15 @@ def _unwrapped(lines: list[str]) -> str:
     return "\n".join(out)
 
 
-def _in_table(lines: list[str], i: int) -> bool:
-    """A row of a Markdown table: its block (the table rows around it) has a `|---|` rule under the first row."""
-    start = i
-    while start > 0 and _TABLE_ROW.match(lines[start - 1]):
-        start -= 1
-    return start + 1 < len(lines) and bool(_TABLE_RULE.match(lines[start + 1]))
+def _table_rows(lines: list[str], rows: list[bool]) -> list[bool]:
+    """Which lines are rows of a Markdown table: a block of consecutive table rows (`rows`) with a `|---|` rule
+    under its first row. One pass over the blocks: a post of 16,000 rows is not 16,000 walks back up its block."""
+    in_table = [False] * len(lines)
+    start = 0
+    for end, is_row in enumerate([*rows, False]):
+        if is_row:
+            continue
+        if start < end and start + 1 < len(lines) and _TABLE_RULE.match(lines[start + 1]):
+            in_table[start:end] = [True] * (end - start)
+        start = end + 1
+    return in_table

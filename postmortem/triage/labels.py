@@ -78,13 +78,3 @@ def labels_for(report: Report, requests: Sequence[object], label_map: LabelMap |
     found += [chosen.needs_info if requests else None, chosen.duplicate if duplicates else None]
     return tuple(dict.fromkeys(label[:MAX_LABEL] for label in found if label))
 
-
-def possible_labels(label_map: LabelMap) -> frozenset[str]:
-    """Every label the map can give: the ones on an issue that a new verdict no longer gives are removed."""
-    from ..signatures import load_default
-
-    causes = load_default().causes
-    named = {(label_map.causes.get(cause) or label_map.cause or "").replace("{cause}", cause) for cause in causes}
-    fixed = {label_map.needs_info, label_map.duplicate, label_map.unknown}
-    every = named | fixed | set(label_map.layers.values()) | set(label_map.severities.values())
-    return frozenset(label[:MAX_LABEL] for label in every if label)

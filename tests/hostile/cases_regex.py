@@ -60,6 +60,19 @@ def _dots_after_cuda_errors(directory: Path) -> Run:
     return Run(["analyze", "train.log", "--no-color"], evidence=("Xid", "79", "invalid device function"))
 
 
+ERROR_NUMBER_LOG = 2_400_000
+"""Bytes of the log of the attack on the CUDA error-number pattern: 72 s reported, 2 min 52 s measured here before
+its fix (90 s of CPU on a shared machine), 0.9 s after."""
+
+
+def _cuda_error_number_log(directory: Path) -> Run:
+    """Lines of `CUDA error` and a run of blanks where the number would be: the pattern that reads `error 700`
+    tried every split of the blanks between its two optional-blank parts, half a second a line."""
+    line = "RuntimeError: CUDA error" + " " * (RUN - 34) + "\n"
+    (directory / "train.log").write_text(line * (ERROR_NUMBER_LOG // len(line)) + REAL_XID)
+    return Run(["analyze", "train.log", "--no-color"], evidence=("Xid", "79", "fallen off the bus"))
+
+
 def _mixed_lines(directory: Path) -> Run:
     assert len(MIX_ANCHORS) == 31
     (directory / "mixed.log").write_text(_lines(MIX_ANCHORS, RUNS) + REAL_XID)
@@ -76,4 +89,5 @@ CASES = [
     Hostile(7, "digits-after-oom-anchors", _digits_after_oom, wall_s=WALL_S, address_space=ADDRESS_SPACE),
     Hostile(7, "dots-after-cuda-errors", _dots_after_cuda_errors, wall_s=WALL_S, address_space=ADDRESS_SPACE),
     Hostile(7, "31-line-adversarial-mix", _mixed_lines, wall_s=WALL_S, address_space=ADDRESS_SPACE),
+    Hostile(6, "cuda-error-number-2.4MB", _cuda_error_number_log, wall_s=WALL_S, address_space=ADDRESS_SPACE),
 ]

@@ -1,6 +1,8 @@
 /* A thread in uninterruptible sleep, made without any driver: after vfork() the parent sleeps in the kernel
  * (state D, wait_for_vfork_done) until the child execs or exits; this child sleeps first. A ptrace interrupt
- * cannot stop such a thread until it wakes: what a thread stuck in a GPU driver looks like to a snapshot. */
+ * cannot stop such a thread until it wakes: what a thread stuck in a GPU driver looks like to a snapshot. With the
+ * argument "thread", a second thread waits in pause() first: a process whose other threads can be stopped. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -13,8 +15,19 @@ static void ready(void)
         exit(2);
 }
 
-int main(void)
+static void *idle(void *unused)
 {
+    (void)unused;
+    for (;;)
+        pause();
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    pthread_t other;
+    if (argc > 1 && pthread_create(&other, NULL, idle, NULL) != 0)
+        return 2;
     ready();
     pid_t child = vfork(); /* HANG vfork */
     if (child == 0) {
