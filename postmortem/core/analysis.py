@@ -342,7 +342,8 @@ def unwind_thread(registers: dict[str, int], memory: Memory, finder: _ModuleFind
                 if caller_sp < sp or (caller_sp == sp and caller.get(arch.pc_reg) in seen_at_sp | {pc}):
                     break
                 seen_at_sp = seen_at_sp | {pc} if caller_sp == sp else set()
-            injected = _name_of(frame.lookup, finder, names) == GO_SIGPANIC
+            injected = _go_module(frame.lookup, finder) is not None and \
+                _name_of(frame.lookup, finder, names) == GO_SIGPANIC
             exact = frame.signal_frame or injected
             regs = caller
     except BudgetSpent as spent:
@@ -351,6 +352,13 @@ def unwind_thread(registers: dict[str, int], memory: Memory, finder: _ModuleFind
     if done.truncated:
         _rest_of_stack(done, registers.get(arch.sp, 0), regs.get(arch.sp_reg, 0), memory)
     return done
+
+
+def _go_module(addr: int, finder: _ModuleFinder) -> Module | None:
+    """The Go binary (one with `.gopclntab`) that holds `addr`, or None. Only there can runtime.sigpanic be:
+    other frames need no name to be unwound, and their modules' symbol tables are not loaded for it."""
+    module = finder.at(addr)
+    return module if module is not None and module.file is not None and module.file.go_table is not None else None
 
 
 def _symbol_at(addr: int, finder: _ModuleFinder) -> tuple[str, int] | None:
@@ -434,7 +442,7 @@ def _go_step(frame: _RawFrame, regs: dict[int, int], memory: Memory, finder: _Mo
     call (`injected`: runtime.sigpanic, which an arm64 signal handler makes the faulting function "call"
     after pushing its x30 in a 16-byte slot), that slot is skipped, and a frameless faulting function
     returns to the x30 it held (runtime/traceback.go)."""
-    module = finder.at(frame.lookup)
+    module = _go_module(frame.lookup, finder)
     if module is None or module.file is None or module.file.go_table is None:
         return None
     table, vaddr = module.file.go_table, frame.lookup - module.bias
