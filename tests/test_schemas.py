@@ -76,7 +76,7 @@ NOT_INPUTS = frozenset({".md", ".py", ".sh", ".c", ".cc", ".cu", ".go", ".rs"})
 def _cases() -> list[tuple[str, list[str]]]:
     """(name, inputs) of every sample, corpus case and committed test input (cores, telemetry, logs, fatbins)."""
     found = [(f"samples/{p.name}", [str(p)]) for p in sorted((ROOT / "samples").iterdir()) if p.is_dir()]
-    for corpus in (HERE / "corpus", SHARED / "corpus" / "cases"):
+    for corpus in (HERE / "corpus", HERE / "heldout", SHARED / "corpus" / "cases"):
         for case in sorted(p.parent for p in corpus.rglob("case.yaml")) if corpus.is_dir() else []:
             files = sorted(str(p) for p in case.iterdir() if p.is_file() and p.name != "case.yaml")
             found.append((f"{corpus.parent.name}/{case.name}", files))
