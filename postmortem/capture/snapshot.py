@@ -272,7 +272,7 @@ def snapshot_process(pid: int, folder: Path, redactor: Redactor, budget: live.By
         return result
     result.rank = state["rank"]
     try:
-        taken = live.capture(pid, budget)
+        taken = live.capture(pid, budget, read_as)
     except live.LiveError as exc:
         result.error = str(exc)
         state["diagnostics"] = [str(exc)]

@@ -36,7 +36,7 @@ from . import elf, link_map, notes
 from .analysis import _ModuleFinder, process_memory, python_version, read_python_stacks, unwind_thread
 from .arch import BY_MACHINE, Arch
 from .memory import Memory
-from .modules import Files, Module
+from .modules import Files, Module, ReadAs
 from .python_stack import PythonStackError, PythonThread
 from .unwind import Budget
 
@@ -298,10 +298,11 @@ def _wait_stop(tid: int, deadline: float) -> int:
             return os.WSTOPSIG(status)  # a signal was being delivered: it is handed back at detach
 
 
-def capture(pid: int, budget: ByteBudget | None = None) -> Stopped:
+def capture(pid: int, budget: ByteBudget | None = None, read_as: ReadAs | None = None) -> Stopped:
     """Stops the process, takes registers, the innermost stack pages and Python stacks, lets it go, then copies the
     rest of each thread's stack; keeps PROCESS_BYTES at the most, and no more than `budget` has left (which is
-    charged with what was kept); raises LiveError."""
+    charged with what was kept); raises LiveError. `read_as`: the process's user, as whom the files it mapped are
+    read (a path it names may be a link it planted to a file closed to it); None reads them as this process."""
     machine = MACHINES.get(platform.machine())
     arch = BY_MACHINE.get(machine) if machine else None
     if arch is None or machine is None:
@@ -313,16 +314,16 @@ def capture(pid: int, budget: ByteBudget | None = None) -> Stopped:
     except OSError as exc:
         raise LiveError(f"process {pid}: {exc.strerror or exc}") from None
     try:
-        return _capture(pid, arch, machine, vmas, reader, auxv)
+        return _capture(pid, arch, machine, vmas, reader, auxv, Files(None, None, (), read_as))
     finally:
         reader.close()
         if budget is not None:
             budget.left -= PAGE * len(reader.pages)
 
 
-def _capture(pid: int, arch: Arch, machine: int, vmas: list[Vma], reader: PageReader, auxv: bytes) -> Stopped:
+def _capture(pid: int, arch: Arch, machine: int, vmas: list[Vma], reader: PageReader, auxv: bytes,
+             files: Files) -> Stopped:
     result = Stopped(pid, arch, machine, vmas, [], reader.pages, auxv=auxv)
-    files = Files(None, None, ())
     try:
         # before the stop: modules and the interpreter's symbols (files on disk, headers that do not change)
         memory, modules = process_memory(reader.read, _virtual_segments(vmas), file_mappings(vmas), files,
