@@ -24,7 +24,7 @@ from .model import SEVERITIES, Options, Report, severity_rank, to_plain
 from .outputs import Output, OutputError, check_output, write_text_output
 from .pipeline import Progress, analyze as run_analysis
 from .render import FORMATS, LANGUAGES, default_language
-from .render.terminal import echo, reply, terminal_text
+from .render.terminal import echo, is_terminal as _is_terminal, reply, terminal_text
 from .signatures import (
     Database,
     Signature,
@@ -287,13 +287,6 @@ def output_step(step: Callable[[], T]) -> T:
 def checked_output(path: str | os.PathLike, inputs: Iterable[str], trees: Iterable[str | os.PathLike] = ()) -> Output:
     """The -o path checked before any work starts (postmortem.outputs)."""
     return output_step(lambda: check_output(path, inputs, [os.fspath(tree) for tree in trees]))
-
-
-def _is_terminal(stream) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
 
 
 SPINNER_DELAY_S = 1.0

@@ -441,11 +441,12 @@ not a walk (no member is read)."""
 
 def _tar_entries_from(reader: ByteReader, at: int) -> tuple[int, bool]:
     """How many members the tar holds from the header at `at` on, hopping header to header by their size fields;
-    and whether that is all of them (False: MAX_COUNTED reached). A damaged header ends the count."""
+    and whether that is all of them (False: MAX_COUNTED headers hopped, members or not). A damaged header ends the
+    count."""
     import tarfile
 
     count = 0
-    while count < MAX_COUNTED:
+    for _ in range(MAX_COUNTED):
         block = reader.read_at(at, TAR_BLOCK)
         if len(block) < TAR_BLOCK or not block.strip(b"\0"):
             return count, True

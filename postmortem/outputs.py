@@ -30,8 +30,12 @@ from typing import BinaryIO
 
 Identity = tuple[int, int]
 """(st_dev, st_ino): one file, whatever the path that names it."""
-CASE_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-"""A case folder's file is always a new one: a name planted there (a link, a FIFO, a file) is refused, not followed."""
+NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+"""A case folder's file, or the temporary beside an output, is always a new one: a name planted there (a link, a
+FIFO, a file) is refused, not followed."""
+NO_LINK_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+"""Opening a path another user may have planted: never through a link at its last name, never waiting on a FIFO
+or a device, never taking a controlling terminal, never inherited by a child."""
 TEMPORARY_TRIES = 16
 """Names tried for the temporary file beside the output (each is random; a clash is already unlikely)."""
 
@@ -137,7 +141,7 @@ def create_in(folder: Path, name: str, mode: int = 0o644) -> BinaryIO:
     """A new file `name` in a case folder, open for writing (`mode` reduced by the umask). A name that exists
     already is refused (OutputError), whatever it is: nothing in the folder is written over, nor through a link."""
     try:
-        fd = os.open(folder / name, CASE_FILE_FLAGS, mode)
+        fd = os.open(folder / name, NEW_FILE_FLAGS, mode)
     except FileExistsError as exc:
         raise OutputError(f"cannot write {name} in {folder}: it exists already ({exc.strerror}); "
                           "nothing there is written over or through") from None
@@ -158,11 +162,10 @@ def foreign_folder(folder: Path) -> str | None:
     euid = os.geteuid()
     if st.st_uid == euid:
         return None
-    owner = _user_name(st.st_uid)
     if euid == 0 and st.st_uid != _sudo_caller():
-        return f"{folder} is owned by {owner}, not root"
+        return f"{folder} is owned by {_user_name(st.st_uid)}, not root"
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
-        return (f"{folder} is owned by {owner} and writable by other users without the sticky bit "
+        return (f"{folder} is owned by {_user_name(st.st_uid)} and writable by other users without the sticky bit "
                 f"(mode {stat.S_IMODE(st.st_mode):04o})")
     return None
 
@@ -271,7 +274,7 @@ def _temporary_beside(output: Output, mode: int) -> tuple[str, int]:
     for _ in range(TEMPORARY_TRIES):
         candidate = str(folder / f".{name}.{os.urandom(4).hex()}.part")
         try:
-            return candidate, os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+            return candidate, os.open(candidate, NEW_FILE_FLAGS, mode)
         except FileExistsError:
             continue
         except OSError as exc:

@@ -585,3 +585,15 @@ def test_secrets_encoded_in_base64_are_redacted_and_other_base64_is_kept(tmp_pat
         assert secret.encode() not in log
     assert log.count(b"<redacted:base64-encoded-secret>") == 3, log
     assert harmless.encode() in log and digest.encode() in log and b"NVRM: Xid" in log
+
+
+def test_an_over_long_line_ending_in_a_secret_is_cut_at_the_last_blank_before_it() -> None:
+    """A line longer than MAX_LINE whose end holds a secret is cut after the last blank outside every secret (here
+    the one before `Authorization`, which a shape reads behind it), not in the middle of a word."""
+    from postmortem.capture.collect import _whole_lines
+    from postmortem.capture.redact import Redactor
+
+    data = b"word " * 20_000 + b"Authorization: Basic " + b"A" * 40
+    head, tail = _whole_lines(data, Redactor({}))
+    assert head + tail == data and head.endswith(b"word ") and tail.startswith(b"word")
+    assert b"Authorization" not in head

@@ -337,6 +337,21 @@ def test_an_archive_cut_at_its_entry_budget_says_how_many_entries_were_skipped(t
         assert said == [f"more than 10 archive entries in this input; the other {rest} skipped unread"], name
 
 
+def test_counting_the_skipped_entries_hops_over_at_most_max_counted_headers(tmp_path, monkeypatch):
+    """MAX_COUNTED bounds the headers hopped, not the members found: a tar of nothing but PAX headers after its
+    entry budget (none of them a member) is not hopped to its end."""
+    monkeypatch.setattr(inputs, "MAX_MEMBERS", 1)
+    monkeypatch.setattr(inputs, "MAX_COUNTED", 100)
+    pax = tarfile.TarInfo("meta")
+    pax.type = tarfile.XHDTYPE
+    _tar_of(tmp_path / "two.tar", [("a.txt", b"x\n"), ("b.txt", b"x\n")])
+    with open(tmp_path / "meta.tar", "wb") as out:
+        out.write((tmp_path / "two.tar").read_bytes()[:4 * 512])  # the two members, not their end blocks
+        out.write(pax.tobuf(tarfile.USTAR_FORMAT) * 1000)
+    said = [d for b in open_inputs([str(tmp_path / "meta.tar")]) for d in b.diagnostics]
+    assert said == ["more than 1 archive entries in this input; the other at least 1 skipped unread"]
+
+
 def test_damaged_zip_members_and_unusable_names_are_diagnosed_one_by_one(tmp_path):
     from hostile.cases_archives import _damaged_members
 

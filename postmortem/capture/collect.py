@@ -32,8 +32,6 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .. import __version__
-from ..core import core_writer
-from ..core.elf import ElfError
 from ..outputs import Output, OutputError, create_in, write_output
 from ..programs import find_program
 from ..reader import ByteReader, FileReader
@@ -631,6 +629,9 @@ def _blanked_core(core: ByteReader) -> tuple[ByteReader, str]:
     """The core as the bundle holds it: its process's argument and environment strings with their secrets
     overwritten by `*`, as `snapshot` blanks them in the cores it writes (redact.blank_process_strings, on the
     blocks core_writer.process_strings finds), the core itself never written; and the manifest's words for it."""
+    from ..core import core_writer  # the core reader: only a bundle that holds a core pays for importing it
+    from ..core.elf import ElfError
+
     try:
         found = core_writer.process_strings(core.read_at)
     except ElfError:
@@ -715,7 +716,8 @@ def _whole_lines(data: bytes, redactor: Redactor) -> tuple[bytes, bytes]:
         if inside < 0 or spans[inside][1] <= cut - low:
             return data[:cut], data[cut:]
         secret = low + spans[inside][0]
-        cut = max(max(data.rfind(byte, floor, secret) for byte in SEPARATORS) + 1, secret)
+        before = max(data.rfind(byte, floor, secret) for byte in SEPARATORS)  # the last separator before it
+        cut = before + 1 if before >= 0 else secret
     return data[:separator], data[separator:]  # secrets back to back for MAX_LINE bytes: cut as it stood
 
 

@@ -115,12 +115,13 @@ def blank_process_strings(arguments: bytes, environment: bytes) -> tuple[bytes, 
     hidden = at = 0
     for entry in environment.split(b"\0"):
         name, sep, value = entry.partition(b"=")
-        if sep and value and not env_value_allowed(name.decode("utf-8", "replace")):
-            start = at + len(name) + 1
-            blanked_environment[start: start + len(value)] = b"*" * len(value)
-            hidden += 1
         if sep:
-            environ[name.decode("utf-8", "surrogateescape")] = value.decode("utf-8", "surrogateescape")
+            key = name.decode("utf-8", "surrogateescape")
+            environ[key] = value.decode("utf-8", "surrogateescape")
+            if value and not env_value_allowed(key):
+                start = at + len(name) + 1
+                blanked_environment[start: start + len(value)] = b"*" * len(value)
+                hidden += 1
         at += len(entry) + 1
     redactor = Redactor(environ)
     blanked_arguments = redactor.blank(arguments)
@@ -196,8 +197,7 @@ class Redactor:
         """Where in `text` the secrets lie (by value or by shape), each from LOOKBEHIND characters before its match
         (what its shape may read there) to its end; sorted, overlapping ones merged. Text cut inside one and
         redacted in two blocks would keep the secret's name in the one and its value, unrecognised, in the other."""
-        lowered = text.lower()
-        patterns = [shape.pattern for shape in secret_shapes() if any(word in lowered for word in shape.keywords)]
+        patterns = [shape.pattern for shape in _shapes_in(text)]
         found = sorted((max(0, match.start() - LOOKBEHIND), match.end())
                        for pattern in ([self._values] if self._values is not None else []) + patterns
                        for match in pattern.finditer(text))
@@ -218,10 +218,8 @@ class Redactor:
         makes of its match."""
         if self._values is not None:
             line = self._values.sub(partial(replace, kind="env-secret-value", counts=counts), line)
-        lowered = line.lower()
-        for shape in secret_shapes():
-            if any(word in lowered for word in shape.keywords):
-                line = shape.pattern.sub(partial(replace, kind=shape.kind, counts=counts), line)
+        for shape in _shapes_in(line):
+            line = shape.pattern.sub(partial(replace, kind=shape.kind, counts=counts), line)
         if depth < BASE64_DEPTH:
             line = BASE64_RUN.sub(partial(self._encoded, counts=counts, replace=replace, depth=depth), line)
         return line
@@ -233,6 +231,12 @@ class Redactor:
         if text is None or self._secrets(text, found, _replace, depth + 1) == text:
             return match[0]
         return replace(match, kind="base64-encoded-secret", counts=counts)
+
+
+def _shapes_in(text: str) -> list[SecretShape]:
+    """The secret shapes whose keywords `text` holds: only their patterns run on it (most text holds none)."""
+    lowered = text.lower()
+    return [shape for shape in secret_shapes() if any(word in lowered for word in shape.keywords)]
 
 
 def _count(counts: Counter[str], kind: str) -> str:

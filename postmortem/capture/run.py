@@ -22,13 +22,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import BinaryIO
 
-from ..outputs import OutputError, create_in, make_case_folder
+from ..outputs import NO_LINK_FLAGS, OutputError, create_in, make_case_folder
 from ..programs import find_program
 from ..render.terminal import terminal_text
 from ..sources.run_record import run_settings
@@ -57,6 +57,8 @@ STREAMS = {"stdout": "stdout.log", "stderr": "stderr.log"}
 """The job's streams as copied into the case directory; the run record names them (sources.run_record)."""
 RECORD = "run.json"
 TELEMETRY = "telemetry.csv"
+CASE_FILES = (*STREAMS.values(), RECORD)
+"""The files `run` makes in the case folder before the job starts (a name planted there stops it)."""
 SANITIZER_PLACES = ("/usr/local/cuda/bin/compute-sanitizer", "/opt/cuda/bin/compute-sanitizer")
 
 
@@ -126,15 +128,12 @@ def run(options: RunOptions, say: Callable[[str], None] = _say) -> int:
     armed = armed_environment(os.environ, case, options)
     setup = core_setup()
     say(f"case directory {case}; {_core_words(setup)}")
-    files = _new_case_files(case, [*STREAMS.values(), RECORD])  # before the job starts: a planted name stops it
+    files = _new_case_files(case, CASE_FILES)
     logs, record_file = files[:2], files[2]
     try:
         child = _spawn(command, {**os.environ, **armed}, logs)
     except RunError:
-        for handle, name in zip(files, [*STREAMS.values(), RECORD]):
-            handle.close()
-            with contextlib.suppress(OSError):
-                os.unlink(case / name)
+        _remove_case_files(case, files, CASE_FILES)
         with contextlib.suppress(OSError):
             case.rmdir()  # only when it is empty: nothing of the user's is removed
         raise
@@ -177,7 +176,7 @@ def _core_words(setup: CoreSetup) -> str:
     return setup.describe()
 
 
-def _new_case_files(case: Path, names: list[str]) -> list[BinaryIO]:
+def _new_case_files(case: Path, names: Sequence[str]) -> list[BinaryIO]:
     """The named files made new in the case folder (`create_in`), all or none: OutputError names the first that
     cannot be (a name the folder holds already, a planted link included), and the others are removed."""
     made: list[BinaryIO] = []
@@ -185,12 +184,17 @@ def _new_case_files(case: Path, names: list[str]) -> list[BinaryIO]:
         for name in names:
             made.append(create_in(case, name))
     except OutputError:
-        for handle, name in zip(made, names):
-            handle.close()
-            with contextlib.suppress(OSError):
-                os.unlink(case / name)
+        _remove_case_files(case, made, names)
         raise
     return made
+
+
+def _remove_case_files(case: Path, handles: list[BinaryIO], names: Sequence[str]) -> None:
+    """The files `_new_case_files` made closed and removed again (a job that never ran leaves nothing)."""
+    for handle, name in zip(handles, names):
+        handle.close()
+        with contextlib.suppress(OSError):
+            os.unlink(case / name)
 
 
 def _spawn(command: list[str], env: dict[str, str], logs: list[BinaryIO]) -> subprocess.Popen:
@@ -442,7 +446,7 @@ def _latest_utilisation(telemetry: Path) -> tuple[str, ...]:
     """The utilization.gpu values of the last sample of every GPU in telemetry.csv (TELEMETRY_FIELDS' order)."""
     column = TELEMETRY_FIELDS.split(",").index("utilization.gpu")
     try:
-        with open(os.open(telemetry, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as handle:
+        with open(os.open(telemetry, os.O_RDONLY | NO_LINK_FLAGS), "rb") as handle:
             handle.seek(max(0, os.fstat(handle.fileno()).st_size - 16384))
             lines = handle.read().decode("utf-8", "replace").splitlines()[1:]
     except OSError:
@@ -472,7 +476,7 @@ def _link_or_copy(source: Path, target: Path) -> str:
     words. The core is opened without following a link and linked or copied from that descriptor, and the case's
     name is always a new file: a link planted at either end is refused."""
     try:
-        fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(source, os.O_RDONLY | NO_LINK_FLAGS)
     except OSError as exc:
         return f"not taken: {exc.strerror or exc}" + (" (a symbolic link)" if exc.errno == errno.ELOOP else "")
     try:

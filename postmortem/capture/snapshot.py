@@ -34,7 +34,7 @@ from .. import __version__
 from ..core import core_writer, live
 from ..core.modules import ReadAs
 from ..knowledge import data_rows
-from ..outputs import OutputError, create_in, make_case_folder
+from ..outputs import NO_LINK_FLAGS, OutputError, create_in, make_case_folder
 from ..safe_pickle import MAX_INPUT_BYTES
 from .collect import Plan, gpu_pieces, save_redacted
 from .redact import Redactor, blank_process_strings
@@ -100,12 +100,6 @@ def _read(path: str, limit: int = 1 << 20) -> bytes | None:
         return None
 
 
-def _stat_fields(pid: int | str, tid: int | str | None = None) -> list[str]:
-    """/proc/PID[/task/TID]/stat after the command name (whose parentheses may hold anything): field 3 on."""
-    raw = _read(f"/proc/{pid}/task/{tid}/stat" if tid else f"/proc/{pid}/stat") or b""
-    return raw[raw.rfind(b")") + 2:].decode("ascii", "replace").split()
-
-
 def environment(pid: int) -> dict[str, str]:
     raw = _read(f"/proc/{pid}/environ", 4 << 20) or b""
     pairs = (entry.split(b"=", 1) for entry in raw.split(b"\0") if b"=" in entry)
@@ -131,7 +125,7 @@ def _children() -> dict[int, list[int]]:
     tree: dict[int, list[int]] = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
-            fields = _stat_fields(name)
+            fields = live.stat_fields(name)
             if len(fields) > 1:
                 tree.setdefault(int(fields[1]), []).append(int(name))
     return tree
@@ -182,7 +176,7 @@ def process_state(pid: int, redactor: Redactor, environ: dict[str, str]) -> dict
     state = regex.search(r"(?m)^State:\s*(.+)$", status)
     threads = []
     for tid in sorted(int(t) for t in os.listdir(f"/proc/{pid}/task") if t.isdigit()):
-        fields = _stat_fields(pid, tid)
+        fields = live.stat_fields(pid, tid)
         kernel = (_read(f"/proc/{pid}/task/{tid}/stack") or b"").decode("ascii", "replace").splitlines()
         threads.append({
             "tid": tid,
@@ -200,7 +194,7 @@ def process_state(pid: int, redactor: Redactor, environ: dict[str, str]) -> dict
                     devices.add(target)
     except OSError:
         pass
-    fields = _stat_fields(pid)
+    fields = live.stat_fields(pid)
     return {
         "format": PROCESS_FORMAT,
         "pid": pid,
@@ -225,7 +219,7 @@ def _blank_secrets(taken: live.Stopped, pid: int) -> tuple[int, int]:
 
     The blocks lie at [arg_start, arg_end) and [env_start, env_end) of /proc/PID/stat (fields 48 to 51, Linux 3.5
     on); what of them the core does not hold is not in it."""
-    fields = _stat_fields(pid)
+    fields = live.stat_fields(pid)
     if len(fields) < 49:
         return 0, 0
     arg_start, arg_end, env_start, env_end = (int(value) for value in fields[45:49])
@@ -266,11 +260,12 @@ def snapshot_process(pid: int, folder: Path, redactor: Redactor, budget: live.By
     try:
         environ = environment(pid)
         state = process_state(pid, redactor, environ)
-        read_as = _read_as(pid)
+        uid, groups = _ids(pid)
     except OSError as exc:
         result.error = f"process {pid}: {exc.strerror or exc}"
         return result
     result.rank = state["rank"]
+    read_as = None if uid == os.geteuid() else ReadAs(uid, groups)
     try:
         taken = live.capture(pid, budget, read_as)
     except live.LiveError as exc:
@@ -303,7 +298,7 @@ def snapshot_process(pid: int, folder: Path, redactor: Redactor, budget: live.By
             result.waits = f"{wait.where}: {wait.meaning}"
         state.update(stopped_ms=result.stopped_ms, core=core.name, environment_blanked=blanked,
                      arguments_blanked=in_arguments, diagnostics=taken.diagnostics + notes, stacks=stacks)
-    dump, refusal = _flight_recorder_dump(environ, folder, _real_uid(pid))
+    dump, refusal = _flight_recorder_dump(environ, folder, uid)
     if dump:
         result.files.append(dump)
         state["flight_recorder_dump"] = dump
@@ -311,8 +306,7 @@ def snapshot_process(pid: int, folder: Path, redactor: Redactor, budget: live.By
         state.setdefault("diagnostics", []).append(refusal)
     name = f"process.{pid}.json"
     try:
-        with create_in(folder, name) as handle:
-            handle.write((json.dumps(state, indent=2, ensure_ascii=False) + "\n").encode("utf-8", "backslashreplace"))
+        _write_json(folder, name, state)
     except OutputError as exc:
         result.error = f"process {pid}: {exc}"
         return result
@@ -323,7 +317,7 @@ def snapshot_process(pid: int, folder: Path, redactor: Redactor, budget: live.By
 def read_stacks(core: Path, read_as: ReadAs | None) -> tuple[list[dict], list[str]]:
     """Every thread's native and Python frames, read from the snapshot's core here, where the process's
     libraries are: the process file carries them to a machine that has none of those files. `read_as`: the
-    process's user, as whom its libraries are read (`_read_as`)."""
+    process's user, as whom its libraries are read (`_ids`)."""
     from ..core.analysis import read_core
     from ..reader import FileReader
 
@@ -339,17 +333,16 @@ def read_stacks(core: Path, read_as: ReadAs | None) -> tuple[list[dict], list[st
             for thread in found.core.threads], found.diagnostics
 
 
-def _read_as(pid: int) -> ReadAs | None:
-    """As whom the process's libraries are read: its real user, real group and supplementary groups
-    (/proc/PID/status), for the paths it names may be links it planted to files closed to it; None when that is
-    this process's own user, who reads them as itself. OSError when the process is gone."""
+def _ids(pid: int) -> tuple[int, frozenset[int]]:
+    """The process's real user and its real and supplementary groups (/proc/PID/status): whose files it may name,
+    and as whom its libraries are read, for the paths it names may be links it planted to files closed to it. Not
+    the owner of /proc/PID, which is root for a process that made itself undumpable. OSError when it is gone."""
     status = Path(f"/proc/{pid}/status").read_text("ascii", "replace")
     found = {key: value.split() for key, _, value in (line.partition(":") for line in status.splitlines())}
-    uid = int(found["Uid"][0])
-    return None if uid == os.geteuid() else ReadAs(uid, frozenset(map(int, found["Gid"][:1] + found["Groups"])))
+    return int(found["Uid"][0]), frozenset(map(int, found["Gid"][:1] + found["Groups"]))
 
 
-def _flight_recorder_dump(environ: dict[str, str], folder: Path, uid: int | None) -> tuple[str | None, str | None]:
+def _flight_recorder_dump(environ: dict[str, str], folder: Path, uid: int) -> tuple[str | None, str | None]:
     """Asks the process for a flight-recorder dump through the named pipe ProcessGroupNCCL watches
     (TORCH_NCCL_DEBUG_INFO_PIPE_FILE + rank + ".pipe"; the dump lands at TORCH_NCCL_DEBUG_INFO_TEMP_FILE + rank)
     and copies the dump into the case directory when one appears in time; a dump that lands in the directory
@@ -361,8 +354,6 @@ def _flight_recorder_dump(environ: dict[str, str], folder: Path, uid: int | None
     stem, rank = environ.get("TORCH_NCCL_DEBUG_INFO_PIPE_FILE"), rank_of(environ).get("rank")
     if not stem or rank is None:
         return None, None
-    if uid is None:
-        return None, "debug pipe: not used: the process's user cannot be read from /proc"
     pipe = f"{stem}{rank}.pipe"
     target = environ.get("TORCH_FR_DUMP_TEMP_FILE") or environ.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") \
         or DEFAULT_DUMP_PREFIX
@@ -399,14 +390,6 @@ class _Refused(Exception):
     """A file a process names that is not what it should be, or not its own; the sentence says why."""
 
 
-def _real_uid(pid: int) -> int | None:
-    """The process's real user (/proc/PID/status): whose files it may name. Not the owner of /proc/PID, which
-    is root for a process that made itself undumpable."""
-    status = (_read(f"/proc/{pid}/status") or b"").decode("ascii", "replace")
-    found = regex.search(r"(?m)^Uid:\s*(\d+)", status)
-    return int(found[1]) if found else None
-
-
 def _identity(path: str) -> tuple[int, int, int] | None:
     """(inode, mtime, size) of the name itself, a link not followed; None when absent."""
     try:
@@ -421,7 +404,7 @@ def _open_owned(path: str, flags: int, uid: int, kind: Callable[[int], bool], wh
     (a FIFO), and judged on the open descriptor, with no second open by name: it must be `what` and owned by
     `uid`. _Refused otherwise; OSError when it cannot be opened."""
     try:
-        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        fd = os.open(path, flags | NO_LINK_FLAGS)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise _Refused("it is a symbolic link (never followed for a process)") from None
@@ -490,6 +473,11 @@ def snapshot(folder: Path, pids: list[int], plan: Plan, progress: Progress = lam
         "processes": [vars(result) for result in results],
         "node": node,
     }
-    with create_in(folder, MANIFEST) as handle:
-        handle.write((json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode("utf-8", "backslashreplace"))
+    _write_json(folder, MANIFEST, manifest)
     return manifest
+
+
+def _write_json(folder: Path, name: str, document: dict) -> None:
+    """A new case file `name` holding `document` (create_in: nothing is written over; OutputError)."""
+    with create_in(folder, name) as handle:
+        handle.write((json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode("utf-8", "backslashreplace"))

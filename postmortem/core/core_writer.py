@@ -25,6 +25,11 @@ EHDR = struct.Struct("<16sHHIQQQIHHHHHH")
 PHDR = struct.Struct("<IIQQQQQQ")
 PN_XNUM = 0xFFFF
 """e_phnum's limit; a process with more mappings keeps only the PT_LOADs that hold bytes (see `_loads`)."""
+PRPSINFO = "<bbbb4xQIIiiii16s80s"
+"""NT_PRPSINFO's elf_prpsinfo (64-bit), pr_psargs last."""
+PSARGS_SIZE = 80
+PSARGS = struct.calcsize(PRPSINFO) - PSARGS_SIZE
+"""Offset of pr_psargs, the last field of NT_PRPSINFO's elf_prpsinfo."""
 MAX_STRINGS_BLOCK = 8 << 20
 """Bytes of a core's argument or environment block read at the most: the kernel gives a new process at most a
 quarter of its stack limit of them, and never more than 6 MiB (fs/exec.c, bprm_stack_limits)."""
@@ -54,9 +59,9 @@ def _prstatus(status: notes.ThreadStatus, names: tuple[str, ...], pid: int, ppid
 
 
 def _prpsinfo(process: ProcessNote) -> bytes:
-    return struct.pack("<bbbb4xQIIiiii16s80s", 0, ord("S"), 0, 0, 0, process.uid, process.gid, process.pid,
+    return struct.pack(PRPSINFO, 0, ord("S"), 0, 0, 0, process.uid, process.gid, process.pid,
                        process.ppid, process.pid, process.pid, process.command.encode()[:15],
-                       process.arguments.encode("utf-8", "replace")[:80])
+                       process.arguments.encode("utf-8", "replace")[:PSARGS_SIZE])
 
 
 def _nt_file(vmas: list[Vma]) -> bytes:
@@ -142,11 +147,6 @@ class ProcessStrings:
             if before != after:
                 out[at] = after
         return bytes(out)
-
-
-PSARGS = struct.calcsize("<bbbb4xQIIiiii16s")
-"""Offset of pr_psargs in NT_PRPSINFO's elf_prpsinfo (64-bit)."""
-PSARGS_SIZE = 80
 
 
 def process_strings(read: elf.Read) -> ProcessStrings | None:

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 import regex
 
 from ..debugging import RUNTIME_MODULES
+from .link_map import MAX_PATH
 
 KINDS = ("nvidia-driver", "cuda-library", "framework", "user-extension", "python", "python-stdlib", "runtime", "other",
          "data")
@@ -31,9 +32,8 @@ _STDLIB_EXTENSION = regex.compile(r"/lib-dynload/[^/]+\.so[\w.]*$")
 """The interpreter's own extension modules (_ctypes, _struct, _ssl): CPython installs them in lib/pythonX.Y/lib-dynload
 (Debian, conda, pyenv and python.org builds alike), apart from what pip puts in site-packages."""
 _EXTENSION = regex.compile(r"/(?:site-packages|dist-packages)/[^ ]+\.so[\w.]*$|\.cpython-\d++[\w-]*+\.so$")
-PATH_MAX = 4096
-"""The longest path the kernel writes for a mapped file (NT_FILE, /proc/PID/maps): a longer one is crafted and
-names no module, and the patterns above, which look back from a path's end, are given no more than this."""
+"""A module pip installed. Like the patterns above it looks back from a path's end, so `classify` gives it no path
+longer than the kernel writes for a mapped file (link_map.MAX_PATH): a longer one is crafted and names no module."""
 
 _DRIVER_VERSION = regex.compile(r"(?:^|/)libcuda\.so\.(\d{3}\.\d+(?:\.\d+)?)$"
                                 r"|(?:^|/)libnvidia-[\w-]+\.so\.(\d{3}\.\d+(?:\.\d+)?)$")
@@ -44,7 +44,7 @@ _TORCH_VERSION = regex.compile(r"/torch-(\d+\.\d+(?:\.\d+)?(?:[+.\w]*)?)\.dist-i
 
 def classify(path: str, working_directory: str | None = None) -> str:
     """The kind of one mapped file (see KINDS); non-ELF data files are classified by the caller."""
-    if len(path) > PATH_MAX:
+    if len(path) > MAX_PATH:
         return "other"
     if _DRIVER.search(path):
         return "nvidia-driver"

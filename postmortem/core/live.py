@@ -28,7 +28,6 @@ import struct
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -355,6 +354,8 @@ def _take(pid: int, arch: Arch, vmas: list[Vma], reader: PageReader, memory: Mem
     uninterruptible sleep, as in a driver that does not return) cannot be detached, PTRACE_DETACH needs a stopped
     tracee, and the pending PTRACE_INTERRUPT would stop it as soon as it woke, held until postmortem exited. The
     end of its tracer lets go of it at once, the interrupt cancelled (kernel/ptrace.c, __ptrace_unlink)."""
+    from concurrent.futures import ThreadPoolExecutor  # here: `collect` imports this module for core_writer
+
     with ThreadPoolExecutor(1, thread_name_prefix=f"ptrace-{pid}") as tracer:
         tracer_tid = tracer.submit(_traced, pid, arch, vmas, reader, memory, modules, result).result()
     deadline = time.monotonic() + TRACER_EXIT_WAIT_S
@@ -436,13 +437,22 @@ def _traced(pid: int, arch: Arch, vmas: list[Vma], reader: PageReader, memory: M
     return threading.get_native_id()
 
 
+def stat_fields(pid: int | str, tid: int | str | None = None) -> list[str]:
+    """/proc/PID[/task/TID]/stat after the command name (whose parentheses may hold anything): field 3 on; [] when
+    it cannot be read (the process or thread is gone)."""
+    try:
+        raw = Path(f"/proc/{pid}/task/{tid}/stat" if tid else f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return []
+    return raw[raw.rfind(b")") + 2:].decode("ascii", "replace").split()
+
+
 def _why_not_stopped(pid: int, tid: int) -> str:
     """A thread's scheduler state, in words, from /proc/PID/task/TID/stat."""
-    try:
-        raw = Path(f"/proc/{pid}/task/{tid}/stat").read_bytes()
-    except OSError:
+    fields = stat_fields(pid, tid)
+    if not fields:
         return "gone"
-    state = raw[raw.rfind(b")") + 2:][:1].decode("ascii", "replace")
+    state = fields[0]
     return "in uninterruptible sleep (state D: waiting in the kernel)" if state == "D" else f"in state {state}"
 
 
@@ -455,11 +465,7 @@ def _holding(addr: int, vmas: list[Vma]) -> Vma | None:
 def _stack_start(pid: int) -> int | None:
     """Where the kernel put argc, argv, the environment and the auxiliary vector, below their strings at the top of
     the main stack (/proc/PID/stat field 28, startstack)."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return None
-    fields = raw[raw.rfind(b")") + 2:].split()
+    fields = stat_fields(pid)
     return int(fields[25]) if len(fields) > 25 else None
 
 

@@ -28,6 +28,7 @@ import zlib
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from ..outputs import NO_LINK_FLAGS
 from . import elf
 from .elf import ElfError, Read
 from .gopclntab import GoTable, go_table
@@ -367,7 +368,7 @@ def _open_as(path: str, read_as: ReadAs) -> tuple[int, int] | None:
 
 def _open_readable(name: str, folder: int, read_as: ReadAs) -> tuple[int, int] | None:
     """`name` in `folder` opened without following a link; kept when it is a regular file `read_as` may read."""
-    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC, dir_fd=folder)
+    fd = os.open(name, os.O_RDONLY | NO_LINK_FLAGS, dir_fd=folder)
     try:
         info = os.fstat(fd)
     except OSError:

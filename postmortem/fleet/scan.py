@@ -18,6 +18,7 @@ from typing import TextIO
 
 from ..deadline import Overtime, time_limit
 from ..names import escaped_bytes
+from ..render.terminal import is_terminal
 from . import store
 from .analysis import CaseResult, analyse_batch, analyse_case
 from .cases import Case, discover
@@ -273,7 +274,7 @@ class Bar:
 
     def __init__(self, total: int, stream: TextIO | None):
         self.total, self.done, self.width = total, 0, 0
-        self.stream = stream if stream is not None and _is_terminal(stream) else None
+        self.stream = stream if stream is not None and is_terminal(stream) else None
         self.started = self.shown = time.monotonic()
 
     def step(self) -> None:
@@ -293,10 +294,3 @@ class Bar:
         if self.stream is not None and self.width:
             self.stream.write("\r" + " " * self.width + "\r")
             self.stream.flush()
-
-
-def _is_terminal(stream: TextIO) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False

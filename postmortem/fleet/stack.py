@@ -15,13 +15,11 @@ from typing import Any
 
 import regex
 
-from ..debugging import module_name, short_name
+from ..debugging import RUNTIME_MODULES, module_name, short_name
 
 SKIP_RULES: tuple[tuple[str, str, str], ...] = (
     # (what the pattern is matched against, pattern, why the frame says nothing about the bug)
-    ("module", r"^(?:libc|libpthread|libdl|librt|libm|ld-linux[\w.-]{0,32}|ld64|libgcc_s|libstdc\+\+|libc\+\+abi"
-               r"|libc\+\+)(?:[.-][\w.]{0,32})?\.so(?:\.[\w.]{1,32})?$",  # bounded parts: see RUNTIME_MODULES
-     "C/C++ runtime: where a crash surfaces, not why"),
+    ("module", RUNTIME_MODULES.pattern, "C/C++ runtime: where a crash surfaces, not why"),  # a file name: no "/"
     ("symbol", r"^(?:raise|abort|gsignal|__GI_\w+|__pthread_kill\w*|pthread_kill|killpg|__restore_rt|"
                r"<signal handler called>|__kernel_rt_sigreturn|__libc_\w+|start_thread|clone3?|__clone\w*)$",
      "abort and signal plumbing"),

@@ -113,8 +113,6 @@ def connect(path: str | Path, readonly: bool = False) -> sqlite3.Connection:
         return conn
     try:
         migrate(conn)
-        if conn.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
-            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
     except sqlite3.DatabaseError as exc:
         conn.close()
         raise StoreError(f"{path}: cannot create or migrate the store ({exc})") from exc
@@ -123,14 +121,14 @@ def connect(path: str | Path, readonly: bool = False) -> sqlite3.Connection:
 
 def _ours(conn: sqlite3.Connection, path: Path, readonly: bool) -> None:
     """Refuse (closing `conn`) a database that is not a postmortem store: one stamped APPLICATION_ID, one made
-    before the stamp (OWN_TABLES), or an empty one, which a writer stamps at once: before any table, so another
-    process creating the same store meanwhile never sees our tables unstamped."""
+    before the stamp (OWN_TABLES), or an empty one. A writer stamps the latter two at once: an empty one before any
+    table, so another process creating the same store meanwhile never sees our tables unstamped."""
     stamp, names = conn.execute("SELECT (SELECT application_id FROM pragma_application_id), group_concat(name, "
                                 "char(0)) FROM sqlite_master WHERE type = 'table'").fetchone()  # one snapshot
     tables = set(names.split("\0")) if names else set()
-    if stamp == APPLICATION_ID or (stamp == 0 and OWN_TABLES <= tables):
+    if stamp == APPLICATION_ID:
         return
-    if stamp == 0 and not tables:
+    if stamp == 0 and (not tables or OWN_TABLES <= tables):
         if not readonly:
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
         return

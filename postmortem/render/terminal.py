@@ -43,13 +43,14 @@ def reply(text: str, data: bool = False, nl: bool = True, color: bool = False) -
     """A command's answer on stdout through the gate; but a data format (JSON, Markdown, HTML) going on to a pipe
     or a file as it is: its reader parses it, its own escaping holds there (JSON escapes every C0 control), and
     the gate's `\\x9b` would be no JSON."""
-    if data and not _is_terminal(sys.stdout):
+    if data and not is_terminal(sys.stdout):
         click.echo(text, nl=nl)
     else:
         echo(text, nl=nl, color=color)
 
 
-def _is_terminal(stream: TextIO) -> bool:
+def is_terminal(stream: TextIO) -> bool:
+    """Whether `stream` is a terminal; a stream without isatty or already closed is not."""
     try:
         return stream.isatty()
     except (AttributeError, ValueError):

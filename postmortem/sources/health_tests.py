@@ -97,41 +97,43 @@ FIELD_MAX = 256
 holding the words before it many times costs each copy this much, not a scan of the rest of the line."""
 _FIELD = rf".{{0,{FIELD_MAX}}}?"
 _BLANK = r"\s+"
-_CONVERSIONS = {"d": r"-?\d+", "i": r"-?\d+", "u": r"\d+", "o": r"\d+", "x": r"[0-9a-fA-F]+", "X": r"[0-9a-fA-F]+",
-                "f": _FIXED, "e": _NUMBER, "E": _NUMBER, "g": _NUMBER, "G": _NUMBER, "s": _FIELD, "c": r"."}
+_DECIMAL, _HEX = (r"-?\d+", r"(?<!\d)"), (r"[0-9a-fA-F]+", r"(?<![0-9a-fA-F])")
+_CONVERSIONS = {"d": _DECIMAL, "i": _DECIMAL, "u": (r"\d+", r"(?<!\d)"), "o": (r"\d+", r"(?<!\d)"), "x": _HEX,
+                "X": _HEX, "f": (_FIXED, r"(?<!\d)"), "e": (_NUMBER, r"(?<!\d)"), "E": (_NUMBER, r"(?<!\d)"),
+                "g": (_NUMBER, r"(?<!\d)"), "G": (_NUMBER, r"(?<!\d)"), "s": (_FIELD, ""), "c": (r".", "")}
+"""Each conversion's regex, and where one that starts a message may start: a number at its first digit only, for
+from every digit of a run it would rescan the run."""
 MIN_LITERAL = 15
 """Characters of fixed wording a message format needs before it names a code on its own."""
 
 
 def _format_regex(message: str) -> tuple[str, int]:
-    """A printf format as a regex (whitespace loosened, as a wrapped table cell needs), and its literal length."""
-    parts, literal, pos = [], 0, 0
+    """A printf format as a regex (whitespace loosened, as a wrapped table cell needs), and its literal length.
+
+    Built linear (the same matches, fields of FIELD_MAX characters at most): the blanks around a `%s` are its
+    one-character ends (`\\s+.*?\\s+` splits a blank run every way), a leading number starts where its digits do
+    (_CONVERSIONS) and a leading `%s` where the line does."""
     message = message.strip()
+    texts, conversions, pos = [], [], 0
     for m in _FORMAT.finditer(message):
-        text = message[pos:m.start()]
-        literal += len(text.strip())
-        parts.append(regex.sub(r"\\\s+|\s+", r"\\s+", regex.escape(text)))
-        parts.append("%" if m[0] == "%%" else _CONVERSIONS[m[0][-1]])
+        texts.append(message[pos:m.start()])
+        conversions.append(m[0])
         pos = m.end()
-    text = message[pos:]
-    literal += len(text.strip())
-    parts.append(regex.sub(r"\\\s+|\s+", r"\\s+", regex.escape(text)))
-    return _linear("".join(parts)), literal
-
-
-def _linear(pattern: str) -> str:
-    """The same matches (fields of FIELD_MAX characters at most) without rescans: blanks around a field are its
-    one-character ends (`\\s+.*?\\s+` splits a blank run every way), a leading number starts where its digits do and
-    a leading field where the line does (from every position they rescan the run or the line)."""
-    pattern = pattern.replace(_BLANK + _FIELD + _BLANK, r"\s" + _FIELD + r"\s")
-    if pattern.startswith(("-?", r"\d", "(?:-?")):  # a leading number is read from its first digit only
-        pattern = r"(?<!\d)" + pattern
-    elif pattern.startswith("[0-9a-fA-F]"):
-        pattern = r"(?<![0-9a-fA-F])" + pattern
-    elif pattern.startswith(_FIELD):
-        rest = pattern[len(_FIELD):]
-        pattern = r"(?<![^\n]).*?" + (r"\s" + rest[len(_BLANK):] if rest.startswith(_BLANK) else rest)
-    return pattern
+    texts.append(message[pos:])
+    loose = [regex.sub(r"\\\s+|\s+", r"\\s+", regex.escape(text)) for text in texts]
+    parts = [loose[0]]
+    for at, conversion in enumerate(conversions):
+        field, guard = ("%", "") if conversion == "%%" else _CONVERSIONS[conversion[-1]]
+        after = loose[at + 1]
+        if field == _FIELD and ((at == 0 and not parts[0]) or parts[-1].endswith(_BLANK)) and after.startswith(_BLANK):
+            after = r"\s" + after[len(_BLANK):]
+            if parts[-1].endswith(_BLANK):
+                parts[-1] = parts[-1][: -len(_BLANK)] + r"\s"
+        if at == 0 and not parts[0]:
+            field, guard = (r".*?", r"(?<![^\n])") if field == _FIELD else (field, guard)
+            parts[0] = guard
+        parts += [field, after]
+    return "".join(parts), sum(len(text.strip()) for text in texts)
 
 
 @cache

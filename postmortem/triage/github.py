@@ -37,8 +37,9 @@ from typing import Any
 
 from ..deadline import Overtime, available, time_limit
 from ..render.terminal import terminal_text
-from ..render.triage_comment import MARKER, LabelState
+from ..render.triage_comment import MARKER, LabelState, label_state, render_markdown
 from .commands import TIMEOUT_S as ANALYSIS_TIMEOUT_S
+from .issue import issue_from_json
 from .labels import LabelMap, LabelMapError, load_label_map
 
 EVENTS = {"issues": ("opened", "edited", "reopened"), "issue_comment": ("created", "edited")}
@@ -106,7 +107,7 @@ def _parsed(call: str, status: int, kind: str, data: bytes, expect: type | None)
     try:
         value = json.loads(data)
     except (ValueError, RecursionError):
-        head = "".join(c if c.isprintable() else "?" for c in " ".join(data[:60].decode("utf-8", "replace").split()))
+        head = " ".join(data[:60].decode("utf-8", "replace").split())  # repr shows its controls escaped
         raise GitHubError(f"{call}: the answer is not JSON ({status}, {kind}: {head!r})") from None
     if expect is not None and not isinstance(value, expect):
         shape = _SHAPES.get(type(value), type(value).__name__)
@@ -148,8 +149,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         said = answer(event, args.event_name or _event_name(event), api, label_map, args.store, args.lang,
                       args.timeout)
-    except StepError as exc:
-        print(f"postmortem triage action: {exc}", file=sys.stderr)
+    except StepError as exc:  # its message may quote the API's answer (an HTTP reason, a page's first bytes)
+        print(f"postmortem triage action: {terminal_text(str(exc))}", file=sys.stderr)
         return 1
     print(terminal_text(said))
     for method, path, body in api.sent if args.dry_run else ():
@@ -166,10 +167,7 @@ def _event_name(event: dict) -> str:
 def answer(event: dict, name: str, api: Api, label_map: LabelMap | None = None, store: str | None = None,
            lang: str = "en", seconds: float = ANALYSIS_TIMEOUT_S) -> str:
     """Triage the event's issue and comment or label through `api`; returns one line saying what it did."""
-    from ..render.triage_comment import label_state, render_markdown
-    from . import triage
-    from .issue import issue_from_json
-
+    from . import triage  # read at the call: the package's function, which a test may replace
     issue = event.get("issue")
     repository = _object(event, "repository").get("full_name")
     if name not in EVENTS or event.get("action") not in EVENTS[name]:
@@ -231,7 +229,8 @@ def _thread(api: Api, path: str, issue: dict) -> tuple[list[dict], frozenset[str
     except GitHubError as exc:
         if not api.dry_run:
             raise
-        print(f"dry run: the thread could not be read ({exc}); answering from the event alone", file=sys.stderr)
+        print(terminal_text(f"dry run: the thread could not be read ({exc}); answering from the event alone"),
+              file=sys.stderr)
         comments, labels = [], issue.get("labels")
     names = (label.get("name") for label in labels if isinstance(label, dict)) if isinstance(labels, list) else ()
     return comments, frozenset(name for name in names if isinstance(name, str))
