@@ -89,8 +89,12 @@ def main() -> None:
 @click.option("--lang", type=click.Choice(LANGUAGES), default=None,
               help="Language of the report's own words (evidence stays verbatim); default from LC_ALL / LANG.")
 @click.option("--no-color", is_flag=True, help="Plain text even on a terminal (also when NO_COLOR is set).")
+@click.option("--debug", is_flag=True,
+              help="Also list each input's lines that hold a known code or phrase but were not read, and why "
+                   "(JSON always has them as `unread`).")
 def analyze(inputs: tuple[str, ...], fmt: str, output: str, fail_on: str | None, signature_dirs: tuple[Path, ...],
-            sysroot: str | None, debug_dirs: tuple[str, ...], show_env: bool, lang: str | None, no_color: bool) -> None:
+            sysroot: str | None, debug_dirs: tuple[str, ...], show_env: bool, lang: str | None, no_color: bool,
+            debug: bool) -> None:
     """Analyse crash artifacts: files, directories, archives, or - for stdin.
 
     Every input is sniffed by content; compressed files (.gz .xz .bz2 .zst)
@@ -107,7 +111,7 @@ def analyze(inputs: tuple[str, ...], fmt: str, output: str, fail_on: str | None,
     options = Options(sysroot=sysroot, debug_dirs=debug_dirs, show_env=show_env)
     report = _with_spinner(lambda progress: run_analysis(list(inputs), database, options, progress))
     color = output == "-" and not no_color and not os.environ.get("NO_COLOR") and _is_terminal(sys.stdout)
-    text = FORMATS[fmt](report, lang=lang or default_language(), color=color)
+    text = FORMATS[fmt](report, lang=lang or default_language(), color=color, debug=debug)
     if target is None:
         reply(text, data=fmt != "text", nl=False, color=color)
     else:

@@ -18,6 +18,7 @@ import csv
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from typing import Any
 
 import regex
 
@@ -87,7 +88,7 @@ _NAME = regex.compile(r"\b(cudaError[A-Za-z]+|CUDA_ERROR_[A-Z_]+)\b")
 
 
 @cache
-def _message_pattern() -> regex.Pattern:
+def cuda_message_pattern() -> regex.Pattern:
     """One alternation of every message, longest first, so the most specific wins."""
     messages = sorted({r.message for r in cuda_errors() if r.message and len(r.message) > 8}, key=len, reverse=True)
     return regex.compile("|".join(regex.escape(m) for m in messages), regex.IGNORECASE)
@@ -103,6 +104,20 @@ def cuda_error(token: str | int) -> CudaError | None:
     return _index().get(numbered.group(1) or numbered.group(2)) if numbered else None
 
 
+def cuda_error_kind(cause: str | None) -> str:
+    """The event kind of a CUDA error by the cause its number means (a driver problem, memory, else an error)."""
+    return {"driver-mismatch": "driver-error", "gpu-oom": "gpu-oom"}.get(cause or "", "cuda-error")
+
+
+def cuda_error_fields(record: CudaError) -> dict[str, Any]:
+    """What an event says of the CUDA error it reports."""
+    fields: dict[str, Any] = {"error": record.name, "code": record.number, "message": record.message,
+                              "sticky": record.sticky}
+    if record.driver_name:
+        fields["driver_error"] = record.driver_name
+    return fields
+
+
 MESSAGE_MIN = 20
 """Shortest cudaGetErrorString() message looked for in free text, and used as a log source's anchor (shorter
 ones, "invalid argument", are words anyone writes and lines everywhere hold)."""
@@ -111,7 +126,7 @@ ones, "invalid argument", are words anyone writes and lines everywhere hold)."""
 def quoted_cuda_message(text: str) -> CudaError | None:
     """The CUDA error whose message a person quotes, in any letter case ("[CUDA ERROR]: Too many resources
     requested for launch"); only messages of MESSAGE_MIN characters or more."""
-    for message in _message_pattern().finditer(text):
+    for message in cuda_message_pattern().finditer(text):
         if len(message.group(0)) >= MESSAGE_MIN:
             return _index()[message.group(0).lower()]
     return None
@@ -129,7 +144,7 @@ def find_cuda_error(text: str) -> tuple[CudaError | None, int | None]:
                  and not _COMPARED.search(text, max(0, m.start() - 4), m.start())), None)
     if name and name.group(1).lower() in _index():
         return _index()[name.group(1).lower()], number
-    message = _message_pattern().search(text)
+    message = cuda_message_pattern().search(text)
     if message:
         return _index()[message.group(0).lower()], number
     if (short := _SHORT_NAME.search(text)) and (record := _short_names().get(_short_key(short["short"]))):
@@ -509,6 +524,16 @@ def nvml_return(token: str | int) -> NvmlReturn | None:
     """The return code an NVML client names: by number (15), name (NVML_ERROR_GPU_IS_LOST, GPU_IS_LOST), CamelCase
     (GpuIsLost, GPUIsLost), or nvmlErrorString's text (GPU is lost)."""
     return _nvml_index().get(_nvml_key(str(token)))
+
+
+def nvml_error_fields(code: NvmlReturn, tool: str) -> dict[str, Any]:
+    """What an event says of the NVML return a client (`tool`) reports: its name, number and text, and the cause
+    it points at."""
+    fields: dict[str, Any] = {"error": code.message or code.name, "nvml_return": code.name, "nvml_code": code.number,
+                              "tool": tool}
+    if code.cause:
+        fields["status_cause"] = code.cause
+    return fields
 
 
 def _nvml_key(text: str) -> str:

@@ -153,6 +153,22 @@ def plausible_time(moment: datetime | None) -> datetime | None:
     return moment if EARLIEST <= utc < LATEST else None
 
 
+LOOSE = "loose"
+"""fields["read"] of an event made by the reader of last resort (sources.mentions): the code or phrase stood outside
+its format's layout, so a finding resting on such events alone is trusted less (signatures.finding_for)."""
+LOOSE_FACTOR = 0.75
+"""Factor on the confidence of a finding whose every event was read loosely."""
+
+
+@dataclass(frozen=True)
+class Unread:
+    """A line seen but not read: it holds a known code or phrase, and no event came of it, for `reason`."""
+
+    line: int
+    text: str
+    reason: str
+
+
 @dataclass(frozen=True)
 class InputInfo:
     """One input as read: its display path, detected formats, digest and diagnostics.
@@ -167,6 +183,8 @@ class InputInfo:
     size: int
     digest: str
     diagnostics: tuple[str, ...] = ()
+    unread: tuple[Unread, ...] = ()
+    """Lines that hold a known code or phrase but became no event, each with why (sources.mentions)."""
 
 
 @dataclass(frozen=True)

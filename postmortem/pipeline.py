@@ -12,14 +12,14 @@ import hashlib
 from collections.abc import Callable, Iterable
 from functools import cache
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import __version__
 from .facts import collect_facts, with_arch_knowledge, with_driver_support
 from .fingerprint import suspects
 from .inputs import Blob, open_inputs
 from .join import apart, incidents, incidents_note, join
-from .model import Event, Finding, InputInfo, Options, Report, plausible_time
+from .model import Event, Finding, InputInfo, Options, Report, Unread, plausible_time
 from .rank import rank
 from .reader import BytesReader, core_digest
 from .signatures import Database, load_default, match
@@ -154,10 +154,15 @@ def read_blob(blob: Blob) -> tuple[InputInfo, list[Event]]:
     doc = TextDoc(blob.reader, blob.path, detect_encoding(head))
     events: list[Event] = []
     formats: list[str] = []
+    unread: list[Unread] = []
     try:
         lines = doc.scan(text_prefilter(blob.kind), text_repeats(blob.kind))
         for source in sources_for(blob.kind):
-            found = _run_source(source, doc, [line for line in lines if source.NAME in line.groups], diagnostics)
+            mine = [line for line in lines if source.NAME in line.groups]
+            if getattr(source, "READS_UNCLAIMED", False):
+                found = _run_source(source, doc, mine, diagnostics, earlier=events, unread=unread)
+            else:
+                found = _run_source(source, doc, mine, diagnostics)
             if found:
                 formats.append(source.NAME)
                 events.extend(found)
@@ -172,7 +177,7 @@ def read_blob(blob: Blob) -> tuple[InputInfo, list[Event]]:
     if not formats:
         diagnostics.append(NOTHING_FOUND[_plain_kind(head)])
     info = InputInfo(blob.path, "+".join(formats) or _plain_kind(head), size, "sha256:" + doc.sha256,
-                     tuple(diagnostics))
+                     tuple(diagnostics), tuple(unread))
     return info, events
 
 
@@ -198,13 +203,14 @@ def _in_context(doc: TextDoc, event: Event) -> Event:
     return dataclasses.replace(event, context_before=before, context_after=after)
 
 
-def _run_source(source: ModuleType, doc: TextDoc, lines: list[Line], diagnostics: list[str]) -> list[Event]:
+def _run_source(source: ModuleType, doc: TextDoc, lines: list[Line], diagnostics: list[str],
+                **extra: Any) -> list[Event]:
     """One source over its candidate lines (bounded by text.MAX_HELD_LINES); its failure is a diagnostic,
-    not the end of the analysis."""
+    not the end of the analysis. `extra`: what a source of last resort is told (sources.mentions)."""
     if not lines:
         return []
     try:
-        return list(source.parse(doc, lines))
+        return list(source.parse(doc, lines, **extra))
     except Exception as exc:  # noqa: BLE001 - a parser bug must not cost the other sources
         diagnostics.append(
             f"{source.NAME} parser failed on this input "

@@ -42,7 +42,7 @@ from typing import Any
 import regex
 import yaml
 
-from .model import SEVERITIES, Event, Finding, written_span
+from .model import LOOSE, LOOSE_FACTOR, SEVERITIES, Event, Finding, written_span
 
 Condition = Callable[[Event], bool]
 
@@ -661,13 +661,17 @@ def finding_for(signature: Signature, hits: Sequence[Event]) -> Finding:
     occurrences = sum(e.count for e in hits)
     places = len({e.where.path for e in hits})
     reason = f"{occurrences} matching event{'s' * (occurrences != 1)} in {places} input{'s' * (places != 1)}"
+    confidence = signature.confidence
+    if all(e.fields.get("read") == LOOSE for e in hits):
+        confidence = round(confidence * LOOSE_FACTOR, 2)
+        reason += "; read loosely: the code or phrase stands outside the layout of the program that writes it"
     times = sorted((t for e in hits for t in (e.time, e.fields.get("last_time")) if isinstance(t, datetime)),
                    key=moment)
     return Finding(
         signature=signature.id,
         cause=signature.cause,
         severity=signature.severity,
-        confidence=signature.confidence,
+        confidence=confidence,
         confidence_reason=reason,
         title=signature.title,
         explanation=render_explanation(signature.explain, hits[0].fields),

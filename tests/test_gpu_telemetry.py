@@ -170,3 +170,49 @@ def test_plain_log_does_not_import_pandas():
             "print('pandas' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+HEALTH = """\
+timestamp, index, pci.bus_id, ecc.errors.uncorrected.volatile.total, retired_pages.pending, remapped_rows.failure, \
+gpu_recovery_action
+2024/06/01 11:27:05.177, 0, 00000000:3B:00.0, 0, No, No, None
+2024/06/01 11:27:05.188, 1, 00000000:8B:00.0, 0, No, No, None
+2024/06/01 11:27:06.177, 0, 00000000:3B:00.0, [N/A], [N/A], [N/A], [N/A]
+2024/06/01 11:27:06.188, 1, 00000000:8B:00.0, 2, Yes, No, Reset
+2024/06/01 11:27:07.177, 0, 00000000:3B:00.0, 0, No, No, 0
+2024/06/01 11:27:07.188, 1, 00000000:8B:00.0, 1, Yes, No, Drain and Reset
+"""
+"""`nvidia-smi --query-gpu=timestamp,index,pci.bus_id,<health fields> --format=csv -l 1`. No public capture shows
+an unhealthy health column, so the header is built from the field names of `nvidia-smi --help-query-gpu`, the
+timestamps and bus ids from the real A100 capture (query-gpu-a100-nodata.csv), and the values from the documented
+value sets (counts, Yes/No, NVML's recovery actions None/Reset/Drain and Reset, `[N/A]` where unsupported)."""
+
+
+def test_health_columns_of_a_query_csv_are_the_q_reports_gpu_state(tmp_path):
+    """The unhealthy values of one GPU become one gpu-state event with the field names `nvidia-smi -q` gives (the
+    worst count, the last recovery action), so the -q signatures fire; the healthy GPU gives none."""
+    from helpers import database_with
+    from postmortem.signatures import match
+
+    [state] = [e for e in events(HEALTH) if e.kind == "gpu-state"]
+    assert state.fields["pci"] == "0000:8b:00.0" and state.fields["gpu_index"] == 1
+    assert state.fields["ecc_volatile_uncorrectable"] == 2 and state.fields["retired_pages_pending"] is True
+    assert state.fields["recovery_action"] == "Drain and Reset" and "remap_failure" not in state.fields
+    assert (state.where.line, state.where.end_line) == (5, 7) and state.text.startswith("timestamp, index")
+    assert state.time.isoformat() == "2024-06-01T11:27:06.188000"
+    database = database_with(tmp_path, "gpu_tools.yaml")
+    assert {f.signature for f in match(database, [state])} == {"nvsmi-ecc-uncorrectable"}
+
+
+def test_a_query_of_health_fields_alone_is_read():
+    """`--query-gpu=index,remapped_rows.failure`: one plotted field is too few for a series, not for health."""
+    text = "index, remapped_rows.failure\n0, No\n1, Yes\n"
+    [state] = events(text)
+    assert state.kind == "gpu-state" and state.fields == {"gpu_index": 1, "remap_failure": True, "view": "query-csv"}
+
+
+def test_healthy_health_columns_give_nothing():
+    """Zero counts, No, None, 0 and [N/A] cells, and the header row itself, are no finding."""
+    healthy = "\n".join(line for line in HEALTH.splitlines() if ", 00000000:8B:00.0, " not in line) + "\n"
+    assert [e for e in events(healthy) if e.kind == "gpu-state"] == []
+    assert events(HEALTH.splitlines()[0] + "\n") == []

@@ -276,3 +276,87 @@ def test_fabric_manager_that_could_not_set_up_the_fabric(text):
 
     report = analyze_text(text)
     assert (report.findings[0].signature, report.findings[0].cause) == ("fm-setup-failed", "gpu-nvlink")
+
+
+def test_gpud_xid_verdicts_are_xid_events(tmp_path):
+    """gpud's Xid component states what it read (`XID 79(GPU has fallen off the bus) detected on PCI:...`): the
+    same xid event, with the kernel's field names, so the Xid signatures fire; its state and its event of one Xid
+    fold into one."""
+    found = events("gpud-xid-states-events.json.txt")
+    assert [(e.kind, e.fields["xid"], e.fields["pci"], e.count) for e in found] == [
+        ("xid", 74, "0000:04:00", 2), ("xid", 79, "0000:04:00", 1)]
+    assert found[1].fields["message"] == "GPU has fallen off the bus" and found[1].fields["origin"] == "gpud"
+    kernel = database_with(tmp_path, "kernel.yaml")
+    assert signatures_for(kernel, found[1:]) == {"xid-79"} and signatures_for(kernel, found[:1]) == {"xid-74"}
+
+
+DMON_XID = """\
+#Entity   XIDER        EDVTL        POWER
+ID                                  W
+GPU 0     0            0            61.102
+GPU 1     79           0            N/A
+GPU 0     0            0            60.877
+GPU 1     79           0            N/A
+#Entity   XIDER        EDVTL        POWER
+ID                                  W
+GPU 0     0            2            60.902
+GPU 1     79           0            N/A
+"""
+"""`dcgmi dmon -e 230,311,155`: no public capture shows a non-zero XIDER column, so this is the layout of the real
+capture dcgmi-dmon-rtx2080ti.txt (DCGM's DeviceMonitor.cpp: `#Entity`, each field's short name from
+dcgm_fields.cpp at its column, an `ID` unit line, `GPU N` rows, the header again every few rows) with XIDER (230) in
+place of its utilisation columns: GPU 1 holds Xid 79, GPU 0 gains two uncorrectable ECC errors."""
+
+
+def test_dcgmi_dmon_xid_and_ecc_columns(tmp_path):
+    """A non-zero XIDER cell is an xid event of that GPU (the kernel's kind and fields, so xid-79 fires), once per
+    code however many samples repeat it; a non-zero EDVTL is the -q report's uncorrectable ECC count."""
+    found = parse_bytes(DMON_XID.encode(), "dmon.txt")
+    [xid_event] = [e for e in found if e.kind == "xid"]
+    assert (xid_event.fields["xid"], xid_event.fields["gpu_index"], xid_event.fields["origin"]) == (79, 1, "dcgm")
+    assert xid_event.where.line == 4 and "XIDER" in xid_event.text
+    [state] = [e for e in found if e.kind == "gpu-state"]
+    assert state.fields["gpu_index"] == 0 and state.fields["ecc_volatile_uncorrectable"] == 2
+    assert state.where.line == 9
+    kernel = database_with(tmp_path, "kernel.yaml", "gpu_tools.yaml")
+    assert signatures_for(kernel, [xid_event]) == {"xid-79"}
+    assert signatures_for(kernel, [state]) == {"nvsmi-ecc-uncorrectable"}
+
+
+def test_dcgmi_dmon_zero_counts_are_healthy():
+    """The real capture: ECC counts (ESVTL, EDVTL) of 0 on every sample give no event; a header and unit line
+    alone give none either."""
+    assert events("dcgmi-dmon-rtx2080ti.txt") == []
+    assert parse_bytes(b"#Entity   XIDER        EDVTL\nID\n", "dmon.txt") == []
+
+
+HEALTH_CHECK = """\
++---------------------------+------------------------------------------------+
+| Health Monitor Report                                                      |
++===========================+================================================+
+| Overall Health            | Warning                                        |
+| GPU                       |                                                |
+| -> 0                      | Warning                                        |
+|    -> Errors              |                                                |
+|       -> PCIe system      | Warning                                        |
+|                           | Detected more than 8 PCIe replays per minute   |
+|                           | for GPU 0 : 13                                 |
+| -> 1                      | Healthy                                        |
++---------------------------+------------------------------------------------+
+"""
+"""`dcgmi health -c`: no public paste of it was found (only screenshots), so this is the tree DCGM's own unit test
+of the command checks line by line (dcgmi/tests/HealthTests.cpp, `Health::GenerateOutputFromResponse`: the
+`Overall Health` row, `-> N` per entity, `-> <system>` per incident, the message wrapped under it) with the
+PCIe replay message DCGM writes (DCGM_FR_PCI_REPLAY_RATE, data/dcgm-fr.tsv) in place of the test's filler text."""
+
+
+def test_dcgmi_health_check_report():
+    """Each incident under a GPU is a dcgm-health event like the host engine's, its wrapped message joined; the
+    healthy GPU and the overall verdict give none."""
+    [incident] = parse_bytes(HEALTH_CHECK.encode(), "health.txt")
+    assert incident.kind == "dcgm-health"
+    assert (incident.fields["system"], incident.fields["level"], incident.fields["gpu_index"]) == ("PCIe", "warning", 0)
+    assert incident.fields["message"] == "Detected more than 8 PCIe replays per minute for GPU 0 : 13"
+    assert (incident.where.line, incident.where.end_line) == (8, 10)
+    healthy = HEALTH_CHECK.replace("| Warning      ", "| Healthy      ").splitlines()
+    assert parse_bytes(("\n".join(healthy[:6] + healthy[10:]) + "\n").encode(), "health.txt") == []

@@ -385,3 +385,53 @@ def test_a_soft_lockup_with_or_without_its_task(line, task):
     report = pipeline.analyze_text(line + "\n")
     [hang] = [e for e in report.events if e.fields.get("hang") == "soft-lockup"]
     assert hang.fields.get("task") == task and report.findings[0].cause == "kernel-hang"
+
+
+@pytest.mark.parametrize(("name", "task", "pid", "frames"), [
+    ("hung-headless-nv-open-q-968.journal.txt", "nv_open_q", 1014,
+     ["os_acquire_rwlock_write [nvidia]", "portSyncRwLockAcquireWrite [nvidia]", "rmapiLockAcquire [nvidia]",
+      "kgspInitRm_IMPL [nvidia]", "RmInitAdapter [nvidia]", "rm_init_adapter [nvidia]"]),
+    ("hung-headless-uvm-ioctl-returnn.dmesg.txt", "python3.11", 15277,
+     ["uvm_page_tree_get_ptes_async [nvidia_uvm]", "uvm_page_table_range_vec_init [nvidia_uvm]",
+      "uvm_page_table_range_vec_create [nvidia_uvm]", "mem_map_gpu [nvidia_uvm]",
+      "uvm_mem_map_gpu_kernel [nvidia_uvm]", "uvm_api_alloc_semaphore_pool [nvidia_uvm]", "uvm_ioctl [nvidia_uvm]"]),
+])
+def test_a_hung_task_pasted_without_its_header_is_a_gpu_hang(name, task, pid, frames):
+    """A `task:X state:D` line whose call trace goes through the NVIDIA modules is the hung task the header would
+    have named; `? ` frames (stale stack words) are not counted."""
+    hang = only(parse_file(name), "kernel-hang")
+    assert hang.fields["hang"] == "hung-task" and hang.fields["task"] == task and hang.fields["pid"] == pid
+    assert hang.fields["gpu_frames"] == frames and hang.fields["header"] is False
+    assert hang.where.end_line > hang.where.line  # the trace is part of the evidence
+    report = pipeline.analyze_text((DATA / name).read_text())
+    assert "hung-task" in {f.signature for f in report.findings}
+
+
+def test_a_headless_d_state_task_outside_the_gpu_driver_is_no_hang():
+    """The jbd2 task waits on block I/O: a D-state line is printed for every such task by sysrq-w too, so
+    without the header or a GPU frame it is no finding. Its line alone (no trace) is none either."""
+    text = (DATA / "hung-headless-jbd2-io.dmesg.txt").read_text()
+    assert parse_text(text) == []
+    assert parse_text(text.splitlines()[0] + "\n") == []
+    nvidia = (DATA / "hung-headless-nv-open-q-968.journal.txt").read_text().splitlines()
+    assert parse_text(nvidia[0] + "\n") == []  # the nvidia task's line without its trace
+
+
+def test_a_headed_hung_task_stays_one_event():
+    """The header's event stays the one event (the `task:` line under it is that report's), whatever its trace."""
+    text = ("[Sat Oct 12 18:38:44 2024] INFO: task nv_open_q:1014 blocked for more than 120 seconds.\n"
+            "[Sat Oct 12 18:38:44 2024]       Tainted: P           OE     5.15.0-97-generic #107-Ubuntu\n"
+            '[Sat Oct 12 18:38:44 2024] "echo 0 > /proc/sys/kernel/hung_task_timeout_secs" disables this message.\n'
+            + (DATA / "hung-headless-nv-open-q-968.journal.txt").read_text())
+    hang = only(parse_text(text), "kernel-hang")
+    assert hang.fields == {"hang": "hung-task", "task": "nv_open_q", "pid": 1014, "seconds": 120}
+
+
+def test_a_headless_hung_task_whose_trace_lost_its_module_tags():
+    """The returnn trace with its `[nvidia_uvm]` tags cut off (as some log shippers write frames): the driver's
+    own function names (`uvm_*`) still place it in the GPU driver; `mem_map_gpu` names no driver prefix."""
+    text = (DATA / "hung-headless-uvm-ioctl-returnn.dmesg.txt").read_text().replace(" [nvidia_uvm]", "")
+    hang = only(parse_text(text), "kernel-hang")
+    assert hang.fields["gpu_frames"] == [
+        "uvm_page_tree_get_ptes_async", "uvm_page_table_range_vec_init", "uvm_page_table_range_vec_create",
+        "uvm_mem_map_gpu_kernel", "uvm_api_alloc_semaphore_pool", "uvm_ioctl"]

@@ -283,8 +283,8 @@ def test_the_collection_is_complete():
     assert len(names) > 600
     assert any(name.startswith("signature ") for name in names)
     assert any("@" in name for name in names)
-    assert "postmortem.sources.framework_log._OOM" in names
-    assert anchors(PATTERNS["postmortem.sources.framework_log._OOM"])[0] == "CUDA"
+    assert "postmortem.sources.frameworks.cuda_runtime._OOM" in names  # a subpackage's module is walked too
+    assert anchors(PATTERNS["postmortem.sources.frameworks.cuda_runtime._OOM"])[0] == "CUDA"
     texts = {_text(pattern) for pattern in PATTERNS.values()}
     assert any(text.startswith("file=(?P<file>") for text in texts)  # a member of a tuple of patterns
     assert sum(name.startswith("compiled at sources/health_tests.py") for name in names) > 50
@@ -372,7 +372,8 @@ def test_rewritten_patterns_read_the_same_fields():
     """Values taken from the patterns before their rewrite (possessive runs, start-of-run lookbehinds, greedy-to-last-
     non-blank instead of lazy-then-blanks); the source suites cover the rest."""
     from postmortem.fingerprint import mask
-    from postmortem.sources import framework_log, gpu_tools, kernel_log, nccl_log
+    from postmortem.sources import gpu_tools, kernel_log, nccl_log
+    from postmortem.sources.frameworks import arch, cuda_runtime
 
     assert nccl_log._DUMP_PATH.search("dumping debug info to /tmp/dumps/nccl_trace_rank_3 now")[1] == \
         "/tmp/dumps/nccl_trace_rank_3"
@@ -384,7 +385,7 @@ def test_rewritten_patterns_read_the_same_fields():
     assert (oops["what"], oops["address"]) == ("BUG: unable to handle kernel paging request", "ffffffffc0a3c000")
     assert gpu_tools._KEY_VALUE.match("    Product Name     :  NVIDIA A100  ").groupdict() == \
         {"indent": "    ", "key": "Product Name", "value": " NVIDIA A100"}
-    assert framework_log._RESOURCES.search("out of resource: shared memoryRequired: 65536Hardware limit: 49152") \
+    assert arch._RESOURCES.search("out of resource: shared memoryRequired: 65536Hardware limit: 49152") \
         .group("resource", "required", "limit") == ("shared memory", "65536", "49152")
-    assert framework_log._OOM.search("PxgCudaDeviceMemoryAllocator fail to allocate memory of 12 bytes")
+    assert cuda_runtime._OOM.search("PxgCudaDeviceMemoryAllocator fail to allocate memory of 12 bytes")
     assert mask("error in /home/user/x/y.py and ./a/b.c") == "error in <path>/y.py and <path>/b.c"

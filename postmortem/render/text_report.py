@@ -49,8 +49,9 @@ SEVERITY_COLOURS = {"critical": "red", "error": "red", "warning": "yellow", "inf
 Style = Callable[..., str]
 
 
-def render(report: Report, lang: str = "en", color: bool = False) -> str:
-    """The whole terminal report as one string; `color` adds ANSI styles for a terminal."""
+def render(report: Report, lang: str = "en", color: bool = False, debug: bool = False) -> str:
+    """The whole terminal report as one string; `color` adds ANSI styles for a terminal; `debug` lists each input's
+    lines that hold a known code or phrase but were not read, with why."""
     t = Translator(lang)
     style: Style = click.style if color else _plain
     out: list[str] = []
@@ -81,7 +82,7 @@ def render(report: Report, lang: str = "en", color: bool = False) -> str:
     for core in report.cores:
         out.extend(_core(core, t, style))
     out.extend(_facts(report, t, style))
-    out.extend(_inputs(report, t, style))
+    out.extend(_inputs(report, t, style, debug))
     return terminal_text("\n".join(out) + "\n", styled=color)  # the gate, whichever field above forgot `safe`
 
 
@@ -260,11 +261,14 @@ def _facts(report: Report, t: Translator, style: Style) -> list[str]:
     return lines
 
 
-def _inputs(report: Report, t: Translator, style: Style) -> list[str]:
+def _inputs(report: Report, t: Translator, style: Style, debug: bool = False) -> list[str]:
     lines = ["", _heading(t("inputs", count=len(report.inputs)), style)]
     for info in report.inputs:
         lines.append(f"  {style(safe(info.path), fg='cyan')}: {info.format}, {t('bytes', size=info.size)}")
         lines.extend(f"    ! {style(safe(t.sentence(d)), fg='yellow')}" for d in info.diagnostics)
+        if debug:
+            lines.extend(f"    ? {t('unread_line', line=u.line, reason=t.sentence(u.reason), text=safe(u.text))}"
+                         for u in info.unread)
     return lines
 
 

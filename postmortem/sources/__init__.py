@@ -9,6 +9,10 @@ A text source module defines:
   `doc.event(...)`), reading further lines through `doc.following(line)` for
   multi-line blocks such as tracebacks.
 
+A source of last resort (`mentions`: known codes and phrases in any layout) sets READS_UNCLAIMED and its
+`parse(doc, lines, earlier, unread)` is also given the events the sources before it made of this input and a
+list for the lines it saw but did not read; it runs last.
+
 Adding a format is adding a module and naming it in TEXT_SOURCE_MODULES.
 Binary inputs have their own entry points: `core_file` reads ELF cores.
 """
@@ -23,6 +27,7 @@ TEXT_SOURCE_MODULES = (
     "kernel_log", "framework_log", "nccl_log", "gpu_tools", "sanitizer", "gdb_log", "coredump_log", "bug_report",
     "gpu_telemetry", "nvsmi_xml", "job_log", "host_messages", "health_tests", "collect_bundle",
     "run_record", "process_snapshot", "flight_recorder", "live_stacks", "torch_env", "installed", "reporter_words",
+    "mentions",
 )
 """Text formats, in the order their events are listed."""
 

@@ -5,7 +5,9 @@ Both become per-GPU time series (pandas frames, kept in the report's
 notice: a GPU over temperature, at its power limit for minutes, throttled by a
 hardware slowdown, memory that only grows, utilisation frozen at 100 % or 0 %
 while memory is held, and a GPU that stops answering or vanishes from the
-samples.
+samples. The health columns a query may hold (uncorrectable ECC counts, pages
+pending retirement, row-remap failures, the recovery action: data/gpu-health-fields.tsv)
+give, for each GPU with an unhealthy value, the `gpu-state` event `nvidia-smi -q` gives.
 
 pandas is imported inside `parse` only, once a header has been recognised: a
 plain log never pays for it. Rows are split and converted column-wise (no
@@ -15,13 +17,14 @@ Python loop over the rows), so a day of 1-second samples stays fast.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import regex
 
 from ..model import Event, GpuSeries, Location
 from ..text import Line, TextDoc
-from .gpu_tools import pci_of
+from .gpu_tools import HealthField, health_fields, pci_of, unhealthy
 
 if TYPE_CHECKING:
     import numpy as np
@@ -35,6 +38,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"utilization.gpu [",
     b"power.draw [",
     b"# gpu ",
+    b"ecc.errors.uncorrected.", b"retired_pages.", b"remapped_rows.", b"gpu_recovery_action",
 )
 
 MAX_BYTES = 128 << 20
@@ -118,16 +122,25 @@ _REASON_NAMES = {"hw_slowdown": "HW Slowdown", "hw_thermal_slowdown": "HW Therma
 """Canonical column -> the reason's name as `nvidia-smi -q` prints it (the gpu-tools events use these)."""
 
 
+_GPU_NAMES = ("pci", "gpu_index", "gpu_uuid")
+"""The columns that name a row's GPU, the one a health finding is filed under first."""
+
+HEALTH_COLUMNS = health_fields("nvidia-smi")
+"""--query-gpu health field -> what its unhealthy values say (data/gpu-health-fields.tsv)."""
+
+
 def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
-    """One `gpu-series` event per GPU and sampled block (carrying the frame), then the findings of each series."""
+    """One `gpu-series` event per GPU and sampled block (carrying the frame), then the findings of each series;
+    a gpu-state event per GPU with unhealthy health columns."""
     covered = 0
     for line in lines:
         if line.number <= covered:
             continue
         if _DMON_HEADER.match(line.text):
             block = _read_dmon(doc, line)
-        elif _CSV_HEADER.match(line.text) and _query_columns(line.text):
-            block = _read_csv(doc, line)
+        elif _CSV_HEADER.match(line.text) and (_query_columns(line.text) or _health_columns(line.text)):
+            yield from _health_states(doc, line)
+            block = _read_csv(doc, line) if _query_columns(line.text) else None
         else:
             continue
         if block is None:
@@ -143,10 +156,21 @@ def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
 # ---- reading -------------------------------------------------------------------------------
 
 
+def _header_fields(header: str) -> list[str]:
+    """Each header cell's query field, without its unit."""
+    return [cell.strip().split(" [")[0] for cell in header.split(",")]
+
+
 def _query_columns(header: str) -> list[str | None]:
     """Canonical name of each header cell, None for fields this module does not use; [] if no known field."""
-    names = [_QUERY_NAMES.get(cell.strip().split(" [")[0]) for cell in header.split(",")]
+    names = [_QUERY_NAMES.get(field) for field in _header_fields(header)]
     return names if sum(name is not None for name in names) >= 2 else []
+
+
+def _health_columns(header: str) -> dict[int, HealthField]:
+    """The health fields of a header, by cell position."""
+    return {position: HEALTH_COLUMNS[field] for position, field in enumerate(_header_fields(header))
+            if field in HEALTH_COLUMNS}
 
 
 def _region(doc: TextDoc, header: Line) -> list[str]:
@@ -215,6 +239,62 @@ def _read_dmon(doc: TextDoc, header: Line):
     frame["lost"] = frame[measured].isna().all(axis=1)
     frame.insert(0, "line", frame.index + header.number + 1)
     return frame, header, raw, 0, header.number + end
+
+
+def _health_states(doc: TextDoc, header: Line) -> Iterator[Event]:
+    """One gpu-state event per GPU whose health columns hold an unhealthy value, with the -q report's field names:
+    the largest count, the last flag or action. Each column's distinct values are judged once and the rows are
+    grouped per GPU by pandas, so a day of samples costs a few vectorised passes, not a loop over its rows."""
+    import pandas as pd
+
+    names = [_QUERY_NAMES.get(field) for field in _header_fields(header.text)]
+    raw = pd.Series(_region(doc, header), dtype="string")
+    raw = raw.iloc[: _first(raw.str.strip().eq("") | raw.str.match(_CSV_HEADER.pattern))]
+    if raw.empty:
+        return
+    cells = raw.str.split(",", n=len(names), expand=True)
+    keys = next((cells[names.index(name)].fillna("").str.strip().str.lower() for name in _GPU_NAMES
+                 if name in names and names.index(name) < cells.shape[1]), pd.Series("gpu", index=cells.index))
+    found: dict[str, tuple[dict[str, Any], list[int]]] = {}
+    for position, field in _health_columns(header.text).items():
+        if position >= cells.shape[1]:
+            continue
+        values = cells[position].fillna("").str.strip()
+        verdicts = {value: unhealthy(field, value) for value in values.unique()}
+        bad = values.isin([value for value, verdict in verdicts.items() if verdict is not None])
+        groups: list[tuple[Any, pd.Series]] = list(values[bad].groupby(keys[bad], sort=False))
+        for key, group in groups:
+            fields, rows = found.setdefault(str(key), (_row_gpu(cells.loc[group.index[0]], names), []))
+            fields[field.event_field] = (max(int(str(verdicts[value])) for value in group.unique())
+                                         if field.reading == "count" else verdicts[group.iloc[-1]])
+            rows += [int(group.index[0]), int(group.index[-1])]
+    for fields, rows in found.values():
+        first, last = min(rows), max(rows)
+        stamp = _stamp(cells.loc[first].get(names.index("time"))) if "time" in names else None
+        yield Event("gpu-state", Location(doc.path, header.number + 1 + first, header.number + 1 + last),
+                    "\n".join(dict.fromkeys([header.text, raw[first], raw[last]])), fields | {"view": "query-csv"},
+                    time=stamp, clock="wall" if stamp else None)
+
+
+def _row_gpu(row: pd.Series, names: list[str | None]) -> dict[str, Any]:
+    """The fields naming the GPU a CSV row is about: PCI address, index, UUID (those the query holds)."""
+    cell = {name: str(row.get(names.index(name), "")).strip() for name in _GPU_NAMES if name in names}
+    identity: dict[str, Any] = {}
+    if "pci" in cell:
+        identity["pci"] = pci_of(cell["pci"])
+    if regex.fullmatch(r"[0-9]{1,6}", cell.get("gpu_index", "")):
+        identity["gpu_index"] = int(cell["gpu_index"])
+    if "gpu_uuid" in cell:
+        identity["gpu_uuid"] = cell["gpu_uuid"]
+    return identity
+
+
+def _stamp(cell: Any) -> datetime | None:
+    """A --query-gpu timestamp cell as a time, None when it is none."""
+    try:
+        return datetime.strptime(str(cell).strip(), "%Y/%m/%d %H:%M:%S.%f")
+    except ValueError:
+        return None
 
 
 def _first(mask: pd.Series) -> int:

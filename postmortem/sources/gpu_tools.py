@@ -7,9 +7,13 @@ prove a finding. The default `nvidia-smi` table gives the same event per GPU
 row (fewer fields; `ERR!` cells, where NVML could not read a value, listed in
 `err_cells`); its version banner becomes facts of those events. When nvidia-smi
 cannot even start, its one-line complaint (`nvml-error`) is the evidence. DCGM's
-host engine reports health-watch verdicts (`dcgm-health`), and the Fabric Manager
-log reports NVSwitch errors (`sxid`, the same kind and field names the kernel log
-uses for SXid lines).
+host engine reports health-watch verdicts (`dcgm-health`), and so does `dcgmi health -c`
+(one per incident of its report). The Fabric Manager log reports NVSwitch errors (`sxid`,
+the same kind and field names the kernel log uses for SXid lines). A health daemon's
+verdict on an Xid (gpud's `XID 79(...) detected on PCI:...`) is an `xid` event like the
+kernel log's. `dcgmi dmon` columns of data/gpu-health-fields.tsv give, per GPU, an `xid`
+event for the code its last-Xid column holds and the -q report's `gpu-state` fields for
+its ECC and row-remap counts.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import Any
 import regex
 
 from ..join import gpu_key
-from ..knowledge import NvmlReturn, nvml_return, nvml_returns
+from ..knowledge import data_rows, nvml_error_fields, nvml_return, nvml_returns, xid
 from ..model import Event
 from ..text import Line, TextDoc
 
@@ -45,6 +49,9 @@ ANCHORS: tuple[bytes, ...] = (
     b"Remapped Rows", b"ECC Errors", b"Retired Pages", b"Clocks Event Reasons", b"Clocks Throttle Reasons",
     b"NVML: ", b"NVML error", b"NVMLError_", b"NVML_ERROR_", b"[NVML]", b"GPU is lost", b"GpuIsLost", b"GPUIsLost",
     b"GPU requires reset",
+    b") detected on PCI:",
+    b"#Entity",  # the header of `dcgmi dmon`
+    b"Health Monitor Report",  # `dcgmi health -c`
 )
 
 REPEATS: tuple[bytes, ...] = (
@@ -53,7 +60,7 @@ REPEATS: tuple[bytes, ...] = (
     b"nvml error: ", b"nvml: ", b"Unable to determine the device handle", b"No devices were found",
     b"in health system", b"detected NVSwitch",
     b"NVML: ", b"NVML error", b"NVMLError_", b"NVML_ERROR_", b"[NVML]", b"GPU is lost", b"GpuIsLost", b"GPUIsLost",
-    b"GPU requires reset",
+    b"GPU requires reset", b") detected on PCI:",
 )
 """Anchors whose identical lines fold while the input is read (text.TextDoc.scan): one-line errors, and the
 rows and banner of `nvidia-smi -l` printing one table for days. A changed row is a different line and is
@@ -116,6 +123,11 @@ _DCGM = regex.compile(
     r"Detected an? (?P<level>\w+) in health system (?P<system>[\w-]+):\s*'?(?P<message>.*?)'?\s*$")
 _DCGM_GPU = regex.compile(r"\bGPU (\d+)\b")
 
+_DAEMON_XID = regex.compile(r"\bXID (?P<xid>[0-9]{1,4}) ?\((?P<name>[^)\n]{0,120})\) detected on PCI:"
+                           r"(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-9A-Fa-f])?)")
+"""gpud's verdict on an Xid it read from the kernel or NVML (`XID 79(GPU has fallen off the bus) detected on
+PCI:0000:04:00`, in its states' reason and its events' message)."""
+
 _FM_ERROR = regex.compile(
     r"detected NVSwitch (?P<severity>non-fatal|fatal) error (?P<sxid>\d+)"
     r"(?: on fid (?P<fid>\d+))?(?: on NVSwitch pci bus id (?P<bus>\S+))?"
@@ -124,6 +136,59 @@ _FM_SETUP = regex.compile(r"failed to configure all the available GPUs or NVSwit
                           r"|not all local fabric manager instances finished their configuration")
 """Fabric Manager's words when it could not set up the NVSwitch fabric at start (the GPUs then fail CUDA's start
 with 802, "system not yet initialized")."""
+@dataclasses.dataclass(frozen=True)
+class HealthField:
+    """A health reading of a query tool's column (data/gpu-health-fields.tsv) and the event field it fills."""
+
+    tool: str
+    field: str
+    reading: str
+    kind: str
+    event_field: str
+
+
+HEALTH_FIELDS = tuple(HealthField(row["tool"], row["field"], row["reading"], row["kind"], row["event_field"])
+                      for row in data_rows("gpu-health-fields.tsv"))
+NO_VALUE = frozenset({"", "-", "n/a", "not supported"})
+"""Cells that say nothing about health; nvidia-smi's own notes in brackets (`[N/A]`, `[Not Supported]`,
+`[Unknown Error]`) are none either."""
+HEALTHY_ACTIONS = frozenset({"None", "0"})
+"""The recovery action values that ask for nothing (NVML_GPU_RECOVERY_ACTION_NONE by name and by number)."""
+
+
+def health_fields(tool: str) -> dict[str, HealthField]:
+    """The health readings of one tool's columns, by column name."""
+    return {field.field: field for field in HEALTH_FIELDS if field.tool == tool}
+
+
+def unhealthy(field: HealthField, cell: str) -> int | bool | str | None:
+    """What an unhealthy cell says, as the event carries it (a count or Xid code, True, the action's word); None for
+    a healthy cell and for one that says nothing."""
+    value = cell.strip()
+    if value.lower() in NO_VALUE or value.startswith("["):
+        return None
+    if field.reading in ("count", "xid"):
+        return int(value) if _COUNT.fullmatch(value) and int(value) > 0 else None
+    if field.reading == "flag":
+        return True if value.lower() in ("yes", "1") else None
+    return value if value not in HEALTHY_ACTIONS else None
+
+
+_COUNT = regex.compile(r"[0-9]{1,18}")
+"""A count as the tools print it (ASCII digits; a longer run is no counter of theirs)."""
+_DMON_HEADER = regex.compile(r"^#Entity\s+\S")
+_DMON_ROW = regex.compile(r"^GPU (?P<gpu>[0-9]{1,6})\s")
+DMON_LINES = 20000
+"""Most lines of one `dcgmi dmon` run read after its first header (its header repeats every 14 rows)."""
+
+_TREE_ROW = regex.compile(r"^\s*\|\s*(?P<key>[^|]*?)\s*\|\s*(?P<value>[^|]*?)\s*\|\s*$")
+_TREE_ENTITY = regex.compile(r"^-> (?P<id>[0-9]{1,6})$")
+_TREE_SYSTEM = regex.compile(r"^-> (?![0-9]+$)(?P<system>.+?)(?: system)?$")
+HEALTH_REPORT_LINES = 2000
+"""Most lines of one `dcgmi health -c` report read (each incident takes a few; DCGM keeps at most 64 per check)."""
+INCIDENT_LEVELS = {"Warning": "warning", "Failure": "failure"}
+"""dcgmHealthWatchResults_t as dcgmi prints it -> the level of a dcgm-health event (Healthy is no incident)."""
+
 _FM_TIME = regex.compile(r"^\[(?P<stamp>[A-Z][a-z]{2} +\d{1,2} \d{4} \d{2}:\d{2}:\d{2})\]")
 
 ACTIVE_IGNORED = frozenset({"Idle", "Applications Clocks Setting", "Display Clock Setting", "Sync Boost"})
@@ -153,6 +218,13 @@ def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
         elif _SECTION_START.match(text):
             events, covered = _excerpt(doc, line)
             yield from events
+        elif "Health Monitor Report" in text:
+            events, covered = _health_check(doc, line)
+            yield from events
+        elif _DMON_HEADER.match(text):
+            events, covered = _dcgmi_dmon(doc, line)
+            for event in events:
+                _fold(seen, event)
         else:
             _fold(seen, _one_line(doc, line))
     yield from seen.values()
@@ -165,17 +237,93 @@ def _one_line(doc: TextDoc, line: Line) -> Event | None:
             return _nvml_error(doc, line, match)
     if ((match := _NVML_RETURN.search(line.text) or _NVML_TEXT.search(line.text))
             and (code := nvml_return(next(g for g in match.groupdict().values() if g))) and code.number):
-        return _nvml_returned(doc, line, code)
+        return doc.event("nvml-error", line, nvml_error_fields(code, "nvml-client"))
     if match := _DCGM.search(line.text):
         fields = {"system": match["system"], "level": match["level"].lower(), "message": match["message"]}
         if gpu := _DCGM_GPU.search(match["message"]):
             fields["gpu_index"] = int(gpu[1])
         return doc.event("dcgm-health", line, fields)
+    if match := _DAEMON_XID.search(line.text):
+        return doc.event("xid", line, {"xid": int(match["xid"]), "pci": match["pci"], "message": match["name"].strip(),
+                                       "origin": "gpud"} | _xid_name(int(match["xid"])))
     if match := _FM_ERROR.search(line.text):
         return _fabric_error(doc, line, match)
     if match := _FM_SETUP.search(line.text):
         return doc.event("fabric-setup-failed", line, {"message": match[0], "origin": "fabric-manager"})
     return None
+
+
+def _dcgmi_dmon(doc: TextDoc, header: Line) -> tuple[list[Event], int]:
+    """The health columns of one `dcgmi dmon` run: per GPU, an xid event for each Xid code its XIDER column holds
+    (DCGM keeps the last code, so every later sample repeats it) and one gpu-state event with the worst value of
+    each count or flag. Cells are cut at the header's column starts (values are left-aligned under their name)."""
+    watched = health_fields("dcgmi-dmon")
+    names = [(match.start(), match[0]) for match in regex.finditer(r"\S+", header.text)][1:]
+    ends = [start for start, _ in names[1:]] + [None]
+    columns = [(start, end, watched[name]) for (start, name), end in zip(names, ends) if name in watched]
+    if not columns:
+        return [], header.number
+    xids: dict[tuple[int, int], Line] = {}
+    states: dict[int, tuple[dict[str, Any], Line, Line]] = {}
+    last = header
+    for line in doc.following(header, DMON_LINES, max_bytes=4 << 20):
+        if line.text == header.text or line.text.startswith("ID"):
+            last = line
+            continue
+        if not (row := _DMON_ROW.match(line.text)):
+            break
+        last = line
+        gpu = int(row["gpu"])
+        for start, end, field in columns:
+            if (value := unhealthy(field, line.text[start:end])) is None:
+                continue
+            if field.kind == "xid":
+                xids.setdefault((gpu, int(value)), line)
+                continue
+            found, first, _ = states.get(gpu, ({}, line, line))
+            found[field.event_field] = max(found.get(field.event_field, value), value)
+            states[gpu] = (found, first, line)
+    shown = header.original.rstrip()
+    events = [doc.event("xid", line, {"xid": code, "gpu_index": gpu, "origin": "dcgm", **_xid_name(code)},
+                        text=f"{shown}\n{line.original.rstrip()}") for (gpu, code), line in xids.items()]
+    events += [doc.event("gpu-state", first, {"gpu_index": gpu, "view": "dcgmi-dmon", **found},
+                         text="\n".join(dict.fromkeys([shown, first.original.rstrip(), end.original.rstrip()])))
+               for gpu, (found, first, end) in states.items()]
+    return events, last.number
+
+
+def _health_check(doc: TextDoc, title: Line) -> tuple[list[Event], int]:
+    """A `dcgmi health -c` report (DCGM's Health.cpp tree: entity group, `-> id`, `-> <system>` with its health,
+    the incident's message wrapped on the rows under it): a dcgm-health event per Warning or Failure incident, with
+    the host engine's field names."""
+    incidents: list[tuple[dict[str, Any], Line, Line]] = []
+    group, gpu, last = "", None, title
+    for line in doc.following(title, HEALTH_REPORT_LINES):
+        if line.text.strip().startswith("+"):
+            last = line
+            continue
+        if not (row := _TREE_ROW.match(line.text)):
+            break
+        last = line
+        key, value = row["key"], row["value"]
+        if not key and value and incidents and incidents[-1][2].number == line.number - 1:
+            fields, first, _ = incidents[-1]
+            fields["message"] = f"{fields['message']} {value}".strip()
+            incidents[-1] = (fields, first, line)
+        elif key and not key.startswith("->"):
+            group, gpu = key, None
+        elif entity := _TREE_ENTITY.match(key):
+            gpu = int(entity["id"]) if group == "GPU" else None
+        elif (system := _TREE_SYSTEM.match(key)) and value in INCIDENT_LEVELS:
+            fields = {"system": system["system"], "level": INCIDENT_LEVELS[value], "message": ""}
+            incidents.append(({**fields, "gpu_index": gpu} if gpu is not None else fields, line, line))
+    return [doc.event("dcgm-health", first, fields, last=end) for fields, first, end in incidents], last.number
+
+
+def _xid_name(number: int) -> dict[str, str]:
+    """The documented name of an Xid, as the kernel log's xid events carry it."""
+    documented = xid(number)
+    return {"xid_name": documented.name} if documented else {}
 
 
 def _nvml_error(doc: TextDoc, line: Line, match: regex.Match) -> Event:
@@ -193,15 +341,6 @@ def _nvml_error(doc: TextDoc, line: Line, match: regex.Match) -> Event:
             last = nxt
             break
     return doc.event("nvml-error", line, fields, last=last)
-
-
-def _nvml_returned(doc: TextDoc, line: Line, code: NvmlReturn) -> Event:
-    """An NVML client's report of a failed call: the code's name, number and text, and what it points at."""
-    fields: dict[str, Any] = {"error": code.message or code.name, "nvml_return": code.name, "nvml_code": code.number,
-                              "tool": "nvml-client"}
-    if code.cause:
-        fields["status_cause"] = code.cause
-    return doc.event("nvml-error", line, fields)
 
 
 def _fabric_error(doc: TextDoc, line: Line, match: regex.Match) -> Event:

@@ -46,11 +46,13 @@ _OOM_REPORTS = (
 """Reports that name the out-of-memory kill themselves (no guess needed)."""
 
 _JOB_CONTROL = regex.compile(
-    r"(?:line \d+:\s+(?P<pid>\d+)\s+|^\s*(?:\[\d+\][+-]?\s+)?)"
+    r"(?:line \d+:\s+(?P<pid>\d+)\s+|^\s*(?:\[\d+\][+-]?\s+)?|(?<=(?:it/s|s/it)\]))"
     r"(?P<what>Killed|Segmentation fault|Bus error|Aborted|Illegal instruction|Floating point exception|Terminated)"
     r"(?P<core> \(core dumped\))?(?:\s+(?P<command>\S.*?))?\s*$"
 )
-"""bash/sh job control: `script: line 28:  8156 Killed  python3 main.py`, or the bare word on its own line."""
+"""bash/sh job control: `script: line 28:  8156 Killed  python3 main.py`, or the bare word on its own line, or right
+after a progress bar's last redraw (`4/8 [02:10<02:22, 35.73s/it]Killed`: tqdm ends its line with a carriage return,
+which a paste loses)."""
 _EXIT_STATUS = regex.compile(
     r"(?i)\b(?:exit(?:ed)?(?: with)?(?: code| status)|return code|exitcode|exit_code|error code)"
     r"\s*+[:=]?\s*+(?P<code>-?\d{1,3})\b"

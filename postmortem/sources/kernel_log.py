@@ -53,6 +53,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"killed as a result of limit of",
     b"oom-kill:",
     b"blocked for more than",
+    b"state:D ",  # a hung task's `task:X state:D ...` line, pasted without the header above it
     b"soft lockup",
     b"hard LOCKUP",
     b"detected stall",
@@ -400,6 +401,27 @@ _HANGS = (  # a task name is bounded (the kernel's is 15 characters): each `task
     ("rcu-stall", regex.compile(r"(?P<task>(?<!\w)rcu_\w++) (?:self-)?detected (?:expedited )?stalls? on CPUs?"
                                 r"(?:/tasks)?:?(?:\s*\{\s*(?P<cpu>\d+)\s*\})?")),
 )
+_TASK_STATE = regex.compile(r"\btask:(?P<task>\S.{0,63}?)\s+state:D\b[^\n]{0,80}?\bpid:\s*(?P<pid>\d+)")
+"""The task line the kernel prints above a blocked task's stack (sched_show_task): under a hung-task header, and
+for every D-state task of a sysrq-w dump."""
+HEADER_REACH = 4
+"""Lines above a `task:` line where its hung-task header sits (the header, Tainted, the hung_task_timeout_secs
+hint, then the task line)."""
+TRACE_LINES = 64
+"""Most lines of one task's call trace read (a trace has 10 to 40 frames)."""
+_CALL_TRACE = regex.compile(r"\bCall Trace:")
+_FRAME = regex.compile(r"(?:^|\s)(?P<unsure>\?\s+)?(?:\[<[0-9a-f]+>\]\s+)?(?P<function>[A-Za-z_][\w.]*)"
+                       r"\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+(?:\s+\[(?P<module>\w+)\])?")
+_TRACE_MARK = regex.compile(r"<(?:/?TASK|IRQ|/IRQ|NMI|/NMI)>|\bRIP: |\bR[A-Z0-9]{1,3}: |\bCode: ")
+"""Lines inside a trace that are no frame but do not end it."""
+GPU_MODULE = regex.compile(r"^nvidia(?:_uvm|_modeset|_drm|_peermem|_fs)?$")
+GPU_FUNCTION = regex.compile(r"^(?:_nv\d{6}rm|nvidia_\w+|uvm_\w+|os_acquire_\w+)$")
+"""A frame in the NVIDIA driver: by its module tag, else (traces pasted without tags) by the driver's own
+function names (the closed module's `_nvNNNNNNrm` symbols, its OS layer's `os_acquire_*` locks, the `nvidia_*`
+entry points and the UVM module's `uvm_*`)."""
+MAX_GPU_FRAMES = 16
+"""Most driver frames kept on a headless hung-task event (the innermost ones say what it waits on)."""
+
 _AER_HEAD = regex.compile(
     r"(?:(?P<device>" + _PCI + r"): )?AER: (?P<multiple>Multiple )?"
     r"(?P<sev>Corrected|Correctable|Uncorrected|Uncorrectable)"
@@ -512,6 +534,9 @@ def _events(doc: TextDoc, line: Line, s: Stamp, stamps: dict[int, Stamp], consum
         if m := pattern.search(body):
             yield _event(doc, "kernel-hang", line, s, _hang_fields(hang, m))
             return
+    if m := _TASK_STATE.search(body):
+        yield from _headless_hang(doc, line, s, m)
+        return
     if (m := _AER_HEAD.search(body)) or (m := _AER_BUS.search(body)):
         yield _aer_event(doc, line, s, m, consumed)
         return
@@ -750,6 +775,40 @@ def _hang_fields(hang: str, m: regex.Match) -> dict[str, Any]:
         "cpu": int(groups["cpu"]) if groups.get("cpu") else None,
         "seconds": int(groups["seconds"]) if groups.get("seconds") else None,
     }
+
+
+def _headless_hang(doc: TextDoc, line: Line, s: Stamp, m: regex.Match) -> Iterator[Event]:
+    """A blocked task pasted without its `blocked for more than` header: a hung task in the GPU driver when its
+    call trace runs through it. Under a header the header's event is the report; a D-state task anywhere else
+    (no trace, or a trace outside the driver: sysrq-w lists every task waiting on I/O) is no finding."""
+    if any(_HANGS[0][1].search(above.text) for above in doc.preceding(line, HEADER_REACH)):
+        return
+    frames, last = _call_trace(doc.following(line, TRACE_LINES))
+    gpu = [f"{function} [{module}]" if module else function for function, module in frames
+           if (module and GPU_MODULE.match(module)) or (not module and GPU_FUNCTION.match(function))]
+    if gpu:
+        fields = {"hang": "hung-task", "task": m["task"].strip(), "pid": int(m["pid"]), "header": False,
+                  "gpu_frames": gpu[:MAX_GPU_FRAMES]}
+        yield _event(doc, "kernel-hang", line, s, fields, last=last)
+
+
+def _call_trace(after: list[Line]) -> tuple[list[tuple[str, str | None]], Line | None]:
+    """The reliable frames (function, module) of the call trace that starts right under a task line, and its
+    last line; `? ` frames are stale words on the stack, not calls."""
+    if not after or not _CALL_TRACE.search(after[0].text):
+        return [], None
+    frames: list[tuple[str, str | None]] = []
+    last = after[0]
+    for nxt in after[1:]:
+        if "</TASK>" in nxt.text or _TASK_STATE.search(nxt.text):
+            break
+        if frame := _FRAME.search(nxt.text):
+            if not frame["unsure"]:
+                frames.append((frame["function"], frame["module"]))
+        elif not _TRACE_MARK.search(nxt.text):
+            break
+        last = nxt
+    return frames, last
 
 
 def _aer_event(doc: TextDoc, line: Line, s: Stamp, m: regex.Match, consumed: set[int]) -> Event:

@@ -1,0 +1,67 @@
+"""NVIDIA's NGC containers: the entrypoint banner they print at start on a host or GPU they cannot use.
+
+A driver older than the container's build needs, a GPU its builds have no kernels
+for, or CUDA failing to start with the CUDA error quoted under the banner.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import regex
+
+from ...knowledge import cuda_error, cuda_error_fields, cuda_error_kind, message_starting
+from ...text import Line
+from .traceback import Context, Found, Prefixed, follow
+
+_CONTAINER_DRIVER = regex.compile(
+    r"This container was built for NVIDIA Driver Release (?P<required>[\d.]+) or later, but\s*version "
+    r"(?P<found>[\d.]+) was detected and compatibility mode is UNAVAILABLE"
+)
+"""The entrypoint banner of NVIDIA's NGC containers (PyTorch, TensorRT, NeMo...), often wrapped after "but"."""
+
+
+def container_driver(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:
+    if "This container was built for NVIDIA Driver Release" not in pre.body:
+        return []
+    last, text = line, pre.body
+    if not (match := _CONTAINER_DRIVER.search(text)):
+        for nxt, p in follow(ctx, line, 1):
+            last, text = nxt, f"{text} {p.body.strip()}"
+        if not (match := _CONTAINER_DRIVER.search(text)):
+            return []
+    fields = {"driver_required": match["required"], "driver_version_found": match["found"],
+              "message": f"the container needs driver {match['required']}+, the host has {match['found']}"}
+    return [Found("driver-error", line, last, fields, ("driver-error", "container", match["required"]), pre.time)]
+
+
+_CONTAINER_GPU = regex.compile(r"Detected (?P<gpu>\S.{0,80}?) GPU, which is not supported by this container")
+_CONTAINER_INIT = "The NVIDIA Driver is present, but CUDA failed to initialize"
+_CONTAINER_ERROR = regex.compile(r"\[\[ (?P<said>[^\n]{1,400})")
+_ERROR_NUMBER = regex.compile(r" \(error (?P<number>\d{1,5})\)$")
+"""What NVIDIA's NGC containers (PyTorch, Triton, NeMo...) print at start on a GPU they cannot use: a GPU their
+builds have no kernels for, or CUDA failing to start, with the CUDA error under it as `[[ Unknown error (error 999) ]]`
+(its message capitalised, or cut off where the paste ends)."""
+
+
+def container_banner(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:
+    if match := _CONTAINER_GPU.search(pre.body):
+        fields: dict[str, Any] = {"gpu_name": match["gpu"], "feature": "this container",
+                                  "reason": "the container's builds have no kernels for this GPU"}
+        return [Found("arch-unsupported", line, line, fields, ("arch-unsupported", "container"), pre.time)]
+    if _CONTAINER_INIT not in pre.body:
+        return []
+    for nxt, p in follow(ctx, line, 2):
+        if not (said := _CONTAINER_ERROR.search(p.body)):
+            continue
+        message = said["said"].strip().removesuffix("]]").strip()
+        if number := _ERROR_NUMBER.search(message):
+            record = cuda_error(number["number"])
+        else:
+            record = cuda_error(message) or message_starting(message)
+        if record is None:
+            return []
+        fields = cuda_error_fields(record) | {"reporter": "container entrypoint"}
+        kind = cuda_error_kind(record.cause)
+        return [Found(kind, line, nxt, fields, (kind, record.name), pre.time)]
+    return []

@@ -1,0 +1,289 @@
+"""CUDA runtime and driver words every framework prints: error lines, library statuses, out of memory.
+
+CUDA errors by name, number or message (with the API, file:line, GPU and host the
+report names, and the `ggml_...: op failed` line llama.cpp/ggml prints above one),
+driver phrases (no driver, a driver too old), device-side asserts, cuBLAS/cuDNN/
+cuFFT/... statuses, runtime libraries of another version than the build's (PyTorch,
+XLA/TensorFlow, torchvision), and memory exhausted: GPU out-of-memory in PyTorch's,
+TensorFlow's, JAX/XLA's, TensorRT's, RAPIDS', CuPy's and PhysX's words, and the host
+allocations PyTorch and NumPy report.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import regex
+
+from ...knowledge import cuda_error_fields, cuda_error_kind, find_cuda_error, library_status, library_statuses
+from ...text import Line
+from .traceback import Context, Found, Prefixed, block_text, continuation, exception_line, frames_before, prefixed
+
+# ---------------------------------------------------------------- CUDA errors (and driver errors)
+
+_CUDA_CONTEXT = regex.compile(r"(?i)cuda|cublas|cudnn|\bgpu\b|\bTHC|ggml")
+_DRIVER_PHRASES = regex.compile(
+    r"Found no NVIDIA driver on your system"
+    r"|NVIDIA driver on your system is too old(?: \(found version (?P<found>\d+)\))?"
+    r"|(?i:your nvidia driver is too old)"  # ollama, llama.cpp loaders
+    r"|Driver does not support the required nvenc API version\. Required: (?P<required>[\d.]+) Found: (?P<found>[\d.]+)"
+    r"|The minimum required Nvidia driver for nvenc is (?P<required>[\d.]+) or newer"  # FFmpeg's NVENC
+    r"|libcuda\.so(?:\.1)?: cannot open shared object file"  # no driver in the machine or container
+)
+_API = regex.compile(
+    r"expr=(?P<a>[A-Za-z_]\w*)|failed call to (?P<a>[A-Za-z_]\w*)|when calling `(?P<a>[A-Za-z_]\w*)"
+    r"|in function (?P<f>[A-Za-z_]\w*)|(?P<a>cu[A-Z]\w+|cuda[A-Z]\w+)\(|\((?P<f>[A-Za-z_]\w*) at \S+:\d+\)"
+)
+_FILE_LINE = (
+    regex.compile(r"file=(?P<file>(?:(?!file=).){1,400}?)\s*+;?+\s*+line=(?P<line>\d+)"),  # a path ends by the next
+    regex.compile(r"(?P<file>(?<![^\s:'\"(\[])(?:[A-Za-z]:)?[^\s:'\"(\[]+\.(?:cu|cuh|cpp|cc|c|h|hpp|py|lua)):"
+                  r"(?P<line>\d+)"),
+)
+_GPU_INDEX = regex.compile(r"GPU=(?P<i>\d{1,3})\b|current device: (?P<i>\d+)|device ordinal (?P<i>\d+)")
+_HOSTNAME = regex.compile(r"hostname=(?P<h>[\w.\-]+)")
+_GGML_OP = regex.compile(r"^ggml_\w+: (?P<op>\S+) failed\s*$")
+_RANK = regex.compile(r"\bRank (?P<r>\d+)\]|local_rank: (?P<r>\d+)")
+
+
+def _call_site(block: str) -> dict[str, Any]:
+    """API, function, file:line, GPU and host a CUDA or library error report names."""
+    fields: dict[str, Any] = {}
+    for match in _API.finditer(block):
+        if match["a"] and "api" not in fields:
+            fields["api"] = match["a"]
+        if match["f"] and "function" not in fields:
+            fields["function"] = match["f"]
+    if where := next(filter(None, (pattern.search(block) for pattern in _FILE_LINE)), None):
+        fields["file"], fields["file_line"] = where["file"].strip(), int(where["line"])
+    if gpu := _GPU_INDEX.search(block):
+        fields["gpu_index"] = int(gpu["i"])
+    if host := _HOSTNAME.search(block):
+        fields["host"] = host["h"]
+    if rank := _RANK.search(block):
+        fields["rank"] = int(rank["r"])
+    return fields
+
+
+def cuda_error_report(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:
+    body = pre.body
+    record, number = find_cuda_error(body)
+    phrase = _DRIVER_PHRASES.search(body)
+    if record is None and phrase is None:
+        return []
+    if (record is not None and not _CUDA_CONTEXT.search(body)
+            and (record.cause is None or len(record.message or "") < 20)):
+        return []
+    last, first = continuation(ctx, line), line
+    fields: dict[str, Any] = _call_site("\n".join(block_text(ctx, line, last)))
+    before = ctx.doc.preceding(line, 1)
+    if before and (op := _GGML_OP.match(prefixed(before[0]).body)):
+        first, fields["op"] = before[0], op["op"]
+    elif exception_line(body):
+        first, fields["top_frame"] = frames_before(ctx, line)
+    if record is not None:
+        fields.update(cuda_error_fields(record))
+        if number is not None:
+            fields["number"] = number
+    if phrase is not None:
+        fields["message"] = phrase.group(0)
+        if phrase["found"]:
+            fields["driver_version_found"] = phrase["found"]
+        if phrase["required"]:
+            fields["driver_required"] = phrase["required"]
+    kind = cuda_error_kind(record.cause if record is not None else "driver-mismatch")
+    key = (kind, fields.get("error") or fields.get("message"))
+    return [Found(kind, first, last, fields, key, pre.time)]
+
+
+# ---------------------------------------------------------------- device asserts
+
+_ASSERT = regex.compile(
+    r"(?P<file>(?<![^\s:])[^\s:]+\.cuh?):(?P<line>\d+): (?P<func>.*?):?\s*block: \["
+    r"(?P<block>[\d, ]+)\],\s*thread: \[(?P<thread>[\d, ]+)\]"
+    r"\s*Assertion `?(?P<cond>.*?)`? failed"
+    r"|(?P<file>(?<![^\s:])[^\s:]+\.cuh?):(?P<line>\d+):? Assertion `(?P<cond>.*?)` failed"
+)
+"""A device-side assert as CUDA prints it (with block and thread), or as a framework's kernel macro prints it from a
+.cu file (Paddle's PADDLE_ENFORCE in kernels); pasted into Markdown the backticks are often lost."""
+
+
+def device_assert(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:
+    match = _ASSERT.search(pre.body)
+    if not match:
+        return []
+    fields = {
+        "file": match["file"], "file_line": int(match["line"]), "function": (match["func"] or "").strip()[:300] or None,
+        "block": match["block"], "thread": match["thread"], "assertion": match["cond"],
+    }
+    fields = {k: v for k, v in fields.items() if v is not None}
+    key = ("device-assert", match["file"], match["line"], match["cond"])
+    return [Found("device-assert", line, line, fields, key, pre.time)]
+
+
+# ---------------------------------------------------------------- cuBLAS / cuDNN
+
+_STATUS = regex.compile(
+    r"\b(?P<status>(?P<lib>CUBLAS|CUDNN|CUFFT|CUSOLVER|CUSPARSE|CURAND|CUTENSOR|NVRTC)_STATUS_[A-Z0-9_]+)"
+    r"|\b(?P<status>(?P<lib>CUFFT)_(?:" + "|".join(sorted(
+        {s.name[len("CUFFT_"):] for s in library_statuses() if s.library == "cufft"}, key=len, reverse=True)) + r"))\b"
+)
+"""A status by name: every library's `<LIB>_STATUS_*` (cuFFT names its results `CUFFT_*`)."""
+_LIB_NUMBER = regex.compile(
+    r"(?i)\b(?P<lib>cublas(?:Lt)?|cudnn|cufft|cusolver|cusparse|curand)\b[\w ]{0,30}?"
+    r"(?:status|error|failure|failed|result|code)\s*(?:[:=]\s*|with status\s*|code\s*)?\(?(?P<num>\d{1,4})\b"
+    r"|\b(?P<lib>CUBLAS|CUDNN|CUFFT|CUSOLVER|CUSPARSE|CURAND)_STATUS_SUCCESS\s*\((?P<num>\d{1,4}) vs\. 0\)"
+)
+"""A status by number, as libraries and their callers print it: `CUBLAS failure 13`, `cuBLAS API failed with
+status 15`, `cuDNN error 4`, `CURAND error 201`."""
+_CUDNN_INIT = regex.compile(r"Failed to get convolution algorithm\. This "
+                            r"is probably because cuDNN failed to initialize")
+_LIB_GAVE_UP = regex.compile(r"\b(?P<lib>cublasLt|cuBLASLt|cublas|cuBLAS) ran into an error")
+"""bitsandbytes' words for a cuBLASLt call that failed without a status it prints (`Exception: cublasLt ran into
+an error!`): its int8 matmul on a GPU or build its kernels do not support."""
+_NODE = regex.compile(r"\{\{node (?P<node>[^}]+)\}\}")
+
+
+def _library_name(written: str) -> str:
+    """cuBLASLt reports in cuBLAS's numbering."""
+    return "cublas" if written.lower().startswith("cublas") else written.lower()
+
+
+def library_error(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:
+    body = pre.body
+    status = next((m for m in _STATUS.finditer(body) if not m["status"].endswith("_SUCCESS")), None)
+    number = _LIB_NUMBER.search(body)
+    if status:
+        fields: dict[str, Any] = {"library": status["lib"].lower(), "status": status["status"]}
+    elif number and (known := library_status(_library_name(number["lib"]), number["num"])):
+        fields = {"library": known.library, "status": known.name}
+    elif _CUDNN_INIT.search(body):
+        fields = {"library": "cudnn", "status": None, "reason": "cuDNN failed to initialize"}
+    elif gave_up := _LIB_GAVE_UP.search(body):
+        fields = {"library": _library_name(gave_up["lib"]), "status": None, "reason": f"{gave_up['lib']} failed"}
+    else:
+        return []
+    if number:
+        fields["number"] = int(number["num"])
+    if fields.get("status") and (known := library_status(fields["library"], fields["status"])):
+        fields.update(status_cause=known.cause, status_message=known.message)
+    last = continuation(ctx, line)
+    block = "\n".join(block_text(ctx, line, last))
+    fields.update(_call_site(block))
+    if node := _NODE.search(block):
+        fields["node"] = node["node"]
+    key = ("library-error", fields["library"], fields["status"])
+    return [Found("library-error", line, last, fields, key, pre.time)]
+
+
+# ---------------------------------------------------------------- runtime libraries of another version
+
+_VERSION_MISMATCH = (
+    # PyTorch: "cuDNN version incompatibility: PyTorch was compiled against (8, 7, 0) but found runtime version
+    # (8, 5, 0)"
+    regex.compile(r"(?P<library>cuDNN|NCCL|cuBLAS) version incompatibility: (?P<framework>\w+) was compiled\s+against "
+                  r"\((?P<built>[\d, ]+)\) but found runtime version \((?P<found>[\d, ]+)\)"),
+    # XLA / TensorFlow stream executor: "Loaded runtime CuDNN library: 8.5.0 but source was compiled with: 8.6.0"
+    regex.compile(r"Loaded runtime (?P<library>CuDNN|cuDNN|cuBLAS|CUDA) library: (?P<found>[\d.]+) but source was "
+                  r"compiled with: (?P<built>[\d.]+)"),
+    # torchvision: "PyTorch and torchvision were compiled with different CUDA versions. PyTorch has CUDA Version=11.7
+    # and torchvision has CUDA Version=11.8"
+    regex.compile(r"(?P<framework>PyTorch) and (?P<library>torchvision|torchaudio) were compiled with different CUDA "
+                  r"versions\. PyTorch has CUDA Version=(?P<built>[\d.]+) and \w+ has CUDA Version=(?P<found>[\d.]+)"),
+)
+"""A framework saying a runtime library is not the version it was built with."""
+
+
+def version_mismatch(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:
+    for pattern in _VERSION_MISMATCH:
+        if match := pattern.search(pre.body):
+            fields = {k: v.replace(" ", "").replace(",", ".") if k in ("built", "found") else v
+                      for k, v in match.groupdict().items() if v}
+            fields["library"] = fields["library"].lower()
+            key = ("library-version-mismatch", fields["library"], fields.get("built"), fields.get("found"))
+            return [Found("library-version-mismatch", line, line, fields, key, pre.time)]
+    return []
+
+
+# ---------------------------------------------------------------- GPU out of memory
+
+_OOM = regex.compile(
+    r"(?:CUDA|GPU|cuda)\s++out of memory|OutOfMemoryError|Allocation on device"
+    r"|RESOURCE_EXHAUSTED:.{0,200}?(?:[Oo]ut of memory|allocat)|OOM when allocating"
+    r"|\(GPU_\d+_bfc\) ran out of memory trying to allocate|MPS backend out of memory"
+    r"|Resource exhausted: Out\b|Out of memory allocating [\d,]+ bytes|Failed to allocate memory for requested buffer"
+    r"|(?<=(?:Cuda|Gpu|GPU|Device)\w{0,64})Allocator fail(?:ed)? to allocate memory"  # PhysX (Isaac Gym/Sim)
+    r"|bad_alloc: out_of_memory|rmm::out_of_memory"  # RAPIDS memory manager (cuDF, cuML, XGBoost)
+    r"|out of memory to allocate \d+ bytes \(total \d+ bytes\)"  # CuPy's memory pool before v8
+    r"|Non-OK-status: Gpu\w++.{0,400}?status: \w++: out of memory"  # TensorFlow kernel launches
+    r"|Error Code \d+: OutOfMemory\b"  # TensorRT's logger: "[E] 2: [executionContext.cpp::...] Error Code 2: ..."
+)
+"""The gaps inside a wording are bounded (200-400 characters, a kernel's name and arguments): unbounded, a line holding
+its first words many times was scanned to its end from each copy."""
+_SIZE = r"(?<!\d)(\d++(?:\.\d++)?+\s*+(?:[KMGTP]i?B|bytes|B))"
+"""A size as allocators print it; read from the first digit only (so a long digit run costs one attempt)."""
+_OOM_FIELDS: tuple[tuple[str, regex.Pattern], ...] = tuple(
+    (name, regex.compile(pattern))
+    for name, pattern in (
+        ("requested", r"[Tt]ried to allocate " + _SIZE),
+        ("requested", r"trying to allocate " + _SIZE),
+        ("gpu_index", r"\(GPU (\d+);|GPU (\d+) has a total"),
+        ("total_capacity", _SIZE + r" total capacity|total capac(?:i)?ty of " + _SIZE),
+        ("free", _SIZE + r" free\b|of which " + _SIZE + r" is free"),
+        ("allocated", _SIZE + r" already allocated|" + _SIZE + r" is allocated by PyTorch"),
+        ("reserved", _SIZE + r" reserved in total|" + _SIZE + r" is reserved by PyTorch"),
+        ("process_in_use", r"this process has " + _SIZE + r" memory in use"),
+        ("total_allocation", r"total allocation:\s*" + _SIZE),
+        ("shape", r"tensor with shape\s*\[([^\]]*)\]"),
+        ("device", r" on (/job:\S+|/device:\S+)"),
+    )
+)
+
+
+_HOST_ALLOC = regex.compile(
+    r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory): you tried to allocate (?P<bytes>\d+) bytes"
+    r"|Unable to allocate (?P<size>\d+(?:\.\d+)? [KMGTP]?i?B) for an array with shape")
+"""A host (CPU) allocation that failed: PyTorch's CPU allocator (`DefaultCPUAllocator: can't allocate memory: you
+tried to allocate N bytes`, `not enough memory` on Windows) and NumPy's `_ArrayMemoryError`."""
+
+
+def host_alloc(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:
+    if not (match := _HOST_ALLOC.search(pre.body)):
+        return []
+    requested = int(match["bytes"]) if match["bytes"] else _bytes(match["size"].replace(" ", ""))
+    fields = {"requested_bytes": requested, "message": match[0]}
+    return [Found("host-alloc-failed", line, line, fields, ("host-alloc-failed", requested), pre.time)]
+
+
+def gpu_oom(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:
+    if not _OOM.search(pre.body):
+        return []
+    last = continuation(ctx, line)
+    block = "\n".join(block_text(ctx, line, last))
+    fields: dict[str, Any] = {}
+    for name, pattern in _OOM_FIELDS:
+        if name not in fields and (match := pattern.search(block)):
+            value = next(g for g in match.groups() if g is not None)
+            fields[name] = int(value) if name == "gpu_index" else value.strip()
+    if "requested" in fields:
+        fields["requested_bytes"] = _bytes(fields["requested"])
+    fields["framework"] = _framework(block)
+    if "this is not a failure" in block:
+        fields["retried"] = True  # TensorFlow's allocator warning: it fell back, nothing failed yet
+    key = ("gpu-oom", fields.get("requested"), fields.get("gpu_index"), fields.get("retried"))
+    return [Found("gpu-oom", line, last, fields, key, pre.time)]
+
+
+def _bytes(size: str) -> int | None:
+    match = regex.match(r"(\d+(?:\.\d+)?)\s*([KMGTP]?)(i?)B?", size.replace("bytes", "B"))
+    if not match:
+        return None
+    power = " KMGTP".index(match[2] or " ")
+    return int(float(match[1]) * (1024 if match[3] or power else 1000) ** power)
+
+
+def _framework(text: str) -> str | None:
+    for name, marker in (("jax", "XlaRuntimeError"), ("jax", "jaxlib"), ("tensorflow", "tensorflow"),
+                         ("tensorflow", "OOM when allocating"), ("pytorch", "PyTorch"), ("pytorch", "torch")):
+        if marker in text:
+            return name
+    return None

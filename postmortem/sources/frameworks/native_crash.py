@@ -1,0 +1,184 @@
+"""Native crashes as a job's log shows them: fatal signals, aborts, failed assertions.
+
+Python's faulthandler dump, Julia's signal report, glog/absl native backtraces
+(`*** Aborted at`, `*** SIGSEGV received by PID`), Windows exception codes, C++
+`terminate called ...`, a program's own failed assertion (data/assertion-failures.tsv)
+and the shell's `Segmentation fault (core dumped)`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import regex
+
+from ...knowledge import WINDOWS_EXCEPTIONS, data_rows, signal_name
+from ...text import Line
+from .traceback import FOLLOW_LIMIT, Context, Found, Prefixed, follow, prefixed
+
+_ASSERTIONS = tuple((row["id"], regex.compile(row["pattern"])) for row in data_rows("assertion-failures.tsv"))
+"""How programs report a failed assertion of their own before they abort (data/assertion-failures.tsv)."""
+
+_FAULTHANDLER = regex.compile(r"Fatal Python error: (?P<what>[^:]*[^:\s])\s*$")
+_FH_LINE = regex.compile(
+    r'^(?:\s*$|(?:Current thread|Thread) 0x[0-9a-f]+ \(most recent call first\):|Stack \(most recent call first\):'
+    r'|\s+File ".*", line \d+ in |\s+<no Python frame>'
+    r'|\s+Garbage-collecting|Extension modules:|<Cannot show all threads)'
+)
+_FH_FRAME = regex.compile(r'^\s+File "(?P<file>.*)", line (?P<line>\d+) in (?P<func>.+)$')
+_JULIA_HEAD = regex.compile(r"^(?:\[\d+\] )?signal \(?(?P<num>\d{1,2})(?:\.\d+)?\)?(?: \(\d+\))?: "
+                            r"(?P<what>[A-Z][\w ]{2,40})$")
+"""Julia's signal handler: `signal (11): Segmentation fault`, `[219060] signal 11 (1): Segmentation fault`."""
+_JULIA_LINE = regex.compile(r"^(?:in expression starting at |unknown function \(ip: 0x|Allocations: "
+                            r"|\S.{0,300}? at \S)")
+_JULIA_FRAME = regex.compile(r"^(?:in expression starting at (?P<expression>.*)|unknown function \(ip: 0x[0-9a-f]+\)"
+                             r"|(?P<frame>\S.{0,300}? at \S.*))$")
+_NATIVE_HEAD = regex.compile(
+    r"\*\*\* (?:Aborted at .*\*\*\*|(?P<sig>SIG[A-Z]+)\b.*?received by PID (?P<pid>\d+))"
+    r"|(?P<sig>SIG(?:SEGV|BUS|ABRT|ILL|FPE))\s+(?:encountered|caught|received)"
+    r"|[Cc]aught signal (?P<num>\d+)|received signal (?P<sig>SIG[A-Z]+)"
+)
+_NATIVE_FRAME = regex.compile(
+    r"^\s*(?:@\s+0x[0-9a-f]+|PC: @|\*\*\* SIG|#\d+\s+0x[0-9a-f]+|frame #\d+:|\S+\([^)]*\)\s*\[0x[0-9a-f]+\]"
+    r"|\[0x[0-9a-f]+\]|backtrace\(\) returned|stack trace:|Stack trace|\[bt\])",
+    regex.IGNORECASE,
+)
+_SHELL = regex.compile(
+    r"\G(?:\S+: line \d+:\s+\d+\s+)?"
+    r"(?P<what>Segmentation fault|Bus error|Aborted|Illegal instruction|Floating point exception)"
+    r"(?P<core>\s+\(core dumped\))?(?:\s+.*)?"
+)
+_GLIBC = regex.compile(r"^(?:malloc|free|realloc|double free|corrupted|munmap_chunk|malloc_consolidate)\S*.*")
+_WINDOWS = regex.compile(r"(?i)(?:exit status|exception code|exit code)[:\s]+(?:-?\d+\s+\()?(?P<code>0xc[0-9a-f]{7})\b")
+_TERMINATE = regex.compile(r"terminate called (?:after throwing an instance of '(?P<type>[^']+)'"
+                           r"|without an active exception|recursively)")
+_WHAT = regex.compile(r"^\s*what\(\):\s*(?P<what>.*)")
+
+
+def fatal_signal(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:
+    if ctx.taken("fatal-signal", line):
+        return []
+    for detector in (_faulthandler, _julia_signal, _native_backtrace, _windows_exit, _terminate, _assertion,
+                     _shell_signal):
+        found = detector(ctx, line, pre)
+        if found:
+            ctx.take("fatal-signal", [l for l, _ in follow(ctx, line, found.last.number - line.number)])
+            return [found]
+    return []
+
+
+def _faulthandler(ctx: Context, line: Line, pre: Prefixed) -> Found | None:
+    match = _FAULTHANDLER.search(pre.body)
+    if not match or not signal_name(match["what"]):
+        return None
+    last = line
+    threads: list[tuple[bool, list[str]]] = []
+    for nxt, p in follow(ctx, line, FOLLOW_LIMIT):
+        if not _FH_LINE.match(p.body):
+            break
+        if p.body.strip():
+            last = nxt
+        if p.body.startswith(("Current thread", "Thread", "Stack")):
+            threads.append((not p.body.startswith("Thread"), []))
+        elif (frame := _FH_FRAME.match(p.body)) and threads:
+            threads[-1][1].append(f"{frame['file']}:{frame['line']} in {frame['func']}")
+    stacks = [frames for current, frames in threads if current and frames] + [frames for _, frames in threads if frames]
+    fields = {"signal": signal_name(match["what"]), "reason": match["what"], "source": "faulthandler",
+              "frames": stacks[0][:8] if stacks else []}
+    return Found("fatal-signal", line, last, fields, ("fatal-signal", fields["signal"], "faulthandler"), pre.time)
+
+
+def _julia_signal(ctx: Context, line: Line, pre: Prefixed) -> Found | None:
+    """Julia's report of a fatal signal: the signal, the expression it ran, then native and Julia frames."""
+    match = _JULIA_HEAD.match(pre.body.strip())
+    if not match or not (signal := signal_name(match["num"])):
+        return None
+    last, expression = line, None
+    frames: list[str] = []
+    for nxt, p in follow(ctx, line, FOLLOW_LIMIT):
+        body = p.body.strip()
+        if not _JULIA_LINE.match(body):
+            break
+        last = nxt
+        frame = _JULIA_FRAME.match(body)
+        if frame and frame["expression"]:
+            expression = frame["expression"]
+        elif frame and frame["frame"] and len(frames) < 12:
+            frames.append(frame["frame"])
+    fields = {"signal": signal, "reason": match["what"], "source": "julia", "frames": frames, "expression": expression}
+    return Found("fatal-signal", line, last, fields, ("fatal-signal", signal, "julia", tuple(frames[:3])), pre.time)
+
+
+def _native_backtrace(ctx: Context, line: Line, pre: Prefixed) -> Found | None:
+    match = _NATIVE_HEAD.search(pre.body)
+    if not match:
+        return None
+    signal = signal_name(match["sig"] or match["num"])
+    last = line
+    frames: list[str] = []
+    for nxt, p in follow(ctx, line, FOLLOW_LIMIT):
+        if not _NATIVE_FRAME.match(p.body):
+            break
+        last = nxt
+        if signal is None and (inner := regex.search(r"\*\*\* (SIG[A-Z]+)", p.body)):
+            signal = inner.group(1)
+        if len(frames) < 12 and not regex.match(r"\G\s*+(?:stack trace|backtrace\(\)|Stack trace)", p.body, regex.I):
+            frames.append(p.body.strip())
+    fields = {"signal": signal, "pid": int(match["pid"]) if match["pid"] else None, "frames": frames,
+              "source": "native-backtrace"}
+    return Found("fatal-signal", line, last, fields, ("fatal-signal", signal, "native", tuple(frames[:3])), pre.time)
+
+
+def _windows_exit(ctx: Context, line: Line, pre: Prefixed) -> Found | None:
+    match = _WINDOWS.search(pre.body)
+    if not match:
+        return None
+    code = int(match["code"], 16)
+    status, signal = WINDOWS_EXCEPTIONS.get(code, (None, None))
+    fields = {"exception_code": f"0x{code:08x}", "status": status, "signal": signal, "platform": "windows"}
+    return Found("fatal-signal", line, line, fields, ("fatal-signal", code), pre.time)
+
+
+def _terminate(ctx: Context, line: Line, pre: Prefixed) -> Found | None:
+    match = _TERMINATE.search(pre.body)
+    if not match:
+        return None
+    fields: dict[str, Any] = {"signal": "SIGABRT", "source": "c++ terminate", "exception_type": match["type"]}
+    last = line
+    following = list(follow(ctx, line, 1))
+    if following and (what := _WHAT.match(following[0][1].body)):
+        fields["what"] = what["what"][:500]
+        last = following[0][0]
+    return Found("fatal-signal", line, last, fields, ("fatal-signal", "terminate", match["type"]), pre.time)
+
+
+def _assertion(ctx: Context, line: Line, pre: Prefixed) -> Found | None:
+    """A host program's own assertion failed (glibc's assert, GGML_ASSERT, glog's CHECK, ...): it aborts next. The
+    line is searched as written, since a glog prefix (taken off the body) holds the place of a CHECK."""
+    for wording, pattern in _ASSERTIONS:
+        if match := pattern.search(line.text):
+            groups = match.groupdict()
+            fields: dict[str, Any] = {
+                "signal": "SIGABRT", "source": "assertion", "assertion_kind": wording,
+                "assertion": groups["cond"].strip()[:500], "file": groups["file"], "file_line": int(groups["line"]),
+            }
+            if function := (groups.get("function") or "").strip():
+                fields["function"] = function[:300]
+            return Found("fatal-signal", line, line, fields,
+                          ("fatal-signal", "assertion", match["file"], match["line"]), pre.time)
+    return None
+
+
+def _shell_signal(ctx: Context, line: Line, pre: Prefixed) -> Found | None:
+    body = pre.body.strip().lstrip("^C")
+    match = _SHELL.fullmatch(body)
+    if not match or (not match["core"] and body not in (match["what"], match["what"] + ".") and ": line " not in body):
+        return None
+    first = line
+    before = ctx.doc.preceding(line, 1)
+    fields: dict[str, Any] = {"signal": signal_name(match["what"]), "source": "shell",
+                              "core_dumped": bool(match["core"])}
+    if before and _GLIBC.match(prefixed(before[0]).body):
+        first = before[0]
+        fields["glibc_message"] = prefixed(before[0]).body.strip()
+    return Found("fatal-signal", first, line, fields, ("fatal-signal", fields["signal"], "shell"), pre.time)

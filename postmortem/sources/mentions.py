@@ -1,0 +1,294 @@
+"""Known codes and phrases wherever they stand: the reader of last resort, built from the fact tables.
+
+Each format reader knows one layout (kernel_log reads `NVRM: Xid (PCI:0000:3b:00): 79, ...`). People and
+programs write the same facts in layouts no reader knows: `XID 79(GPU has fallen off the bus) detected on PCI`
+as a health daemon logs it, `Xid 48 — uncorrectable` in a summary someone typed, `| Xid | 94 |` in a table, an
+NVML message wrapped over two lines of a container runtime's error. This source runs after the format readers,
+on the lines none of them turned into an event, and finds what the tables know:
+
+- an Xid or SXid by number after its name, when the catalog (data/xid.tsv, data/sxid.tsv) knows the number;
+- a CUDA error by its runtime or driver name, an NVML return by name, a CUDA library's status by name;
+- a CUDA error's message (data/cuda-errors.tsv, those long enough to be no one's everyday words) and every
+  phrase of data/cause-phrases.tsv, with any run of blanks, line breaks or table bars between its words: the line
+  before and the line after the anchor's line are read with it, each without the tag (`NVRM:`) it repeats.
+
+Each becomes the event its format reader would have made (an `xid` event with its number, a `cuda-error` with its
+name, an `nvml-error`, a `library-error`), or a `cause-phrase` event for a table phrase (signatures/phrases.yaml),
+with fields["read"] = LOOSE, so that a finding resting only on such events is trusted less
+(signatures.finding_for). A hit it does not read -- a negation ("no Xid errors"), a success code, a number the
+catalog does not know, the word without a code -- is an `Unread` line with its reason: the input's `unread` list,
+which a test holds to "nothing known goes unread" over the whole corpus.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import regex
+
+from .. import knowledge
+from ..model import LOOSE, Event, Unread
+from ..text import Line, TextDoc
+
+NAME = "mentions"
+READS_UNCLAIMED = True
+"""The pipeline hands this source the lines the format readers already turned into events (pipeline.read_blob)."""
+
+CODE_WORDS = (b"Xid", b"XID", b"xid", b"SXid", b"SXID", b"sxid")
+NAME_WORDS = (b"cudaError", b"CUDA_ERROR_", b"NVML_ERROR_", b"_STATUS_", b"uda error", b"UDA error", b"UDA Error",
+              b"uda driver error", b"UDA driver error", b"UDA Driver Error")
+
+_CODE = regex.compile(
+    r"(?i)(?<![\w/.-])(?P<word>s?xid)s?\b(?:\s*\(PCI:(?P<pci>[0-9a-f:.]{7,16})\))?"
+    r"(?P<gap>[ \t]*+(?:[:=#|(\[-]|\u2014|\u2013)?[ \t]*+)(?P<code>\d{1,5})(?![\d.]?\d|\w)")
+"""A code after its word: `Xid 149,` `XID 79(GPU has fallen off the bus)` `Xid=94` `| Xid | 48` `Xid: 13`
+`Xid (PCI:0000:01:00): 79` `Xid 48 — uncorrectable`; not a version (`xid 1.2`) or a longer token."""
+_NEGATION = regex.compile(r"(?i)\b(?:no|not|without|zero|never|none)\b[\w\s/-]{0,20}$")
+"""A code the text says did not happen: "Regular log content without Xid errors" and "no XID error" (gpud's own
+test data, ../shared/peer-data), "no Xid in dmesg"."""
+_NAMES = regex.compile(
+    r"\b(?P<cuda>cudaError[A-Za-z]+|CUDA_ERROR_[A-Z_]+)\b"
+    r"|\b(?P<nvml>NVML_ERROR_[A-Z_]+)\b"
+    r"|\b(?P<status>(?P<lib>CUBLAS|CUDNN|CUFFT|CUSOLVER|CUSPARSE|CURAND|CUTENSOR|NVRTC)_STATUS_[A-Z0-9_]+)\b")
+_NUMBERED = regex.compile(r"(?i)\bcuda(?:[ \t]+(?:driver|runtime))?[ \t]+error[ \t]*(?:code[ \t]*)?[:=#]?[ \t]*\(?"
+                           r"(?P<number>\d{1,4})(?![\d.])")
+"""A CUDA error by number after words that name it: `Cuda driver error 804 in call at file` (LAMMPS), `CUDA error
+700`, `CUDA Error: 2` (the number is the same in the runtime and the driver API)."""
+_HEALTHY = regex.compile(r"(?:Success|SUCCESS)$")
+_REPEATED_TAG = regex.compile(r"^\s*(?:\[[^\]]{1,40}\]\s*)?(?P<tag>[\w.-]{2,30}:)\s")
+"""A line's leading tag (`NVRM:`, `nvidia-container-cli:`), which a program repeats on each line it wraps."""
+_BLANKS = regex.compile(r"[\s|]+")
+_PLACEHOLDERS = {
+    "{ver}": r"\d++(?:\.\d++)++", "{num}": r"\d++", "{pci}": r"(?:[0-9a-f]{4}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]",
+    "{name}": r"\S++", "{sep}": r"[:|=]*+", "{...}": r".{0,400}?",
+}
+"""Possessive where a run can never give back (a word, a number): a line of many near-misses stays linear."""
+
+# Reasons an anchored line is seen but not read (JSON `unread`).
+NEGATED = "the text says it did not happen"
+HEALTHY = "a success code, not an error"
+UNKNOWN_CODE = "a number the code tables do not know"
+NO_CODE = "the word stands without a code after it"
+UNKNOWN_NAME = "a name the code tables do not know"
+NOT_ABOUT_GPU = "the phrase stands without the word that makes it about the GPU"
+
+
+@dataclass(frozen=True)
+class Phrase:
+    """One row of data/cause-phrases.tsv, compiled."""
+
+    text: str
+    anchor: str
+    pattern: regex.Pattern
+    cause: str
+    needs: str | None
+    proves: str
+    action: str
+
+
+@cache
+def phrases() -> tuple[Phrase, ...]:
+    return tuple(Phrase(row["phrase"], row["anchor"], _compiled(row["phrase"]), row["cause"],
+                        knowledge.dash(row["needs"]), row["proves"], row["action"])
+                 for row in knowledge.data_rows("cause-phrases.tsv"))
+
+
+def _compiled(phrase: str) -> regex.Pattern:
+    """A phrase's words and placeholders with any blanks between them (the window's blanks are single spaces)."""
+    tokens = [t for t in regex.split(r"(\{[a-z.]+\})|\s+", phrase) if t]
+    return regex.compile(r"\s*+".join(_PLACEHOLDERS.get(t) or regex.escape(t) for t in tokens), regex.IGNORECASE)
+
+
+def _anchor_words() -> tuple[bytes, ...]:
+    """Each phrase's anchor and the longest word of each CUDA message read in free text, as written and in the
+    other letter cases people and programs use."""
+    words = {p.anchor for p in phrases()} | {pair for m in _messages() for pair in _message_anchors(m)}
+    return tuple(sorted({v.encode() for w in words for v in (w, w.lower(), w.upper(), w.capitalize())}))
+
+
+def _message_anchors(message: str) -> set[str]:
+    """The longest pair of adjacent words in each half of a message: a pair is rare in logs where one word is not
+    ("illegal memory", not "memory"), and a message wrapped anywhere keeps one of them whole on a line."""
+    words = message.split()
+    pairs = [f"{a} {b}" for a, b in itertools.pairwise(words)] or words
+    half = max(1, len(pairs) // 2)
+    return {max(part, key=len) for part in (pairs[:half], pairs[half:]) if part}
+
+
+@cache
+def _messages() -> tuple[str, ...]:
+    """CUDA error messages that name a cause and are long enough to be read in free text (knowledge.MESSAGE_MIN)."""
+    return tuple(sorted({r.message for r in knowledge.cuda_errors() if r.message and r.cause
+                         and len(r.message) >= knowledge.MESSAGE_MIN}))
+
+
+ANCHORS = (*CODE_WORDS, *NAME_WORDS, *_anchor_words())
+REPEATS = ANCHORS
+"""A storm of identical lines folds as it is read for this source too: a repeat of a line holds the same mention,
+and a format reader that folds its storms (kernel_log) keeps folding where it shares an anchor with this one."""
+
+
+_TOKEN = regex.compile(r"[\w:.]++")
+"""A token: what differs between repeats of one report is each token that holds a digit (times, pids, bus ids,
+counters), and a format reader folds such lines into the event of the first (kernel_log's storms, a device
+plugin's repeated health line)."""
+
+
+def _shape(text: str) -> str:
+    return " ".join(_TOKEN.sub(lambda t: "#" if any(c.isdigit() for c in t[0]) else t[0], text).split())
+
+
+def parse(doc: TextDoc, lines: list[Line], earlier: Sequence[Event] = (),
+          unread: list[Unread] | None = None) -> Iterator[Event]:
+    """Events for the known codes and phrases on `lines` that the format readers' events (`earlier`) did not read
+    (their lines, and repeats of their lines they folded); what is seen but not read goes to `unread`."""
+    mine = [e for e in earlier if e.where.path == doc.path and e.where.line is not None]
+    claimed = {n for e in mine for n in range(e.where.line or 0, (e.where.end_line or e.where.line or 0) + 1)}
+    shapes = {_shape(text) for e in mine for text in e.text.splitlines()}
+    seen: set[tuple[int, str]] = set()
+    for line in lines:
+        if line.number in claimed or _shape(line.text) in shapes:
+            continue
+        found, reasons = _codes(doc, line)
+        window = None
+        for event in found:
+            if (line.number, _key(event)) not in seen:
+                seen.add((line.number, _key(event)))
+                yield event
+        if not found:
+            window = _Window.around(doc, line)
+            for first, last, kind, fields in window.hits():
+                if all(n in claimed for n in range(first.number, last.number + 1)):
+                    continue
+                key = (first.number, f"{kind}:{fields.get('error') or fields.get('phrase')}")
+                if key not in seen:
+                    seen.add(key)
+                    found.append(doc.event(kind, first, fields, last=last if last is not first else None))
+                    yield found[-1]
+            reasons += window.refused
+        if not found and unread is not None:
+            reason = reasons[0] if reasons else None
+            if reason is not None:
+                unread.append(Unread(line.number, line.original[:300], reason))
+
+
+def _key(event: Event) -> str:
+    return f"{event.kind}:{event.fields.get('xid') or event.fields.get('sxid') or event.fields.get('error')}"
+
+
+def _codes(doc: TextDoc, line: Line) -> tuple[list[Event], list[str]]:
+    """Xid and SXid numbers and error names on one line; reasons for what it will not read."""
+    text = line.text
+    events: list[Event] = []
+    reasons: list[str] = []
+    if any(w.decode() in text for w in CODE_WORDS):
+        hits = list(_CODE.finditer(text))
+        for hit in hits:
+            event = _code_event(doc, line, hit, reasons)
+            if event is not None:
+                events.append(event)
+        if not hits and regex.search(r"(?i)(?<![\w/.-])s?xids?\b", text):
+            reasons.append(NO_CODE)
+    for hit in _NAMES.finditer(text):
+        event = _name_event(doc, line, hit, reasons)
+        if event is not None:
+            events.append(event)
+    if not events and (numbered := _NUMBERED.search(text)):
+        record = knowledge.cuda_error(numbered["number"])
+        if record is None or record.number == 0:
+            reasons.append(HEALTHY if record is not None else UNKNOWN_CODE)
+        else:
+            events.append(doc.event(knowledge.cuda_error_kind(record.cause), line, {
+                **knowledge.cuda_error_fields(record), "number": record.number, "read": LOOSE}))
+    return events, reasons
+
+
+def _code_event(doc: TextDoc, line: Line, hit: regex.Match, reasons: list[str]) -> Event | None:
+    if _NEGATION.search(line.text, 0, hit.start()):
+        reasons.append(NEGATED)
+        return None
+    number = int(hit["code"])
+    switch = hit["word"].lower() == "sxid"
+    documented = knowledge.sxid(number) if switch else knowledge.xid(number)
+    if documented is None:
+        reasons.append(UNKNOWN_CODE)
+        return None
+    fields: dict[str, Any] = {"message": line.text[hit.end():].strip(" ,:;)(-")[:200], "read": LOOSE}
+    if switch:
+        fields |= {"sxid": number, "sxid_name": documented.name}
+    else:
+        fields |= {"xid": number, "xid_name": documented.name}
+    if hit["pci"]:
+        fields["pci"] = hit["pci"].lower()
+    return doc.event("sxid" if switch else "xid", line, fields)
+
+
+def _name_event(doc: TextDoc, line: Line, hit: regex.Match, reasons: list[str]) -> Event | None:
+    name = hit.group(0)
+    if _HEALTHY.search(name) or name == "cudaSuccess":
+        reasons.append(HEALTHY)
+        return None
+    if hit["cuda"] and (record := knowledge.cuda_error(name)):
+        return doc.event(knowledge.cuda_error_kind(record.cause), line, {**knowledge.cuda_error_fields(record),
+                                                                    "read": LOOSE})
+    if hit["nvml"] and (code := knowledge.nvml_return(name)):
+        return doc.event("nvml-error", line, {**knowledge.nvml_error_fields(code, "mentioned"), "read": LOOSE})
+    if hit["status"] and (status := knowledge.library_status(hit["lib"], name)):
+        return doc.event("library-error", line, {
+            "library": status.library, "status": status.name, "status_cause": status.cause,
+            "status_message": status.message, "read": LOOSE})
+    reasons.append(UNKNOWN_NAME)
+    return None
+
+
+@dataclass
+class _Window:
+    """The anchor's line with the line before and after, blanks made single, repeated tags taken off: where a
+    phrase wrapped, quoted or set in a table is read whole."""
+
+    lines: list[Line]
+    text: str
+    starts: list[int]
+    refused: list[str]
+
+    @classmethod
+    def around(cls, doc: TextDoc, line: Line) -> _Window:
+        lines = [*doc.preceding(line, 1), line, *doc.following(line, 1)]
+        tag = _REPEATED_TAG.match(line.text)
+        pieces, starts, at = [], [], 0
+        for each in lines:
+            text = each.text
+            if tag and each is not line and (own := _REPEATED_TAG.match(text)) and own["tag"] == tag["tag"]:
+                text = text[own.end():]
+            piece = _BLANKS.sub(" ", text).strip()
+            starts.append(at)
+            pieces.append(piece)
+            at += len(piece) + 1
+        return cls(lines, " ".join(pieces), starts, [])
+
+    def _line_at(self, offset: int) -> Line:
+        return self.lines[bisect.bisect_right(self.starts, offset) - 1]
+
+    def hits(self) -> Iterator[tuple[Line, Line, str, dict[str, Any]]]:
+        for phrase in phrases():
+            for hit in phrase.pattern.finditer(self.text):
+                if phrase.needs and phrase.needs.lower() not in self.text.lower():
+                    self.refused.append(NOT_ABOUT_GPU)
+                    continue
+                if _NEGATION.search(self.text, max(0, hit.start() - 30), hit.start()):
+                    self.refused.append(NEGATED)
+                    continue
+                yield self._line_at(hit.start()), self._line_at(hit.end() - 1), "cause-phrase", {
+                    "phrase": hit.group(0), "cause": phrase.cause, "proves": phrase.proves,
+                    "action": phrase.action, "read": LOOSE}
+        for hit in knowledge.cuda_message_pattern().finditer(self.text):
+            record = knowledge.cuda_error(hit.group(0))
+            if record is None or record.message not in _messages():
+                continue
+            yield self._line_at(hit.start()), self._line_at(hit.end() - 1), knowledge.cuda_error_kind(record.cause), {
+                **knowledge.cuda_error_fields(record), "read": LOOSE}
