@@ -181,7 +181,7 @@ _DMON_ROW = regex.compile(r"^GPU (?P<gpu>[0-9]{1,6})\s")
 DMON_LINES = 20000
 """Most lines of one `dcgmi dmon` run read after its first header (its header repeats every 14 rows)."""
 
-_TREE_ROW = regex.compile(r"^\s*\|\s*(?P<key>[^|]*?)\s*\|\s*(?P<value>[^|]*?)\s*\|\s*$")
+_TREE_ROW = regex.compile(r"^\s*+\|(?P<key>[^|]*+)\|(?P<value>[^|]*+)\|\s*+$")
 _TREE_ENTITY = regex.compile(r"^-> (?P<id>[0-9]{1,6})$")
 _TREE_SYSTEM = regex.compile(r"^-> (?![0-9]+$)(?P<system>.+?)(?: system)?$")
 HEALTH_REPORT_LINES = 2000
@@ -305,7 +305,7 @@ def _health_check(doc: TextDoc, title: Line) -> tuple[list[Event], int]:
         if not (row := _TREE_ROW.match(line.text)):
             break
         last = line
-        key, value = row["key"], row["value"]
+        key, value = row["key"].strip(), row["value"].strip()
         if not key and value and incidents and incidents[-1][2].number == line.number - 1:
             fields, first, _ = incidents[-1]
             fields["message"] = f"{fields['message']} {value}".strip()

@@ -34,12 +34,14 @@ import regex
 from .. import knowledge
 from ..model import LOOSE, Event, Unread
 from ..text import Line, TextDoc
+from .frameworks.cuda_runtime import LIBRARY_STATUS
 
 NAME = "mentions"
 READS_UNCLAIMED = True
 """The pipeline hands this source the lines the format readers already turned into events (pipeline.read_blob)."""
 
 CODE_WORDS = (b"Xid", b"XID", b"xid", b"SXid", b"SXID", b"sxid")
+_CODE_TEXTS = tuple(word.decode() for word in CODE_WORDS)
 NAME_WORDS = (b"cudaError", b"CUDA_ERROR_", b"NVML_ERROR_", b"_STATUS_", b"uda error", b"UDA error", b"UDA Error",
               b"uda driver error", b"UDA driver error", b"UDA Driver Error")
 
@@ -51,10 +53,8 @@ _CODE = regex.compile(
 _NEGATION = regex.compile(r"(?i)\b(?:no|not|without|zero|never|none)\b[\w\s/-]{0,20}$")
 """A code the text says did not happen: "Regular log content without Xid errors" and "no XID error" (gpud's own
 test data, ../shared/peer-data), "no Xid in dmesg"."""
-_NAMES = regex.compile(
-    r"\b(?P<cuda>cudaError[A-Za-z]+|CUDA_ERROR_[A-Z_]+)\b"
-    r"|\b(?P<nvml>NVML_ERROR_[A-Z_]+)\b"
-    r"|\b(?P<status>(?P<lib>CUBLAS|CUDNN|CUFFT|CUSOLVER|CUSPARSE|CURAND|CUTENSOR|NVRTC)_STATUS_[A-Z0-9_]+)\b")
+_NAMES = regex.compile(r"\b(?P<cuda>cudaError[A-Za-z]+|CUDA_ERROR_[A-Z_]+)\b|\b(?P<nvml>NVML_ERROR_[A-Z_]+)\b")
+"""CUDA errors and NVML returns by name; library statuses by the framework reader's own pattern (LIBRARY_STATUS)."""
 _NUMBERED = regex.compile(r"(?i)\bcuda(?:[ \t]+(?:driver|runtime))?[ \t]+error[ \t]*(?:code[ \t]*)?[:=#]?[ \t]*\(?"
                            r"(?P<number>\d{1,4})(?![\d.])")
 """A CUDA error by number after words that name it: `Cuda driver error 804 in call at file` (LAMMPS), `CUDA error
@@ -78,6 +78,9 @@ UNKNOWN_NAME = "a name the code tables do not know"
 NOT_ABOUT_GPU = "the phrase stands without the word that makes it about the GPU"
 
 
+PHRASES = "cause-phrases.tsv"
+
+
 @dataclass(frozen=True)
 class Phrase:
     """One row of data/cause-phrases.tsv, compiled."""
@@ -95,7 +98,7 @@ class Phrase:
 def phrases() -> tuple[Phrase, ...]:
     return tuple(Phrase(row["phrase"], row["anchor"], _compiled(row["phrase"]), row["cause"],
                         knowledge.dash(row["needs"]), row["proves"], row["action"])
-                 for row in knowledge.data_rows("cause-phrases.tsv"))
+                 for row in knowledge.data_rows(PHRASES))
 
 
 def _compiled(phrase: str) -> regex.Pattern:
@@ -107,7 +110,8 @@ def _compiled(phrase: str) -> regex.Pattern:
 def _anchor_words() -> tuple[bytes, ...]:
     """Each phrase's anchor and the longest word of each CUDA message read in free text, as written and in the
     other letter cases people and programs use."""
-    words = {p.anchor for p in phrases()} | {pair for m in _messages() for pair in _message_anchors(m)}
+    words = {row["anchor"] for row in knowledge.data_rows(PHRASES)} | {
+        pair for m in _messages() for pair in _message_anchors(m)}
     return tuple(sorted({v.encode() for w in words for v in (w, w.lower(), w.upper(), w.capitalize())}))
 
 
@@ -155,7 +159,6 @@ def parse(doc: TextDoc, lines: list[Line], earlier: Sequence[Event] = (),
         if line.number in claimed or _shape(line.text) in shapes:
             continue
         found, reasons = _codes(doc, line)
-        window = None
         for event in found:
             if (line.number, _key(event)) not in seen:
                 seen.add((line.number, _key(event)))
@@ -186,7 +189,7 @@ def _codes(doc: TextDoc, line: Line) -> tuple[list[Event], list[str]]:
     text = line.text
     events: list[Event] = []
     reasons: list[str] = []
-    if any(w.decode() in text for w in CODE_WORDS):
+    if any(word in text for word in _CODE_TEXTS):
         hits = list(_CODE.finditer(text))
         for hit in hits:
             event = _code_event(doc, line, hit, reasons)
@@ -194,7 +197,7 @@ def _codes(doc: TextDoc, line: Line) -> tuple[list[Event], list[str]]:
                 events.append(event)
         if not hits and regex.search(r"(?i)(?<![\w/.-])s?xids?\b", text):
             reasons.append(NO_CODE)
-    for hit in _NAMES.finditer(text):
+    for hit in (*_NAMES.finditer(text), *LIBRARY_STATUS.finditer(text)):
         event = _name_event(doc, line, hit, reasons)
         if event is not None:
             events.append(event)
@@ -230,15 +233,16 @@ def _code_event(doc: TextDoc, line: Line, hit: regex.Match, reasons: list[str]) 
 
 def _name_event(doc: TextDoc, line: Line, hit: regex.Match, reasons: list[str]) -> Event | None:
     name = hit.group(0)
-    if _HEALTHY.search(name) or name == "cudaSuccess":
+    if _HEALTHY.search(name):
         reasons.append(HEALTHY)
         return None
-    if hit["cuda"] and (record := knowledge.cuda_error(name)):
+    groups = hit.groupdict()
+    if groups.get("cuda") and (record := knowledge.cuda_error(name)):
         return doc.event(knowledge.cuda_error_kind(record.cause), line, {**knowledge.cuda_error_fields(record),
                                                                     "read": LOOSE})
-    if hit["nvml"] and (code := knowledge.nvml_return(name)):
+    if groups.get("nvml") and (code := knowledge.nvml_return(name)):
         return doc.event("nvml-error", line, {**knowledge.nvml_error_fields(code, "mentioned"), "read": LOOSE})
-    if hit["status"] and (status := knowledge.library_status(hit["lib"], name)):
+    if groups.get("status") and (status := knowledge.library_status(hit["lib"].lower(), name)):
         return doc.event("library-error", line, {
             "library": status.library, "status": status.name, "status_cause": status.cause,
             "status_message": status.message, "read": LOOSE})

@@ -122,7 +122,7 @@ def device_assert(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:
 
 # ---------------------------------------------------------------- cuBLAS / cuDNN
 
-_STATUS = regex.compile(
+LIBRARY_STATUS = regex.compile(
     r"\b(?P<status>(?P<lib>CUBLAS|CUDNN|CUFFT|CUSOLVER|CUSPARSE|CURAND|CUTENSOR|NVRTC)_STATUS_[A-Z0-9_]+)"
     r"|\b(?P<status>(?P<lib>CUFFT)_(?:" + "|".join(sorted(
         {s.name[len("CUFFT_"):] for s in library_statuses() if s.library == "cufft"}, key=len, reverse=True)) + r"))\b"
@@ -150,7 +150,7 @@ def _library_name(written: str) -> str:
 
 def library_error(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:
     body = pre.body
-    status = next((m for m in _STATUS.finditer(body) if not m["status"].endswith("_SUCCESS")), None)
+    status = next((m for m in LIBRARY_STATUS.finditer(body) if not m["status"].endswith("_SUCCESS")), None)
     number = _LIB_NUMBER.search(body)
     if status:
         fields: dict[str, Any] = {"library": status["lib"].lower(), "status": status["status"]}
