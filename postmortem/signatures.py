@@ -657,12 +657,15 @@ def match(database: Database, events: Iterable[Event]) -> list[Finding]:
 
 
 def finding_for(signature: Signature, hits: Sequence[Event]) -> Finding:
-    """The Finding of `signature` proven by `hits` (confidence settled later by ranking)."""
+    """The Finding of `signature` proven by `hits` (confidence settled later by ranking). Where its format's own
+    reader read the fact, loose mentions of it (sources.mentions: prose, notes, a summary) are no further evidence:
+    they would count it twice and carry fewer fields (no bus id, no pid)."""
+    hits = [e for e in hits if e.fields.get("read") != LOOSE] or list(hits)
     occurrences = sum(e.count for e in hits)
     places = len({e.where.path for e in hits})
     reason = f"{occurrences} matching event{'s' * (occurrences != 1)} in {places} input{'s' * (places != 1)}"
     confidence = signature.confidence
-    if all(e.fields.get("read") == LOOSE for e in hits):
+    if hits[0].fields.get("read") == LOOSE:
         confidence = round(confidence * LOOSE_FACTOR, 2)
         reason += "; read loosely: the code or phrase stands outside the layout of the program that writes it"
     times = sorted((t for e in hits for t in (e.time, e.fields.get("last_time")) if isinstance(t, datetime)),

@@ -55,8 +55,8 @@ _NEGATION = regex.compile(r"(?i)\b(?:no|not|without|zero|never|none)\b[\w\s/-]{0
 test data, ../shared/peer-data), "no Xid in dmesg"."""
 _NAMES = regex.compile(r"\b(?P<cuda>cudaError[A-Za-z]+|CUDA_ERROR_[A-Z_]+)\b|\b(?P<nvml>NVML_ERROR_[A-Z_]+)\b")
 """CUDA errors and NVML returns by name; library statuses by the framework reader's own pattern (LIBRARY_STATUS)."""
-_NUMBERED = regex.compile(r"(?i)\bcuda(?:[ \t]+(?:driver|runtime))?[ \t]+error[ \t]*(?:code[ \t]*)?[:=#]?[ \t]*\(?"
-                           r"(?P<number>\d{1,4})(?![\d.])")
+_NUMBERED = regex.compile(r"(?i)\bcuda(?:[ \t]++(?:driver|runtime))?[ \t]++error[ \t]*+(?:code[ \t]*+)?[:=#]?[ \t]*+"
+                           r"\(?(?P<number>\d{1,4})(?![\d.])")
 """A CUDA error by number after words that name it: `Cuda driver error 804 in call at file` (LAMMPS), `CUDA error
 700`, `CUDA Error: 2` (the number is the same in the runtime and the driver API)."""
 _HEALTHY = regex.compile(r"(?:Success|SUCCESS)$")
