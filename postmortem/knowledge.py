@@ -118,6 +118,16 @@ def cuda_error_fields(record: CudaError) -> dict[str, Any]:
     return fields
 
 
+APOSTROPHE = "['\u2018\u2019\u02bc`\u00b4]"
+"""An apostrophe as people type it: editors, chat tools and Chinese input methods turn `'` into `’` or `‘`
+(`NVIDIA-SMI has failed because it couldn‘t communicate`), and a wording is the same wording in each."""
+
+
+def typed(words: str) -> str:
+    """A literal wording as a pattern that also matches it typed with another apostrophe."""
+    return regex.escape(words).replace("\\'", "'").replace("'", APOSTROPHE)
+
+
 MESSAGE_MIN = 20
 """Shortest cudaGetErrorString() message looked for in free text, and used as a log source's anchor (shorter
 ones, "invalid argument", are words anyone writes and lines everywhere hold)."""

@@ -111,3 +111,11 @@ def test_every_nv_status(status):
             "hClient, hObject, cmd, pParams, paramsSize)\n")
     events = [e for e in analyze_text(text).events if e.kind == "driver-message"]
     assert events and events[0].fields.get("nv_status") == status.name
+
+
+@pytest.mark.parametrize("row", [pytest.param(r, id=r.name) for r in knowledge.cuda_errors() if r.cause],)
+def test_a_cuda_error_the_table_gives_a_cause_is_a_finding_of_that_cause(row):
+    """The table's cause column is the verdict: a row given a cause (CUDA_ERROR_INVALID_SOURCE -> arch-mismatch)
+    that no signature matches would be an event with no finding."""
+    report = analyze_text(f"RuntimeError: CUDA error: {row.name}: {row.message}\n")
+    assert row.cause in {f.cause for f in report.findings}, [(f.signature, f.cause) for f in report.findings]

@@ -26,7 +26,7 @@ from typing import Any
 import regex
 
 from ..join import gpu_key
-from ..knowledge import data_rows, nvml_error_fields, nvml_return, nvml_returns, xid
+from ..knowledge import APOSTROPHE, data_rows, nvml_error_fields, nvml_return, nvml_returns, typed, xid
 from ..model import Event
 from ..text import Line, TextDoc
 
@@ -96,8 +96,9 @@ _ROW_FIELDS = {"fan": "fan_pct", "temp": "temp_c", "power": "power_w", "power_ca
 
 _NVML_ERRORS = (
     regex.compile(r"Failed to initialize NVML: (?P<error>.*\S|\s)\s*$"),
-    regex.compile(r"NVIDIA-SMI has failed because it (?P<error>couldn't communicate with the NVIDIA driver)"),
-    regex.compile(r"NVIDIA-SMI (?P<error>couldn't find libnvidia-ml\.so library)"),
+    regex.compile(r"NVIDIA-SMI has failed because it (?P<error>" + typed("couldn't communicate with the NVIDIA driver")
+                  + ")"),
+    regex.compile(r"NVIDIA-SMI (?P<error>" + typed("couldn't find libnvidia-ml.so library") + ")"),
     regex.compile(r"(?P<error>could not load NVML library)"),  # the device plugin and other NVML clients
     # nvidia-container-cli ("nvml error: ..."), nvidia-docker 1 and other Go NVML clients ("Error: nvml: ...")
     regex.compile(r"\bnvml(?: error)?: (?P<error>[^:\n]+?)\s*(?::|$)"),
@@ -327,8 +328,8 @@ def _xid_name(number: int) -> dict[str, str]:
 
 
 def _nvml_error(doc: TextDoc, line: Line, match: regex.Match) -> Event:
-    fields = {"error": match["error"], "tool": "nvidia-smi"}
-    if (code := nvml_return(match["error"])) and code.number:
+    fields: dict[str, Any] = {"error": regex.sub(APOSTROPHE, "'", match["error"]), "tool": "nvidia-smi"}
+    if (code := nvml_return(fields["error"])) and code.number:
         fields |= {"nvml_return": code.name, "nvml_code": code.number}
         if code.cause:
             fields["status_cause"] = code.cause

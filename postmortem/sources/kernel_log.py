@@ -515,6 +515,8 @@ def _events(doc: TextDoc, line: Line, s: Stamp, stamps: dict[int, Stamp], consum
         fields = _constraint_fields(m["pairs"])
         if fields.get("pid") is not None:
             pending_oom[fields["pid"]] = (line, fields)
+        elif not any(_OOM_KILLED.search(f.text) for f in doc.following(line, OOM_REPORT_LINES)):
+            yield _event(doc, "oom-kill", line, s, fields)  # a paste cut inside the line: the kill is still told
         return
     if m := _OOM_TASK_IN.search(body):
         if not any(_OOM_KILLED.search(f.text) for f in doc.following(line, OOM_REPORT_LINES)):

@@ -59,13 +59,20 @@ _NUMBERED = regex.compile(r"(?i)\bcuda(?:[ \t]++(?:driver|runtime))?[ \t]++error
                            r"\(?(?P<number>\d{1,4})(?![\d.])")
 """A CUDA error by number after words that name it: `Cuda driver error 804 in call at file` (LAMMPS), `CUDA error
 700`, `CUDA Error: 2` (the number is the same in the runtime and the driver API)."""
+_SIGNALS = regex.compile(r"(?i)(?<![\w-])(?P<what>segmentation[ \t]++fault|seg[ \t]?faul?t(?:ed|s)?"
+                          r"|(?<!\ban[ \t])illegal[ \t]++instruction|floating[ -]point[ \t]++exception)(?!\w)")
+"""A crash signal told in words (`the socket closed by segmentation fault core dumped error`, `python segfaults at
+import`): the crash a shell or faulthandler would have reported; CUDA's "an illegal instruction was encountered"
+is the CUDA error, read by its message."""
+SIGNAL_WORDS = (b"egmentation fault", b"EGMENTATION FAULT", b"egfault", b"EGFAULT", b"eg fault", b"llegal instruction",
+                b"LLEGAL INSTRUCTION", b"point exception", b"POINT EXCEPTION")
 _HEALTHY = regex.compile(r"(?:Success|SUCCESS)$")
 _REPEATED_TAG = regex.compile(r"^\s*(?:\[[^\]]{1,40}\]\s*)?(?P<tag>[\w.-]{2,30}:)\s")
 """A line's leading tag (`NVRM:`, `nvidia-container-cli:`), which a program repeats on each line it wraps."""
 _BLANKS = regex.compile(r"[\s|]+")
 _PLACEHOLDERS = {
     "{ver}": r"\d++(?:\.\d++)++", "{num}": r"\d++", "{pci}": r"(?:[0-9a-f]{4}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]",
-    "{name}": r"\S++", "{sep}": r"[:|=]*+", "{...}": r".{0,400}?",
+    "{name}": r"\S++", "{sep}": r"[:|=]*+", "{dir}": r"[/\\]", "{...}": r".{0,400}?",
 }
 """Possessive where a run can never give back (a word, a number): a line of many near-misses stays linear."""
 
@@ -104,7 +111,7 @@ def phrases() -> tuple[Phrase, ...]:
 def _compiled(phrase: str) -> regex.Pattern:
     """A phrase's words and placeholders with any blanks between them (the window's blanks are single spaces)."""
     tokens = [t for t in regex.split(r"(\{[a-z.]+\})|\s+", phrase) if t]
-    return regex.compile(r"\s*+".join(_PLACEHOLDERS.get(t) or regex.escape(t) for t in tokens), regex.IGNORECASE)
+    return regex.compile(r"\s*+".join(_PLACEHOLDERS.get(t) or knowledge.typed(t) for t in tokens), regex.IGNORECASE)
 
 
 def _anchor_words() -> tuple[bytes, ...]:
@@ -131,7 +138,7 @@ def _messages() -> tuple[str, ...]:
                          and len(r.message) >= knowledge.MESSAGE_MIN}))
 
 
-ANCHORS = (*CODE_WORDS, *NAME_WORDS, *_anchor_words())
+ANCHORS = (*CODE_WORDS, *NAME_WORDS, *SIGNAL_WORDS, *_anchor_words())
 REPEATS = ANCHORS
 """A storm of identical lines folds as it is read for this source too: a repeat of a line holds the same mention,
 and a format reader that folds its storms (kernel_log) keeps folding where it shares an anchor with this one."""
@@ -150,23 +157,26 @@ def _shape(text: str) -> str:
 def parse(doc: TextDoc, lines: list[Line], earlier: Sequence[Event] = (),
           unread: list[Unread] | None = None) -> Iterator[Event]:
     """Events for the known codes and phrases on `lines` that the format readers' events (`earlier`) did not read
-    (their lines, and repeats of their lines they folded); what is seen but not read goes to `unread`."""
+    (their lines, and repeats of their lines they folded); what is seen but not read goes to `unread`. On a line
+    read only into a CUDA error that explains nothing (_causeless) the phrases are still read, its codes not."""
     mine = [e for e in earlier if e.where.path == doc.path and e.where.line is not None]
-    claimed = {n for e in mine for n in range(e.where.line or 0, (e.where.end_line or e.where.line or 0) + 1)}
-    shapes = {_shape(text) for e in mine for text in e.text.splitlines()}
+    read = _lines_of([e for e in mine if not _causeless(e)])
+    weakly = _lines_of([e for e in mine if _causeless(e)])
     seen: set[tuple[int, str]] = set()
     for line in lines:
-        if line.number in claimed or _shape(line.text) in shapes:
+        shape = _shape(line.text)
+        if line.number in read.numbers or shape in read.shapes:
             continue
-        found, reasons = _codes(doc, line)
+        weak = line.number in weakly.numbers or shape in weakly.shapes
+        found, reasons = ([], []) if weak else _codes(doc, line)
         for event in found:
             if (line.number, _key(event)) not in seen:
                 seen.add((line.number, _key(event)))
                 yield event
         if not found:
             window = _Window.around(doc, line)
-            for first, last, kind, fields in window.hits():
-                if all(n in claimed for n in range(first.number, last.number + 1)):
+            for first, last, kind, fields in window.hits(phrases_only=weak):
+                if all(n in read.numbers for n in range(first.number, last.number + 1)):
                     continue
                 key = (first.number, f"{kind}:{fields.get('error') or fields.get('phrase')}")
                 if key not in seen:
@@ -174,10 +184,35 @@ def parse(doc: TextDoc, lines: list[Line], earlier: Sequence[Event] = (),
                     found.append(doc.event(kind, first, fields, last=last if last is not first else None))
                     yield found[-1]
             reasons += window.refused
+            if not found and not weak and (record := _cut_message(line.text)) is not None:
+                found.append(doc.event(knowledge.cuda_error_kind(record.cause), line, {
+                    **knowledge.cuda_error_fields(record), "read": LOOSE}))
+                yield found[-1]
         if not found and unread is not None:
             reason = reasons[0] if reasons else None
             if reason is not None:
                 unread.append(Unread(line.number, line.original[:300], reason))
+
+
+@dataclass(frozen=True)
+class _Read:
+    """The lines some events read: their numbers, and the shapes of their text (a folded repeat is read too)."""
+
+    numbers: frozenset[int]
+    shapes: frozenset[str]
+
+
+def _lines_of(events: list[Event]) -> _Read:
+    numbers = (n for e in events for n in range(e.where.line or 0, (e.where.end_line or e.where.line or 0) + 1))
+    return _Read(frozenset(numbers), frozenset(_shape(text) for e in events for text in e.text.splitlines()))
+
+
+def _causeless(event: Event) -> bool:
+    """A CUDA error the tables give no cause (`invalid argument`): its reader read the line, yet what it read
+    explains nothing, so a phrase on the same line (the FlashAttention-3 source path the error names) is still
+    read."""
+    record = knowledge.cuda_error(event.fields.get("error") or "") if event.kind == "cuda-error" else None
+    return record is not None and record.cause is None
 
 
 def _key(event: Event) -> str:
@@ -208,7 +243,30 @@ def _codes(doc: TextDoc, line: Line) -> tuple[list[Event], list[str]]:
         else:
             events.append(doc.event(knowledge.cuda_error_kind(record.cause), line, {
                 **knowledge.cuda_error_fields(record), "number": record.number, "read": LOOSE}))
+    if not events and (crash := _SIGNALS.search(text)):
+        if _NEGATION.search(text, 0, crash.start()):
+            reasons.append(NEGATED)
+        else:
+            words = " ".join(crash["what"].lower().split())
+            events.append(doc.event("fatal-signal", line, {
+                "signal": knowledge.signal_name(words) or "SIGSEGV", "source": "told", "read": LOOSE}))
     return events, reasons
+
+
+CUT_WORDS = 3
+"""Fewest words of a CUDA message a line must end with to be read as that message cut short (an issue title cut
+at GitHub's limit: `...flash_fwd_launch_template.h:188): no kernel image is availa`, a terminal column)."""
+
+
+def _cut_message(text: str) -> knowledge.CudaError | None:
+    """The CUDA message a line ends inside of, past its first CUT_WORDS words."""
+    tail = _BLANKS.sub(" ", text).rstrip().lower()
+    for message in _messages():
+        head = " ".join(message.lower().split()[:CUT_WORDS])
+        at = tail.rfind(head)
+        if at >= 0 and (at == 0 or not tail[at - 1].isalnum()) and message.lower().startswith(tail[at:]):
+            return knowledge.cuda_error(message)
+    return None
 
 
 def _code_event(doc: TextDoc, line: Line, hit: regex.Match, reasons: list[str]) -> Event | None:
@@ -278,7 +336,7 @@ class _Window:
     def _line_at(self, offset: int) -> Line:
         return self.lines[bisect.bisect_right(self.starts, offset) - 1]
 
-    def hits(self) -> Iterator[tuple[Line, Line, str, dict[str, Any]]]:
+    def hits(self, phrases_only: bool = False) -> Iterator[tuple[Line, Line, str, dict[str, Any]]]:
         for phrase in phrases():
             for hit in phrase.pattern.finditer(self.text):
                 if phrase.needs and phrase.needs.lower() not in self.text.lower():
@@ -290,6 +348,8 @@ class _Window:
                 yield self._line_at(hit.start()), self._line_at(hit.end() - 1), "cause-phrase", {
                     "phrase": hit.group(0), "cause": phrase.cause, "proves": phrase.proves,
                     "action": phrase.action, "read": LOOSE}
+        if phrases_only:
+            return
         for hit in knowledge.cuda_message_pattern().finditer(self.text):
             record = knowledge.cuda_error(hit.group(0))
             if record is None or record.message not in _messages():

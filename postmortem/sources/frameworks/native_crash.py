@@ -49,7 +49,10 @@ _SHELL = regex.compile(
     r"(?P<core>\s+\(core dumped\))?(?:\s+.*)?"
 )
 _GLIBC = regex.compile(r"^(?:malloc|free|realloc|double free|corrupted|munmap_chunk|malloc_consolidate)\S*.*")
-_WINDOWS = regex.compile(r"(?i)(?:exit status|exception code|exit code)[:\s]+(?:-?\d+\s+\()?(?P<code>0xc[0-9a-f]{7})\b")
+_WINDOWS = regex.compile(r"(?i)(?:exit status|exception code|exit code)[:\s]+(?:-?\d+\s+\()?"
+                         r"(?P<code>0xc[0-9a-f]{7}|32212\d{5}|-10737\d{5})\b")
+"""A Windows process's crash status, as hex or as the decimal a launcher prints it: unsigned (Python's
+subprocess: `returned non-zero exit status 3221225477`) or signed (`exit code -1073741819`)."""
 _TERMINATE = regex.compile(r"terminate called (?:after throwing an instance of '(?P<type>[^']+)'"
                            r"|without an active exception|recursively)")
 _WHAT = regex.compile(r"^\s*what\(\):\s*(?P<what>.*)")
@@ -133,7 +136,9 @@ def _windows_exit(ctx: Context, line: Line, pre: Prefixed) -> Found | None:
     match = _WINDOWS.search(pre.body)
     if not match:
         return None
-    code = int(match["code"], 16)
+    code = int(match["code"], 0) & 0xFFFFFFFF
+    if code not in WINDOWS_EXCEPTIONS and not match["code"].lower().startswith("0x"):
+        return None  # a decimal that is no crash status the table knows is just a number
     status, signal = WINDOWS_EXCEPTIONS.get(code, (None, None))
     fields = {"exception_code": f"0x{code:08x}", "status": status, "signal": signal, "platform": "windows"}
     return Found("fatal-signal", line, line, fields, ("fatal-signal", code), pre.time)
