@@ -153,3 +153,112 @@ def test_a_message_cut_short_needs_its_first_words_whole_and_the_line_to_end_ins
     assert mentions._cut_message("error: no kernel image is availa") is not None
     assert mentions._cut_message("error: no kernel image is availa, retrying") is None
     assert mentions._cut_message("no kernel") is None
+
+
+# Round 4's general rules (tests/heldout/rnd4), each on public text of the family.
+RND4_WORDINGS = {
+    # frameworks' own compute-capability checks (Triton via unsloth, CUDA.jl, Paddle)
+    "GPUTooOldForTriton: Found Tesla P100-PCIE-16GB which is too old to be supported by the triton GPU compiler, "
+    "which is used as the backend. Triton only supports devices of CUDA Capability >= 7.0, but your device is of CUDA "
+    "capability 6.0": "arch-mismatch",
+    "\u250c Error: Your Tesla V100-PCIE-32GB GPU (compute capability 7.0) is not supported on CUDA 13+.":
+        "arch-mismatch",
+    " The GPU architecture in your current machine is Pascal, which is not compatible with Paddle installation with "
+    "arch: 70 75 80 86 , it is recommended to install the corresponding wheel package": "arch-mismatch",
+    # user-space OOM killers (earlyoom via ComfyUI; systemd-oomd's wording)
+    "Aug 04 10:39:10 debian earlyoom[845]: low memory! at or below SIGTERM limits: mem  3.00%, swap 10.00%":
+        "host-oom",
+    "Aug 04 10:39:10 debian earlyoom[845]: sending SIGTERM to process 322603 uid 1000 \"python3.13\": oom_score 1282":
+        "host-oom",
+    "systemd-oomd[812]: Killed /user.slice/user-1000.slice/user@1000.service/app.slice/train.scope due to memory "
+    "pressure for /user.slice/user-1000.slice/user@1000.service being 71.20% > 50.00% for > 20s with reclaim "
+    "activity": "host-oom",
+    # Ray's OOM report, wrapped by the terminal (vllm-project/vllm#1160)
+    "(raylet) node_manager.cc:3007: 2 Workers (tasks /\n actors) killed due to memory pressure (OOM), 0 Workers crashed "
+    "due to other reasons": "host-oom",
+    # deviceQuery's report of CUDA error 3 (dusty-nv/jetson-containers#149)
+    "cudaGetDeviceCount returned 3\n-> initialization error\nResult = FAIL": "driver-mismatch",
+    # the shell's word quoted in prose (kakaobrain/nerf-factory#12)
+    "During training I simply get a Killed message and it stops.": "host-oom",
+    # phrases of data/cause-phrases.tsv
+    "Compiler version check failed:\n\nThe major and minor number of the compiler used to\ncompile the kernel:":
+        "driver-mismatch",
+    "[hevc_nvenc @ 0x55ca461fa380] Cannot load libnvidia-encode.so.1": "driver-mismatch",
+    # a paragraph: nvidia-smi's words are read by its reader, the open-kernel-module fact beside them by this one
+    "On these nodes the AMI loads the proprietary NVIDIA kernel module instead of the open one. The GPU (Blackwell, "
+    "PCI ID `10de:2c3a`) is only supported by the open kernel modules, so the driver fails to initialize, "
+    "`nvidia-smi` reports `No devices were found`, and GPU pods stay `Pending`.": "driver-mismatch",
+}
+
+
+def test_round_four_wordings_are_read_by_general_rules():
+    for text, cause in RND4_WORDINGS.items():
+        report = analyze_text(text + "\n")
+        assert report.findings and report.findings[0].cause == cause, (text, [f.cause for f in report.findings])
+
+
+def test_a_killed_word_in_prose_is_the_shells_only_when_capitalised_inside_a_sentence_or_quoted():
+    assert not analyze_text("I killed the process by hand and restarted.\n").findings
+    assert not analyze_text("The old job was killed by the admin yesterday.\n").findings
+    assert analyze_text("it just says 'killed' after the model loads\n").findings[0].cause == "host-oom"
+
+
+def test_a_prose_line_keeps_its_codes_for_its_own_reader():
+    """A paragraph whose nvidia-smi message a format reader read: the phrase beside it is read, its codes are not
+    read a second time."""
+    text = ("We see `Failed to initialize NVML: Driver/library version mismatch` on every node after the upgrade and "
+            "nothing else in the logs, so the pods never start and the jobs wait in the queue for hours.")
+    report = analyze_text(text + "\n")
+    assert [f.cause for f in report.findings][:1] == ["driver-mismatch"]
+    assert not [e for e in report.events if e.kind == "nvml-error" and e.fields.get("read") == LOOSE]
+
+
+def test_an_abort_after_a_model_file_error_is_the_model_files_verdict_not_a_native_crash():
+    """ollama/ollama#5812: the runner aborts (core dumped) because the model file's tensors have the wrong shapes.
+    The verdict says so (cause unknown: the vocabulary has no name for a bad input) and the abort is its last step."""
+    text = ("Error: llama runner process has terminated: signal: aborted (core dumped) error loading model: "
+            "check_tensor_dims: tensor 'blk.0.attn_q.weight' has wrong shape; expected  5120,  5120, got  5120,  "
+            "4096,     1,     1\nllama_load_model_from_file: exception loading model\n")
+    report = analyze_text(text)
+    assert report.findings[0].signature == "phrase-input-error"
+    assert report.findings[0].cause == "unknown"
+    assert all(f.consequence_of == "phrase-input-error" for f in report.findings[1:] if f.cause == "native-crash")
+    oom = ("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 4096.00 MiB on device 0: cudaMalloc failed: out "
+           "of memory\nllama_model_load: error loading model: unable to allocate CUDA0 buffer\n")
+    assert analyze_text(oom).findings[0].cause == "gpu-oom"  # a load that failed for GPU memory is the GPU's
+
+
+# NVIDIA's own documentation, quoted as people quote it into an issue.
+PAGE_RETIREMENT_DOC = """\
+There are three main XIDs related to dynamic page retirement:
+
+  \u2022 XID 48: A DBE has occurred.
+
+  \u2022 XID 63: A page has successfully been retired.
+
+  \u2022 XID 64: A page has failed retirement due to an error.
+
+In the system log these XIDs show up in the following forms:
+
+  \u2022 XID 48: \u201cXID 48 An uncorrectable double bit error (DBE) has been detected on GPU (<id>)\u201d
+
+  \u2022 XID 63: \u201cXID 63 Dynamic Page Retirement: New retired page, reload the driver to activate. (<address>)\u201d
+"""
+"""https://docs.nvidia.com/deploy/dynamic-page-retirement/visibility.html"""
+def test_documentation_of_codes_is_unread_not_a_verdict():
+    for text in (PAGE_RETIREMENT_DOC,):
+        report = analyze_text(text)
+        assert not report.findings, [f.signature for f in report.findings]
+        assert not [e for e in report.events if e.kind == "xid"]
+        assert mentions.DOCUMENTED in {u.reason for u in report.inputs[0].unread}
+
+
+def test_a_person_summing_up_a_failing_gpus_codes_is_still_read():
+    """A reporter's own summary of a failing A100's HBM (tests/heldout/rnd3, wtdcode/vllm-backport): codes in a
+    list, and two on one line, are what happened, not documentation."""
+    text = ("- `Xid 48 / 171`: uncorrectable double-bit ECC (DBE) in HBM framebuffer\n"
+            "- `Xid 63`: Row Remapper marks a new row for remapping (\"reset gpu to activate\")\n"
+            "- `Xid 94` bursts + `Xid 154` (GPU recovery action \u2192 Drain and Reset)\n")
+    report = analyze_text(text)
+    assert {e.fields["xid"] for e in report.events if e.kind == "xid"} == {48, 63, 94, 154}
+    assert report.findings[0].cause == "gpu-memory-ecc"

@@ -29,6 +29,8 @@ ANCHORS: tuple[bytes, ...] = (
     b"Killed", b"core dumped", b"Signal: ", b"signal: ",
     b"exit code", b"Exit code", b"exit status", b"return code", b"exitcode", b"exit_code", b"error code",
     b"DUE TO TIME LIMIT", b"DUE TO PREEMPTION",
+    b"low memory! at or below", b"sending SIGTERM to process", b"sending SIGKILL to process",
+    b"due to memory pressure", b"due to memory used",
 )
 
 _OOM_REPORTS = (
@@ -42,8 +44,14 @@ _OOM_REPORTS = (
     ("pbs", regex.compile(r"exceeded (?:MEM|mem|vmem|pmem) usage hard limit(?: \((?P<used>\d+) > (?P<limit>\d+)\))?")),
     ("slurm", regex.compile(r"exceeded (?:job )?memory limit(?: \((?P<used>\d+) > (?P<limit>\d+)\))?, being killed")),
     ("ray", regex.compile(r"(?<!\d)(?P<count>\d+) Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)")),
+    ("earlyoom", regex.compile(r"low memory! at or below SIG(?:TERM|KILL) limits|sending SIG(?:TERM|KILL) to process "
+                               r"(?P<pid>\d+) uid \d+ \"(?P<process>[^\"]{1,64})\"")),
+    ("systemd-oomd", regex.compile(r"Killed (?P<unit>/\S+) due to memory (?:pressure|used)")),
 )
-"""Reports that name the out-of-memory kill themselves (no guess needed)."""
+"""Reports that name the out-of-memory kill themselves (no guess needed). earlyoom and systemd-oomd are the
+user-space OOM killers of desktops and distributions (earlyoom's main.c: `low memory! at or below SIGTERM limits`,
+`sending SIGTERM to process 322603 uid 1000 "python3.13"`; systemd's oomd: `Killed /user.slice/... due to memory
+pressure for ...`)."""
 
 _JOB_CONTROL = regex.compile(
     r"(?:line \d+:\s+(?P<pid>\d+)\s+|^\s*(?:\[\d+\][+-]?\s+)?|(?<=(?:it/s|s/it)\]))"
@@ -75,14 +83,31 @@ def _signal_of_status(code: int) -> str | None:
     return None
 
 
-def _event_fields(text: str) -> tuple[str, dict[str, Any]] | None:
-    """(kind, fields) for one line, or None when it reports no end of a job."""
+def _oom_report(text: str) -> tuple[str, dict[str, Any]] | None:
     for source, pattern in _OOM_REPORTS:
         if m := pattern.search(text):
-            fields = {"reporter": source, **{k: v for k, v in m.groupdict().items() if v}}
-            if "count" in fields:
-                fields["count"] = int(fields["count"])
+            fields: dict[str, Any] = {"reporter": source, **{k: v for k, v in m.groupdict().items() if v}}
+            for number in ("count", "pid"):
+                if number in fields:
+                    fields[number] = int(fields[number])
             return "oom-kill", fields
+    return None
+
+
+def _wrapped_oom_report(doc: TextDoc, line: Line) -> tuple[str, dict[str, Any]] | None:
+    """An OOM report a terminal or a log shipper wrapped (Ray's `2 Workers (tasks /` then ` actors) killed due to
+    memory pressure (OOM)`): read with the line before it, then with the line after."""
+    for before, after in ((doc.preceding(line, 1), []), ([], doc.following(line, 1))):
+        joined = " ".join(" ".join(each.text for each in (*before, line, *after)).split())
+        if (before or after) and (found := _oom_report(joined)):
+            return found
+    return None
+
+
+def _event_fields(text: str) -> tuple[str, dict[str, Any]] | None:
+    """(kind, fields) for one line, or None when it reports no end of a job."""
+    if found := _oom_report(text):
+        return found
     if m := _CANCELLED.search(text):
         return "job-cancelled", {"reporter": "slurm", "reason": m["reason"].lower().replace(" ", "-")}
     if m := _MPI_SIGNAL.search(text):
@@ -103,7 +128,7 @@ def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
     """One event per distinct report (the same kill told by several lines of a launcher is one event)."""
     seen: dict[tuple, Event] = {}
     for line in lines:
-        found = _event_fields(line.text)
+        found = _event_fields(line.text) or _wrapped_oom_report(doc, line)
         if found is None:
             continue
         kind, fields = found

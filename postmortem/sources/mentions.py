@@ -60,12 +60,15 @@ _NUMBERED = regex.compile(r"(?i)\bcuda(?:[ \t]++(?:driver|runtime))?[ \t]++error
 """A CUDA error by number after words that name it: `Cuda driver error 804 in call at file` (LAMMPS), `CUDA error
 700`, `CUDA Error: 2` (the number is the same in the runtime and the driver API)."""
 _SIGNALS = regex.compile(r"(?i)(?<![\w-])(?P<what>segmentation[ \t]++fault|seg[ \t]?faul?t(?:ed|s)?"
-                          r"|(?<!\ban[ \t])illegal[ \t]++instruction|floating[ -]point[ \t]++exception)(?!\w)")
+                          r"|(?<!\ban[ \t])illegal[ \t]++instruction|floating[ -]point[ \t]++exception)(?!\w)"
+                          r"|(?-i:(?<=[a-z,][ \t])Killed)(?![\w-])"
+                          r"|(?<=[\"'`\u2018\u201c])(?P<quoted>killed)(?=[\"'`\u2019\u201d])")
 """A crash signal told in words (`the socket closed by segmentation fault core dumped error`, `python segfaults at
-import`): the crash a shell or faulthandler would have reported; CUDA's "an illegal instruction was encountered"
-is the CUDA error, read by its message."""
+import`, `I simply get a Killed message`: the shell's word, capitalised inside a sentence or quoted): the end a shell
+or faulthandler would have reported; CUDA's "an illegal instruction was encountered" is the CUDA error, read by its
+message."""
 SIGNAL_WORDS = (b"egmentation fault", b"EGMENTATION FAULT", b"egfault", b"EGFAULT", b"eg fault", b"llegal instruction",
-                b"LLEGAL INSTRUCTION", b"point exception", b"POINT EXCEPTION")
+                b"LLEGAL INSTRUCTION", b"point exception", b"POINT EXCEPTION", b"Killed", b"killed")
 _HEALTHY = regex.compile(r"(?:Success|SUCCESS)$")
 _REPEATED_TAG = regex.compile(r"^\s*(?:\[[^\]]{1,40}\]\s*)?(?P<tag>[\w.-]{2,30}:)\s")
 """A line's leading tag (`NVRM:`, `nvidia-container-cli:`), which a program repeats on each line it wraps."""
@@ -82,6 +85,7 @@ HEALTHY = "a success code, not an error"
 UNKNOWN_CODE = "a number the code tables do not know"
 NO_CODE = "the word stands without a code after it"
 UNKNOWN_NAME = "a name the code tables do not know"
+DOCUMENTED = "documentation: a template with placeholders, or a list of codes, not what happened"
 NOT_ABOUT_GPU = "the phrase stands without the word that makes it about the GPU"
 
 
@@ -158,16 +162,40 @@ def parse(doc: TextDoc, lines: list[Line], earlier: Sequence[Event] = (),
           unread: list[Unread] | None = None) -> Iterator[Event]:
     """Events for the known codes and phrases on `lines` that the format readers' events (`earlier`) did not read
     (their lines, and repeats of their lines they folded); what is seen but not read goes to `unread`. On a line
-    read only into a CUDA error that explains nothing (_causeless) the phrases are still read, its codes not."""
+    read only into a CUDA error that explains nothing (_causeless), and on a line of prose, the phrases are still
+    read, its codes not (its own event holds them). Codes in documentation are not a report (_listed)."""
+    events = list(_read(doc, lines, earlier, unread))
+    listed = _listed(events)
+    if unread is not None:
+        unread.extend(Unread(e.where.line or 0, e.text[:300], DOCUMENTED) for e in listed)
+    yield from (e for e in events if e not in listed)
+
+
+_TEMPLATE = regex.compile(r"<[a-z][a-z_ -]{0,20}>")
+"""A placeholder of documentation (`XID 48 An uncorrectable double bit error (DBE) has been detected on GPU (<id>)`):
+a text that shows how a code's message looks is documentation, and so are the other codes it lists."""
+
+
+def _listed(events: list[Event]) -> list[Event]:
+    """The loose Xid and SXid events of documentation: all of an input's, where one stands in a template. (A list
+    of several codes alone is no sign: a person sums up a failing GPU's chain the same way, `Xid 48 / 171`,
+    `Xid 63`, `Xid 94` + `Xid 154`.)"""
+    codes = [e for e in events if e.kind in ("xid", "sxid")]
+    return codes if any(_TEMPLATE.search(e.text) for e in codes) else []
+
+
+def _read(doc: TextDoc, lines: list[Line], earlier: Sequence[Event],
+          unread: list[Unread] | None) -> Iterator[Event]:
     mine = [e for e in earlier if e.where.path == doc.path and e.where.line is not None]
     read = _lines_of([e for e in mine if not _causeless(e)])
     weakly = _lines_of([e for e in mine if _causeless(e)])
     seen: set[tuple[int, str]] = set()
     for line in lines:
         shape = _shape(line.text)
-        if line.number in read.numbers or shape in read.shapes:
+        taken = line.number in read.numbers or shape in read.shapes
+        if taken and not _prose(line.text):
             continue
-        weak = line.number in weakly.numbers or shape in weakly.shapes
+        weak = taken or line.number in weakly.numbers or shape in weakly.shapes
         found, reasons = ([], []) if weak else _codes(doc, line)
         for event in found:
             if (line.number, _key(event)) not in seen:
@@ -176,7 +204,8 @@ def parse(doc: TextDoc, lines: list[Line], earlier: Sequence[Event] = (),
         if not found:
             window = _Window.around(doc, line)
             for first, last, kind, fields in window.hits(phrases_only=weak):
-                if all(n in read.numbers for n in range(first.number, last.number + 1)):
+                claimed = all(n in read.numbers for n in range(first.number, last.number + 1))
+                if claimed and not (_prose(first.text) or _prose(last.text)):
                     continue
                 key = (first.number, f"{kind}:{fields.get('error') or fields.get('phrase')}")
                 if key not in seen:
@@ -205,6 +234,15 @@ class _Read:
 def _lines_of(events: list[Event]) -> _Read:
     numbers = (n for e in events for n in range(e.where.line or 0, (e.where.end_line or e.where.line or 0) + 1))
     return _Read(frozenset(numbers), frozenset(_shape(text) for e in events for text in e.text.splitlines()))
+
+
+PROSE_WORDS = 25
+"""Words from which a line is a paragraph someone wrote: it tells several facts, and a format reader that read one
+of them (nvidia-smi's `No devices were found`) leaves the others (`only supported by the open kernel modules`)."""
+
+
+def _prose(text: str) -> bool:
+    return len(text.split()) >= PROSE_WORDS
 
 
 def _causeless(event: Event) -> bool:
@@ -247,9 +285,9 @@ def _codes(doc: TextDoc, line: Line) -> tuple[list[Event], list[str]]:
         if _NEGATION.search(text, 0, crash.start()):
             reasons.append(NEGATED)
         else:
-            words = " ".join(crash["what"].lower().split())
-            events.append(doc.event("fatal-signal", line, {
-                "signal": knowledge.signal_name(words) or "SIGSEGV", "source": "told", "read": LOOSE}))
+            words = " ".join((crash["what"] or "killed").lower().split())
+            events.append(doc.event("child-failed", line, {
+                "signal": knowledge.signal_name(words) or "SIGSEGV", "reporter": "told", "read": LOOSE}))
     return events, reasons
 
 

@@ -59,6 +59,33 @@ _ENGINE_ARCH = regex.compile(r"engine plan file is generated on an incompatible 
 """TensorRT's refusal of an engine built on a GPU of another compute capability (an engine holds machine code for
 the GPU it was built on only)."""
 
+_CAPABILITY_REFUSED = regex.compile(
+    r"(?i:only supports devices of CUDA Capability >= (?P<min>\d+\.\d+), but your device is of CUDA capability "
+    r"(?P<cc>\d+\.\d+))"
+    r"|(?P<gpu>[A-Z][\w\-]{0,40}(?: [\w\-]{1,40}){0,4}) GPU \(compute capability (?P<cc2>\d+\.\d+)\) is not supported"
+    r"|The GPU architecture in your current machine is (?P<family>[A-Z]\w+), which is not compatible with "
+    r"(?P<framework>\w+) installation with arch: (?P<list>\d+(?: \d+)*)"
+)
+"""A framework's own check of the GPU's compute capability against what its build or its compiler supports:
+Triton's (`Triton only supports devices of CUDA Capability >= 7.0, but your device is of CUDA capability 6.0`),
+CUDA.jl's (`Your Tesla V100-PCIE-32GB GPU (compute capability 7.0) is not supported on CUDA 13+.`), Paddle's
+(`The GPU architecture in your current machine is Pascal, which is not compatible with Paddle installation with
+arch: 70 75 80 86`)."""
+
+
+def _capability_refused(match: regex.Match) -> dict[str, Any]:
+    if match["family"]:
+        return {"family": match["family"], "framework": match["framework"].lower(),
+                "supported_archs": [f"sm_{arch}" for arch in match["list"].split()],
+                "reason": f"this {match['framework']} build has no kernels for {match['family']} GPUs"}
+    capability = match["cc"] or match["cc2"]
+    fields: dict[str, Any] = {"sm": _sm(capability), "reason": f"{_sm(capability)} is below what this build supports"}
+    if match["min"]:
+        fields |= {"min_capability": match["min"], "framework": "triton"}
+    if match["gpu"]:
+        fields["gpu_name"] = match["gpu"].removeprefix("Your ").strip()
+    return fields
+
 
 def _sm(capability: str) -> str:
     return "sm_" + capability.replace(".", "")
@@ -104,6 +131,10 @@ def gpu_arch(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:
                   "message": f"PTX ISA {match['ptx']} is newer than the "
                              f"{match['supported']} the compiler or driver supports"}
         return [Found("driver-error", line, line, fields, ("driver-error", "ptx", match["ptx"]), pre.time)]
+    elif match := _CAPABILITY_REFUSED.search(body):
+        fields = _capability_refused(match)
+        key = ("arch-unsupported", fields.get("sm") or fields["family"])
+        return [Found("arch-unsupported", line, line, fields, key, pre.time)]
     elif match := _ARCH_OLD.search(body) or _ARCH_TF.search(body):
         fields = {"gpu_name": match["gpu"].strip(), "sm": _sm(match["cc"]), "gpu_index": int(match["idx"]),
                   "min_capability": match["min"], "framework": "pytorch" if "PyTorch" in body else "tensorflow"}
