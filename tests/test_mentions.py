@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from postmortem.cli import main
@@ -137,16 +138,12 @@ RND3_WORDINGS = {
 }
 
 
-def test_round_three_wordings_are_read_by_general_rules():
-    for text, cause in RND3_WORDINGS.items():
-        report = analyze_text(text + "\n")
-        assert report.findings and report.findings[0].cause == cause, (text, [f.cause for f in report.findings])
-
-
 def test_a_crash_told_in_words_is_not_read_where_the_text_denies_it_or_means_the_cuda_error():
     assert not analyze_text("The same model never segfaults on the A100.\n").findings
     report = analyze_text("RuntimeError: CUDA error: an illegal instruction was encountered\n")
-    assert not [e for e in report.events if e.kind == "fatal-signal"]
+    assert not [e for e in report.events if e.fields.get("reporter") == "told"]
+    told = analyze_text("python dies with illegal instruction right at import on the old Xeon\n").events
+    assert [e.fields["signal"] for e in told if e.fields.get("reporter") == "told"] == ["SIGILL"]
 
 
 def test_a_message_cut_short_needs_its_first_words_whole_and_the_line_to_end_inside_it():
@@ -174,8 +171,8 @@ RND4_WORDINGS = {
     "pressure for /user.slice/user-1000.slice/user@1000.service being 71.20% > 50.00% for > 20s with reclaim "
     "activity": "host-oom",
     # Ray's OOM report, wrapped by the terminal (vllm-project/vllm#1160)
-    "(raylet) node_manager.cc:3007: 2 Workers (tasks /\n actors) killed due to memory pressure (OOM), 0 Workers crashed "
-    "due to other reasons": "host-oom",
+    "(raylet) node_manager.cc:3007: 2 Workers (tasks /\n actors) killed due to memory pressure (OOM), 0 Workers "
+    "crashed due to other reasons": "host-oom",
     # deviceQuery's report of CUDA error 3 (dusty-nv/jetson-containers#149)
     "cudaGetDeviceCount returned 3\n-> initialization error\nResult = FAIL": "driver-mismatch",
     # the shell's word quoted in prose (kakaobrain/nerf-factory#12)
@@ -191,10 +188,10 @@ RND4_WORDINGS = {
 }
 
 
-def test_round_four_wordings_are_read_by_general_rules():
-    for text, cause in RND4_WORDINGS.items():
-        report = analyze_text(text + "\n")
-        assert report.findings and report.findings[0].cause == cause, (text, [f.cause for f in report.findings])
+@pytest.mark.parametrize(("text", "cause"), [*RND3_WORDINGS.items(), *RND4_WORDINGS.items()])
+def test_held_out_rounds_wordings_are_read_by_general_rules(text, cause):
+    report = analyze_text(text + "\n")
+    assert report.findings and report.findings[0].cause == cause, [f.cause for f in report.findings]
 
 
 def test_a_killed_word_in_prose_is_the_shells_only_when_capitalised_inside_a_sentence_or_quoted():
@@ -242,7 +239,8 @@ In the system log these XIDs show up in the following forms:
 
   \u2022 XID 48: \u201cXID 48 An uncorrectable double bit error (DBE) has been detected on GPU (<id>)\u201d
 
-  \u2022 XID 63: \u201cXID 63 Dynamic Page Retirement: New retired page, reload the driver to activate. (<address>)\u201d
+  \u2022 XID 63: \u201cXID 63 Dynamic Page Retirement: New retired page, reload the driver to activate. \
+(<address>)\u201d
 """
 """https://docs.nvidia.com/deploy/dynamic-page-retirement/visibility.html"""
 def test_documentation_of_codes_is_unread_not_a_verdict():

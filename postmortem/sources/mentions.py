@@ -85,7 +85,7 @@ HEALTHY = "a success code, not an error"
 UNKNOWN_CODE = "a number the code tables do not know"
 NO_CODE = "the word stands without a code after it"
 UNKNOWN_NAME = "a name the code tables do not know"
-DOCUMENTED = "documentation: a template with placeholders, or a list of codes, not what happened"
+DOCUMENTED = "documentation: a template with placeholders, not what happened"
 NOT_ABOUT_GPU = "the phrase stands without the word that makes it about the GPU"
 
 
