@@ -318,7 +318,13 @@ def _expand(display: str, reader: ByteReader, depth: int, diagnostics: list[str]
         spooled = utf16_to_utf8(reader, limit)
         yield Blob(display, spooled.reader, diagnostics=diagnostics + _take(spooled, limit, "re-encoded text", unpack))
     else:
-        yield Blob(display, reader, diagnostics=diagnostics)
+        yield Blob(display, reader, kind="prose" if display.lower().endswith(PROSE_SUFFIXES) else "text",
+                   diagnostics=diagnostics)
+
+
+PROSE_SUFFIXES = (".md", ".markdown")
+"""A Markdown file is what a person wrote (an issue, a report, notes): the sources of people's words read it too, as
+triage reads an issue's text; the log sources read it as they read any text."""
 
 
 UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")

@@ -118,6 +118,12 @@ def cuda_error_fields(record: CudaError) -> dict[str, Any]:
     return fields
 
 
+NEGATION = regex.compile(r"(?i)\b(?:no|not|without|zero|never|none)\b[\w\s,/-]{0,24}$")
+"""The end of a text that denies what follows it: "Regular log content without Xid errors" and "no XID error"
+(gpud's own test data, ../shared/peer-data), "no Xid in dmesg", "No MCE, panic, OOM" (a list after one "no").
+Searched up to the start of a hit."""
+
+
 APOSTROPHE = "['\u2018\u2019\u02bc`\u00b4]"
 """An apostrophe as people type it: editors, chat tools and Chinese input methods turn `'` into `’` or `‘`
 (`NVIDIA-SMI has failed because it couldn‘t communicate`), and a wording is the same wording in each."""

@@ -122,7 +122,8 @@ def rank(findings: Sequence[Finding], events: Sequence[Event], causes: Mapping[s
         (root.signature, follower.signature): words
         for follower in findings
         for root in findings
-        if root is not follower and (words := why(root, follower))
+        if root is not follower and not (_told_only(root, by_id) and not _told_only(follower, by_id))
+        and (words := why(root, follower))
     }
     ranked: list[Finding] = []
     consequences: dict[str, list[str]] = {}
@@ -156,6 +157,7 @@ def rank(findings: Sequence[Finding], events: Sequence[Event], causes: Mapping[s
         key=lambda f: (
             f.consequence_of is not None,
             f.role == "consequence",
+            _told_only(f, by_id),
             -severity_rank(f.severity),
             -f.confidence,
             -cause_rank(f),
@@ -173,6 +175,17 @@ def _per_incident(root: _Scope, follower: _Scope, incident_of: Mapping[str, int]
     shared = sorted({incident_of.get(p, -1) for p in root.paths} & {incident_of.get(p, -1) for p in follower.paths})
     return [(_scope([e for e in root.events if incident_of.get(e.where.path, -1) == n]),
              _scope([e for e in follower.events if incident_of.get(e.where.path, -1) == n])) for n in shared]
+
+
+TOLD = frozenset({"reported-symptom"})
+"""Event kinds of a person's account (sources/reporter_words.py): a finding resting on them alone ranks after every
+finding a program's own output supports, whatever its severity, and explains none of them (a reporter's "the
+desktop froze, reboot-only" is weaker than the kernel's AER line, and no cause of it)."""
+
+
+def _told_only(finding: Finding, by_id: Mapping[str, Event]) -> bool:
+    kinds = {by_id[i].kind for i in finding.evidence if i in by_id}
+    return bool(kinds) and kinds <= TOLD
 
 
 def _distinct_causes_first(ranked: list[Finding]) -> list[Finding]:

@@ -188,7 +188,32 @@ RND4_WORDINGS = {
 }
 
 
-@pytest.mark.parametrize(("text", "cause"), [*RND3_WORDINGS.items(), *RND4_WORDINGS.items()])
+# Round 5's general rules (tests/heldout/rnd5), each on public text of the family.
+RND5_WORDINGS = {
+    # Windows' commit limit, in English and in a Chinese Windows (pytorch/pytorch#59904, zbf1991/WeCLIP#5)
+    "OSError: [WinError 1455] The paging file is too small for this operation to complete. Error loading "
+    "\"C:\\envs\\3days\\lib\\site-packages\\torch\\lib\\caffe2_module_test_dynamic.dll\" or one of its dependencies.":
+        "host-oom",
+    "OSError: [WinError 1455] \u9875\u9762\u6587\u4ef6\u592a\u5c0f\uff0c\u65e0\u6cd5\u5b8c\u6210\u64cd\u4f5c\u3002 "
+    "Error loading \"D:\\Anaconda3\\envs\\wssam\\lib\\site-packages\\torch\\lib\\cudnn_cnn_infer64_8.dll\"":
+        "host-oom",
+    # a CUDA error by number after the API call that returned it (PaddlePaddle/Paddle#22576)
+    "Error: cudaGetDeviceCount failed in paddle::platform::GetCUDADeviceCountImpl, error code : 35, Please see detail "
+    "in https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html": "driver-mismatch",
+    # DCGM's profiling module on a GSP fault (NVIDIA/dcgm-exporter#148, #319)
+    "time=\"2023-08-01T02:47:46Z\" level=fatal msg=\"Failed to watch metrics: Error watching fields: The third-party "
+    "Profiling module returned an unrecoverable error\"": "gpu-firmware",
+    # ctypes' access violation after a model that did not load: the program's crash on its error path
+    # (LostRuins/koboldcpp#1026)
+    "llama_model_load: error loading model: done_getting_tensors: wrong number of tensors; expected 292, got 291\n"
+    "llama_load_model_from_file: failed to load model\n"
+    "OSError: exception: access violation reading 0x0000000000001894": "native-crash",
+    "llama_model_load: error loading model: done_getting_tensors: wrong number of tensors; expected 292, got 291\n"
+    "llama_load_model_from_file: failed to load model": "unknown",
+}
+
+
+@pytest.mark.parametrize(("text", "cause"), [*RND3_WORDINGS.items(), *RND4_WORDINGS.items(), *RND5_WORDINGS.items()])
 def test_held_out_rounds_wordings_are_read_by_general_rules(text, cause):
     report = analyze_text(text + "\n")
     assert report.findings and report.findings[0].cause == cause, [f.cause for f in report.findings]
@@ -260,3 +285,43 @@ def test_a_person_summing_up_a_failing_gpus_codes_is_still_read():
     report = analyze_text(text)
     assert {e.fields["xid"] for e in report.events if e.kind == "xid"} == {48, 63, 94, 154}
     assert report.findings[0].cause == "gpu-memory-ecc"
+
+
+# What reporters write in their own words (data/reported-symptoms.tsv), read in a Markdown file as in an issue.
+TOLD = {
+    "When blender is rendering the scene, the linux oom killer kicks-in and kill my shell.": "host-oom",
+    "After running for a while there is a message of GPU being lost.": "gpu-off-bus",
+    "As soon as it reached 85 \u00b0C the screen stopped working.": "gpu-thermal-power",
+    "Solved: To fix this problem, I've had to go to the BIOS and explicitly set the x16 PCIe to \"gen2\" instead of "
+    "\"auto\".": "pcie-bus",
+    "I opened my case ripped my Nvlink out of my system. Solved!": "gpu-nvlink",
+    "@henzler, it still does not look like jade is updated with new drivers. driver 384.145  is loaded which is not "
+    "sufficient for cuda10.0.": "driver-mismatch",
+    "seems like it is a hardware problem. risers does not receive proper power from the PSU. so problem is solved now.":
+        "gpu-thermal-power",
+}
+
+
+@pytest.mark.parametrize(("sentence", "cause"), TOLD.items())
+def test_a_reporters_words_in_a_markdown_file_are_a_weak_finding(tmp_path, sentence, cause):
+    (tmp_path / "report.md").write_text(f"### Describe the bug\n\n{sentence}\n", encoding="utf-8")
+    (tmp_path / "report.txt").write_text(f"{sentence}\n", encoding="utf-8")
+    report = analyze([str(tmp_path / "report.md")])
+    assert [f.cause for f in report.findings][:1] == [cause]
+    assert report.findings[0].signature.startswith("reported-")
+    assert not [f for f in analyze([str(tmp_path / "report.txt")]).findings if f.signature.startswith("reported-")]
+
+
+def test_a_reporters_words_are_not_read_where_denied_or_fenced_and_rank_after_a_programs(tmp_path):
+    (tmp_path / "denied.md").write_text("No MCE, panic, OOM in the journal.\n", encoding="utf-8")
+    assert not analyze([str(tmp_path / "denied.md")]).findings
+    (tmp_path / "fenced.md").write_text("Log:\n```\nthe linux oom killer kicks-in\n```\n", encoding="utf-8")
+    assert not [f for f in analyze([str(tmp_path / "fenced.md")]).findings if f.signature.startswith("reported-")]
+    (tmp_path / "both.md").write_text(  # a told symptom of severity critical beside a kernel line of severity error
+        "The desktop freezes and the machine reboots under load.\n\n"
+        "[ 7.1] NVRM: Xid (PCI:0000:01:00): 31, pid=1234, name=python, Ch 00000008, intr 10000000. MMU Fault: ENGINE "
+        "GRAPHICS GPCCLIENT_T1_0 faulted @ 0x7f_00000000. Fault is of type FAULT_PDE ACCESS_TYPE_READ\n",
+        encoding="utf-8")
+    findings = analyze([str(tmp_path / "both.md")]).findings
+    assert [f.cause for f in findings][:2] == ["illegal-memory-access", "gpu-thermal-power"]
+    assert findings[0].consequence_of is None

@@ -50,15 +50,20 @@ _CODE = regex.compile(
     r"(?P<gap>[ \t]*+(?:[:=#|(\[-]|\u2014|\u2013)?[ \t]*+)(?P<code>\d{1,5})(?![\d.]?\d|\w)")
 """A code after its word: `Xid 149,` `XID 79(GPU has fallen off the bus)` `Xid=94` `| Xid | 48` `Xid: 13`
 `Xid (PCI:0000:01:00): 79` `Xid 48 — uncorrectable`; not a version (`xid 1.2`) or a longer token."""
-_NEGATION = regex.compile(r"(?i)\b(?:no|not|without|zero|never|none)\b[\w\s/-]{0,20}$")
-"""A code the text says did not happen: "Regular log content without Xid errors" and "no XID error" (gpud's own
-test data, ../shared/peer-data), "no Xid in dmesg"."""
 _NAMES = regex.compile(r"\b(?P<cuda>cudaError[A-Za-z]+|CUDA_ERROR_[A-Z_]+)\b|\b(?P<nvml>NVML_ERROR_[A-Z_]+)\b")
 """CUDA errors and NVML returns by name; library statuses by the framework reader's own pattern (LIBRARY_STATUS)."""
 _NUMBERED = regex.compile(r"(?i)\bcuda(?:[ \t]++(?:driver|runtime))?[ \t]++error[ \t]*+(?:code[ \t]*+)?[:=#]?[ \t]*+"
                            r"\(?(?P<number>\d{1,4})(?![\d.])")
 """A CUDA error by number after words that name it: `Cuda driver error 804 in call at file` (LAMMPS), `CUDA error
 700`, `CUDA Error: 2` (the number is the same in the runtime and the driver API)."""
+_API_NUMBERED = regex.compile(
+    r"\b(?:cuda[A-Z]\w{2,40}+|cu[A-Z][a-z]\w{1,40}+)\b[^\n]{0,100}?\b(?:returned|error[ \t]++code|error|code|status"
+    r"|failed[ \t]++with)[ \t]*+[:=]?[ \t]*+\(?[ \t]*+(?P<number>\d{1,3})(?![\d.])")
+"""A CUDA error by number after the API call that returned it: `cudaGetDeviceCount failed in ..., error code : 35`
+(Paddle), `cudaGetDeviceCount returned 3` (deviceQuery), `cuInit failed with 999`."""
+API_WORDS = (b"cudaGet", b"cudaSet", b"cudaMalloc", b"cudaMemcpy", b"cudaDevice", b"cudaStream", b"cudaEvent",
+             b"cudaLaunch", b"cudaFree", b"cuInit", b"cuCtx", b"cuMem", b"cuModule", b"cuLaunch", b"cuDevice")
+"""The CUDA runtime's and driver's API families whose calls a program names when one fails."""
 _SIGNALS = regex.compile(r"(?i)(?<![\w-])(?P<what>segmentation[ \t]++fault|seg[ \t]?faul?t(?:ed|s)?"
                           r"|(?<!\ban[ \t])illegal[ \t]++instruction|floating[ -]point[ \t]++exception)(?!\w)"
                           r"|(?-i:(?<=[a-z,][ \t])Killed)(?![\w-])"
@@ -142,7 +147,7 @@ def _messages() -> tuple[str, ...]:
                          and len(r.message) >= knowledge.MESSAGE_MIN}))
 
 
-ANCHORS = (*CODE_WORDS, *NAME_WORDS, *SIGNAL_WORDS, *_anchor_words())
+ANCHORS = (*CODE_WORDS, *NAME_WORDS, *API_WORDS, *SIGNAL_WORDS, *_anchor_words())
 REPEATS = ANCHORS
 """A storm of identical lines folds as it is read for this source too: a repeat of a line holds the same mention,
 and a format reader that folds its storms (kernel_log) keeps folding where it shares an anchor with this one."""
@@ -274,7 +279,7 @@ def _codes(doc: TextDoc, line: Line) -> tuple[list[Event], list[str]]:
         event = _name_event(doc, line, hit, reasons)
         if event is not None:
             events.append(event)
-    if not events and (numbered := _NUMBERED.search(text)):
+    if not events and (numbered := _NUMBERED.search(text) or _API_NUMBERED.search(text)):
         record = knowledge.cuda_error(numbered["number"])
         if record is None or record.number == 0:
             reasons.append(HEALTHY if record is not None else UNKNOWN_CODE)
@@ -282,7 +287,7 @@ def _codes(doc: TextDoc, line: Line) -> tuple[list[Event], list[str]]:
             events.append(doc.event(knowledge.cuda_error_kind(record.cause), line, {
                 **knowledge.cuda_error_fields(record), "number": record.number, "read": LOOSE}))
     if not events and (crash := _SIGNALS.search(text)):
-        if _NEGATION.search(text, 0, crash.start()):
+        if knowledge.NEGATION.search(text, 0, crash.start()):
             reasons.append(NEGATED)
         else:
             words = " ".join((crash["what"] or "killed").lower().split())
@@ -308,7 +313,7 @@ def _cut_message(text: str) -> knowledge.CudaError | None:
 
 
 def _code_event(doc: TextDoc, line: Line, hit: regex.Match, reasons: list[str]) -> Event | None:
-    if _NEGATION.search(line.text, 0, hit.start()):
+    if knowledge.NEGATION.search(line.text, 0, hit.start()):
         reasons.append(NEGATED)
         return None
     number = int(hit["code"])
@@ -380,7 +385,7 @@ class _Window:
                 if phrase.needs and phrase.needs.lower() not in self.text.lower():
                     self.refused.append(NOT_ABOUT_GPU)
                     continue
-                if _NEGATION.search(self.text, max(0, hit.start() - 30), hit.start()):
+                if knowledge.NEGATION.search(self.text, max(0, hit.start() - 30), hit.start()):
                     self.refused.append(NEGATED)
                     continue
                 yield self._line_at(hit.start()), self._line_at(hit.end() - 1), "cause-phrase", {

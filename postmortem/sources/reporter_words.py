@@ -26,15 +26,18 @@ from typing import Any
 
 import regex
 
-from ..knowledge import data_rows, gpu_arch, quoted_cuda_message
+from ..knowledge import NEGATION, data_rows, gpu_arch, quoted_cuda_message
 from ..model import Event
 from ..text import Line, TextDoc
 
 NAME = "reporter-words"
 READS = ("prose",)
-ANCHORS = (b" ", b":", b"#", b"\xef\xbc\x9a")
-"""Every line of prose with a word break, a key or a heading (`：` is the full-width colon): prose is small, and
-no log is ever read by this source."""
+ANCHORS = (b" ", b":", b"#", b"\xef\xbc\x9a", b"```", b"~~~")
+"""Every line of prose with a word break, a key or a heading (`：` is the full-width colon), and the fences of code
+blocks: prose is small, and no log is ever read by this source."""
+_FENCE = regex.compile(r"^\s{0,3}(?:```|~~~)")
+"""A Markdown code fence: what stands between two is a program's output pasted into the prose (an issue's text is
+cut at its fences before it gets here, a Markdown file read by `analyze` is not)."""
 
 REPORTED = "reported-"
 """How the id of every signature on a reported symptom begins (signatures/reported.yaml; a test checks it)."""
@@ -84,6 +87,7 @@ def _symptoms() -> tuple[_Symptom, ...]:
 
 def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
     """The facts typed (one software-stack event, a cuda-device event per GPU model), then each symptom once."""
+    lines = _outside_fences(lines)
     versions: dict[str, tuple[Line, str]] = {}
     gpus: dict[str, Line] = {}
     for line in lines:
@@ -116,6 +120,17 @@ def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
             if sentence is not None:
                 said.add(symptom.id)
                 yield doc.event("reported-symptom", line, {"symptom": symptom.id}, text=sentence)
+
+
+def _outside_fences(lines: list[Line]) -> list[Line]:
+    kept: list[Line] = []
+    fenced = False
+    for line in lines:
+        if _FENCE.match(line.text):
+            fenced = not fenced
+        elif not fenced:
+            kept.append(line)
+    return kept
 
 
 def _answers(doc: TextDoc, line: Line) -> Iterator[tuple[str, str]]:
@@ -183,6 +198,6 @@ def _stack(doc: TextDoc, versions: dict[str, tuple[Line, str]]) -> Event:
 def _sentence(text: str, pattern: regex.Pattern) -> str | None:
     """The sentence of `text` in which `pattern` is found, or None."""
     for sentence in _SENTENCE_END.split(text):
-        if pattern.search(sentence):
+        if (hit := pattern.search(sentence)) and not NEGATION.search(sentence, 0, hit.start()):
             return sentence.strip()[:MAX_SENTENCE]
     return None

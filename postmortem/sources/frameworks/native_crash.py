@@ -50,9 +50,11 @@ _SHELL = regex.compile(
 )
 _GLIBC = regex.compile(r"^(?:malloc|free|realloc|double free|corrupted|munmap_chunk|malloc_consolidate)\S*.*")
 _WINDOWS = regex.compile(r"(?i)(?:exit status|exception code|exit code)[:\s]+(?:-?\d+\s+\()?"
-                         r"(?P<code>0xc[0-9a-f]{7}|32212\d{5}|-10737\d{5})\b")
+                         r"(?P<code>0xc[0-9a-f]{7}|32212\d{5}|-10737\d{5})\b"
+                         r"|(?P<violation>exception: access violation (?:reading|writing|executing) 0x[0-9a-f]+)")
 """A Windows process's crash status, as hex or as the decimal a launcher prints it: unsigned (Python's
-subprocess: `returned non-zero exit status 3221225477`) or signed (`exit code -1073741819`)."""
+subprocess: `returned non-zero exit status 3221225477`) or signed (`exit code -1073741819`); or the access violation
+ctypes raises when a native call faults (`OSError: exception: access violation reading 0x0000000000001894`)."""
 _TERMINATE = regex.compile(r"terminate called (?:after throwing an instance of '(?P<type>[^']+)'"
                            r"|without an active exception|recursively)")
 _WHAT = regex.compile(r"^\s*what\(\):\s*(?P<what>.*)")
@@ -132,12 +134,15 @@ def _native_backtrace(ctx: Context, line: Line, pre: Prefixed) -> Found | None:
     return Found("fatal-signal", line, last, fields, ("fatal-signal", signal, "native", tuple(frames[:3])), pre.time)
 
 
+ACCESS_VIOLATION = 0xC0000005
+
+
 def _windows_exit(ctx: Context, line: Line, pre: Prefixed) -> Found | None:
     match = _WINDOWS.search(pre.body)
     if not match:
         return None
-    code = int(match["code"], 0) & 0xFFFFFFFF
-    if code not in WINDOWS_EXCEPTIONS and not match["code"].lower().startswith("0x"):
+    code = int(match["code"], 0) & 0xFFFFFFFF if match["code"] else ACCESS_VIOLATION
+    if code not in WINDOWS_EXCEPTIONS and not (match["code"] or "0x").lower().startswith("0x"):
         return None  # a decimal that is no crash status the table knows is just a number
     status, signal = WINDOWS_EXCEPTIONS.get(code, (None, None))
     fields = {"exception_code": f"0x{code:08x}", "status": status, "signal": signal, "platform": "windows"}
