@@ -201,7 +201,18 @@ def test_health_columns_of_a_query_csv_are_the_q_reports_gpu_state(tmp_path):
     assert (state.where.line, state.where.end_line) == (5, 7) and state.text.startswith("timestamp, index")
     assert state.time.isoformat() == "2024-06-01T11:27:06.188000"
     database = database_with(tmp_path, "gpu_tools.yaml")
-    assert {f.signature for f in match(database, [state])} == {"nvsmi-ecc-uncorrectable"}
+    assert {f.signature for f in match(database, [state])} == {"nvsmi-ecc-uncorrectable", "nvsmi-recovery-action"}
+
+
+def test_a_recovery_action_alone_is_a_gpu_that_needs_a_reset_and_follows_the_fault_that_asked_for_it():
+    """NVML's recovery action (issue 26: `gpu_recovery_action` `Reset` in a --query-gpu CSV) is the state Xid 154
+    logs: a summary of an earlier failure, merged into it where the same reading holds the failure too."""
+    alone = HEALTH.replace(", 2, Yes, No, Reset", ", 0, No, No, Reset").replace(", 1, Yes, No, Drain",
+                                                                             ", 0, No, No, Drain")
+    report = analyze_text(alone)
+    assert [(f.signature, f.cause) for f in report.findings] == [("nvsmi-recovery-action", "gpu-hang")]
+    [both] = analyze_text(HEALTH).findings  # one GPU's one reading: the fault leads, the action is merged into it
+    assert (both.signature, both.merged) == ("nvsmi-ecc-uncorrectable", ("nvsmi-recovery-action",))
 
 
 def test_a_query_of_health_fields_alone_is_read():

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from postmortem import knowledge
 from postmortem.pipeline import analyze_text
 
 
@@ -413,8 +414,9 @@ GLOG_CHECKS = [
 
 
 def test_glog_check_failures_name_the_cuda_error():
-    for text, error in GLOG_CHECKS:
-        assert only(text + "\n", "cuda-error")["error"] == error, text
+    for text, error in GLOG_CHECKS:  # the event kind follows the cause the table gives the error
+        kind = knowledge.cuda_error_kind(knowledge.cuda_error(error).cause)
+        assert only(text + "\n", kind)["error"] == error, text
     # https://github.com/naibaf7/caffe/issues/47: a library status by number in the same form
     assert only("Check failed: status == CUDNN_STATUS_SUCCESS(1 vs. 0)\n", "library-error")["status"] == \
         "CUDNN_STATUS_NOT_INITIALIZED"

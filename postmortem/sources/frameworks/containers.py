@@ -19,6 +19,8 @@ _CONTAINER_DRIVER = regex.compile(
     r"(?P<found>[\d.]+) was detected and compatibility mode is UNAVAILABLE"
 )
 """The entrypoint banner of NVIDIA's NGC containers (PyTorch, TensorRT, NeMo...), often wrapped after "but"."""
+_CONTAINER_INIT_RETURN = regex.compile(r"\[\[CUDA Driver UNAVAILABLE \(cuInit\(0\) returned (?P<number>\d{1,4})\)\]\]")
+"""The banner's own last line: what cuInit returned (804, forward compatibility refused on this GPU)."""
 
 
 def container_driver(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:
@@ -32,6 +34,9 @@ def container_driver(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:
             return []
     fields = {"driver_required": match["required"], "driver_version_found": match["found"],
               "message": f"the container needs driver {match['required']}+, the host has {match['found']}"}
+    for nxt, p in follow(ctx, last, 2):
+        if returned := _CONTAINER_INIT_RETURN.search(p.body):
+            last, fields["init_error"] = nxt, int(returned["number"])
     return [Found("driver-error", line, last, fields, ("driver-error", "container", match["required"]), pre.time)]
 
 
