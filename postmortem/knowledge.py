@@ -71,6 +71,8 @@ def _index() -> dict[str, CudaError]:
         for key in (record.runtime_name, record.driver_name, record.message, str(record.number)):
             if key:
                 index.setdefault(key.lower(), record)
+        if record.message:  # "device side assert triggered": a hyphen typed as a blank (cuda_message_pattern)
+            index.setdefault(record.message.lower().replace("-", " "), record)
     return index
 
 
@@ -89,9 +91,10 @@ _NAME = regex.compile(r"\b(cudaError[A-Za-z]+|CUDA_ERROR_[A-Z_]+)\b")
 
 @cache
 def cuda_message_pattern() -> regex.Pattern:
-    """One alternation of every message, longest first, so the most specific wins."""
+    """One alternation of every message, longest first, so the most specific wins; a hyphen of a message matches a
+    blank too (`CUDA error: device side assert triggered`, as people and some runtimes write it)."""
     messages = sorted({r.message for r in cuda_errors() if r.message and len(r.message) > 8}, key=len, reverse=True)
-    return regex.compile("|".join(regex.escape(m) for m in messages), regex.IGNORECASE)
+    return regex.compile("|".join(regex.escape(m).replace("\\-", "[- ]") for m in messages), regex.IGNORECASE)
 
 
 def cuda_error(token: str | int) -> CudaError | None:
@@ -259,6 +262,7 @@ SIGNAL_DESCRIPTIONS: dict[str, str] = {
     "floating point exception": "SIGFPE",
     "floating-point exception": "SIGFPE",
     "illegal instruction": "SIGILL",
+    "illegal hardware instruction": "SIGILL",
     "killed": "SIGKILL",
     "terminated": "SIGTERM",
     "trace/breakpoint trap": "SIGTRAP",

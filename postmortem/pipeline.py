@@ -244,7 +244,8 @@ def _captured(info: InputInfo, stream: str) -> InputInfo:
 
 def _dedupe(events: list[Event]) -> list[Event]:
     """Keep one event per (input, line, kind, code) when two sources report the same line; two codes on one line
-    (`Xid 48 -- uncorrectable ECC, then Xid 63 row remap`) are two events.
+    (`Xid 48 -- uncorrectable ECC, then Xid 63 row remap`), or two symptoms in one title ("fails with CPU OOM"), are
+    two events.
 
     Repeats across ranks or threads are folded by the sources themselves,
     which know what a rank prefix looks like in their format.
@@ -252,7 +253,7 @@ def _dedupe(events: list[Event]) -> list[Event]:
     seen: set[tuple] = set()
     kept: list[Event] = []
     for event in events:
-        code = event.fields.get("xid") or event.fields.get("sxid")
+        code = event.fields.get("xid") or event.fields.get("sxid") or event.fields.get("symptom")
         place = (event.where.path, event.where.line, event.where.offset, event.kind, code)
         if place not in seen:
             seen.add(place)

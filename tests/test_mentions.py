@@ -213,7 +213,41 @@ RND5_WORDINGS = {
 }
 
 
-@pytest.mark.parametrize(("text", "cause"), [*RND3_WORDINGS.items(), *RND4_WORDINGS.items(), *RND5_WORDINGS.items()])
+# Round 6's general rules (tests/heldout/rnd6), each on public text of the family.
+RND6_WORDINGS = {
+    # XLA's kernel lookup in a module built by a toolkit older than the GPU (google-deepmind/alphafold#863)
+    "2023-11-13 12:38:08.130211: E external/org_tensorflow/tensorflow/compiler/xla/stream_executor/cuda/"
+    "cuda_driver.cc:628] failed to get PTX kernel \"shift_right_logical\" from module: CUDA_ERROR_NOT_FOUND: named "
+    "symbol not found": "arch-mismatch",
+    # Unreal Engine's Vulkan allocator, then the crash it ends in (carla-simulator/carla#2826)
+    "[2020.05.05-13.06.48:571][ 84]LogVulkanRHI: Error: Out of Device Memory, Requested=24000.00Kb MemTypeIndex=7\n"
+    "Signal 11 caught.\nSegmentation fault (core dumped)": "gpu-oom",
+    # a DKMS build's make error in a Czech locale (void-linux/void-packages#53759)
+    "make: *** [Makefile:236: /var/lib/dkms/nvidia/470.239.06/build] Chyba 2": "driver-mismatch",
+    # a legacy driver's build on a newer kernel (NixOS/nix#4970)
+    "In file included from /build/kernel/nv-acpi.c:15:\n/build/kernel/nv-linux.h:139:10: fatal error: "
+    "linux/ioctl32.h: No such file or directory": "driver-mismatch",
+    # Ray's memory monitor (skypilot-org/skypilot#622)
+    "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.": "host-oom",
+    # zsh's job control after a progress bar's last redraw (kijai/ComfyUI-HunyuanVideoWrapper#30)
+    "Loading checkpoint shards:  25%|####     | 1/4 [00:01<00:05,  1.86s/it][1] \n60190 killed     python main.py":
+        "host-oom",
+    # Windows' word for a segfault, told (isaac-sim/IsaacLab#5140)
+    "Isaac Sim 5.1.0 GUI mode crashes ~20s after \"app ready\" with access violation in `omni.kit.window.preferences`":
+        "native-crash",
+    # "device side assert" without its hyphen (shivammehta25/Matcha-TTS#115)
+    "RuntimeError: CUDA error: device side assert triggered": "device-assert",
+    # NCCL's shared-memory warning quoted in an XLA error, wrapped inside "No space / left on device"
+    # (AI-Hypercomputer/xpk#492)
+    "> failed: INTERNAL: NCCL operation ncclGroupEnd() failed: unhandled system error (run with\n"
+    "> NCCL_DEBUG=INFO for details). Last NCCL warning(error) log entry (may be unrelated)  'Error\n"
+    "> while creating shared memory segment /dev/shm/nccl-TfciGV (size 31850880), error: No space\n"
+    "> left on device (28)'.": "shm-exhausted",
+}
+
+
+@pytest.mark.parametrize(("text", "cause"), [*RND3_WORDINGS.items(), *RND4_WORDINGS.items(), *RND5_WORDINGS.items(),
+                                             *RND6_WORDINGS.items()])
 def test_held_out_rounds_wordings_are_read_by_general_rules(text, cause):
     report = analyze_text(text + "\n")
     assert report.findings and report.findings[0].cause == cause, [f.cause for f in report.findings]
@@ -299,6 +333,9 @@ TOLD = {
     "sufficient for cuda10.0.": "driver-mismatch",
     "seems like it is a hardware problem. risers does not receive proper power from the PSU. so problem is solved now.":
         "gpu-thermal-power",
+    "I checked the memory of the machine, and this program was killed after it took up 60g of memory.": "host-oom",
+    "OK, I found the answer. It is because the default env_num is too much for my GPU RAM(NV 3060 12G), I reduced the "
+    "number of env to 40 and it can run well, which took about 8G GPU RAM.": "gpu-oom",
 }
 
 
@@ -310,6 +347,14 @@ def test_a_reporters_words_in_a_markdown_file_are_a_weak_finding(tmp_path, sente
     assert [f.cause for f in report.findings][:1] == [cause]
     assert report.findings[0].signature.startswith("reported-")
     assert not [f for f in analyze([str(tmp_path / "report.txt")]).findings if f.signature.startswith("reported-")]
+
+
+def test_two_symptoms_of_one_title_are_two_events_and_the_named_memory_wins(tmp_path):
+    """nf-core/methylseq#528's title: "OOM" alone reads as the GPU's, "CPU OOM" says whose (both are kept)."""
+    (tmp_path / "report.md").write_text("# PARABRICKS_FQ2BAMMETH fails with CPU OOM\n", encoding="utf-8")
+    report = analyze([str(tmp_path / "report.md")])
+    assert {e.fields["symptom"] for e in report.events} == {"out-of-memory", "host-oom-told"}
+    assert report.findings[0].cause == "host-oom"
 
 
 def test_a_reporters_words_are_not_read_where_denied_or_fenced_and_rank_after_a_programs(tmp_path):

@@ -29,8 +29,10 @@ ANCHORS: tuple[bytes, ...] = (
     b"Killed", b"core dumped", b"Signal: ", b"signal: ",
     b"exit code", b"Exit code", b"exit status", b"return code", b"exitcode", b"exit_code", b"error code",
     b"DUE TO TIME LIMIT", b"DUE TO PREEMPTION",
-    b"low memory! at or below", b"sending SIGTERM to process", b"sending SIGKILL to process",
+    b"low memory! at or below", b"exceptions.OutOfMemoryError", b"running low on memory",
+    b"sending SIGTERM to process", b"sending SIGKILL to process",
     b"due to memory pressure", b"due to memory used",
+    b"zsh: ", b"killed  ", b"segmentation fault  ", b"bus error  ", b"abort  ", b"illegal hardware instruction",
 )
 
 _OOM_REPORTS = (
@@ -43,12 +45,15 @@ _OOM_REPORTS = (
     ("lsf", regex.compile(r"TERM_MEMLIMIT: job killed after reaching LSF memory usage limit")),
     ("pbs", regex.compile(r"exceeded (?:MEM|mem|vmem|pmem) usage hard limit(?: \((?P<used>\d+) > (?P<limit>\d+)\))?")),
     ("slurm", regex.compile(r"exceeded (?:job )?memory limit(?: \((?P<used>\d+) > (?P<limit>\d+)\))?, being killed")),
-    ("ray", regex.compile(r"(?<!\d)(?P<count>\d+) Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)")),
+    ("ray", regex.compile(r"(?<!\d)(?P<count>\d+) Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)"
+                          r"|ray\.exceptions\.OutOfMemoryError|Task was killed due to the node running low on memory")),
     ("earlyoom", regex.compile(r"low memory! at or below SIG(?:TERM|KILL) limits|sending SIG(?:TERM|KILL) to process "
                                r"(?P<pid>\d+) uid \d+ \"(?P<process>[^\"]{1,64})\"")),
     ("systemd-oomd", regex.compile(r"Killed (?P<unit>/\S+) due to memory (?:pressure|used)")),
 )
-"""Reports that name the out-of-memory kill themselves (no guess needed). earlyoom and systemd-oomd are the
+"""Reports that name the out-of-memory kill themselves (no guess needed); Ray's memory monitor kills a task or a
+worker for host memory (`ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory`,
+docs.ray.io's "Out-Of-Memory Prevention"). earlyoom and systemd-oomd are the
 user-space OOM killers of desktops and distributions (earlyoom's main.c: `low memory! at or below SIGTERM limits`,
 `sending SIGTERM to process 322603 uid 1000 "python3.13"`; systemd's oomd: `Killed /user.slice/... due to memory
 pressure for ...`)."""
@@ -61,6 +66,13 @@ _JOB_CONTROL = regex.compile(
 """bash/sh job control: `script: line 28:  8156 Killed  python3 main.py`, or the bare word on its own line, or right
 after a progress bar's last redraw (`4/8 [02:10<02:22, 35.73s/it]Killed`: tqdm ends its line with a carriage return,
 which a paste loses)."""
+_ZSH_JOB = regex.compile(
+    r"^\s*+(?:zsh: |(?:\[\d+\]\s++(?:[+-]\s++)?)?(?P<pid>\d+)\s++)"
+    r"(?P<what>killed|segmentation fault|bus error|abort|illegal hardware instruction|floating point exception"
+    r"|terminated)(?P<core> \(core dumped\))?\s{2,}(?P<command>\S.*?)\s*$")
+"""zsh's job control, in its own words and aligned columns: `zsh: killed     python main.py`, `[1]    60190 killed
+    python main.py` (a job ended by a signal; the pid or the `zsh:` tag and the run of blanks set it apart from
+prose)."""
 _EXIT_STATUS = regex.compile(
     r"(?i)\b(?:exit(?:ed)?(?: with)?(?: code| status)|return code|exitcode|exit_code|error code)"
     r"\s*+[:=]?\s*+(?P<code>-?\d{1,3})\b"
@@ -115,7 +127,7 @@ def _event_fields(text: str) -> tuple[str, dict[str, Any]] | None:
         return ("fatal-signal", {"reporter": "mpi", "signal": signal}) if signal else None
     if m := _GO_EXIT.search(text):
         return "child-failed", {"reporter": "go", "signal": signal_name(m["what"]), "core_dumped": bool(m["core"])}
-    if m := _JOB_CONTROL.search(text):
+    if m := _JOB_CONTROL.search(text) or _ZSH_JOB.search(text):
         fields = {"reporter": "shell", "signal": signal_name(m["what"]), "core_dumped": bool(m["core"]),
                   "pid": int(m["pid"]) if m["pid"] else None, "command": m["command"]}
         return "child-failed", fields

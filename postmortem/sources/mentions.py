@@ -65,15 +65,17 @@ API_WORDS = (b"cudaGet", b"cudaSet", b"cudaMalloc", b"cudaMemcpy", b"cudaDevice"
              b"cudaLaunch", b"cudaFree", b"cuInit", b"cuCtx", b"cuMem", b"cuModule", b"cuLaunch", b"cuDevice")
 """The CUDA runtime's and driver's API families whose calls a program names when one fails."""
 _SIGNALS = regex.compile(r"(?i)(?<![\w-])(?P<what>segmentation[ \t]++fault|seg[ \t]?faul?t(?:ed|s)?"
-                          r"|(?<!\ban[ \t])illegal[ \t]++instruction|floating[ -]point[ \t]++exception)(?!\w)"
+                          r"|(?<!\ban[ \t])illegal[ \t]++instruction|floating[ -]point[ \t]++exception"
+                          r"|access[ \t]++violation)(?!\w)"
                           r"|(?-i:(?<=[a-z,][ \t])Killed)(?![\w-])"
                           r"|(?<=[\"'`\u2018\u201c])(?P<quoted>killed)(?=[\"'`\u2019\u201d])")
 """A crash signal told in words (`the socket closed by segmentation fault core dumped error`, `python segfaults at
-import`, `I simply get a Killed message`: the shell's word, capitalised inside a sentence or quoted): the end a shell
-or faulthandler would have reported; CUDA's "an illegal instruction was encountered" is the CUDA error, read by its
-message."""
+import`, `I simply get a Killed message`: the shell's word, capitalised inside a sentence or quoted; Windows' `access
+violation`): the end a shell or faulthandler would have reported; CUDA's "an illegal instruction was encountered"
+is the CUDA error, read by its message."""
 SIGNAL_WORDS = (b"egmentation fault", b"EGMENTATION FAULT", b"egfault", b"EGFAULT", b"eg fault", b"llegal instruction",
-                b"LLEGAL INSTRUCTION", b"point exception", b"POINT EXCEPTION", b"Killed", b"killed")
+                b"LLEGAL INSTRUCTION", b"point exception", b"POINT EXCEPTION", b"Killed", b"killed",
+                b"ccess violation", b"CCESS VIOLATION")
 _HEALTHY = regex.compile(r"(?:Success|SUCCESS)$")
 _REPEATED_TAG = regex.compile(r"^\s*(?:\[[^\]]{1,40}\]\s*)?(?P<tag>[\w.-]{2,30}:)\s")
 """A line's leading tag (`NVRM:`, `nvidia-container-cli:`), which a program repeats on each line it wraps."""
@@ -296,19 +298,18 @@ def _codes(doc: TextDoc, line: Line) -> tuple[list[Event], list[str]]:
     return events, reasons
 
 
-CUT_WORDS = 3
-"""Fewest words of a CUDA message a line must end with to be read as that message cut short (an issue title cut
-at GitHub's limit: `...flash_fwd_launch_template.h:188): no kernel image is availa`, a terminal column)."""
+CUT_WORDS = 16
+"""Most words read back from a line's end for a CUDA message cut short (an issue title cut at GitHub's limit:
+`...flash_fwd_launch_template.h:188): no kernel image is availa`, a terminal column): knowledge.message_starting
+decides, from three words on."""
 
 
 def _cut_message(text: str) -> knowledge.CudaError | None:
-    """The CUDA message a line ends inside of, past its first CUT_WORDS words."""
-    tail = _BLANKS.sub(" ", text).rstrip().lower()
-    for message in _messages():
-        head = " ".join(message.lower().split()[:CUT_WORDS])
-        at = tail.rfind(head)
-        if at >= 0 and (at == 0 or not tail[at - 1].isalnum()) and message.lower().startswith(tail[at:]):
-            return knowledge.cuda_error(message)
+    """The CUDA message a line ends inside of: the fewest last words that start one message only."""
+    words = text.split()
+    for count in range(1, min(len(words), CUT_WORDS) + 1):
+        if (record := knowledge.message_starting(" ".join(words[-count:]))) is not None:
+            return record
     return None
 
 
@@ -382,7 +383,7 @@ class _Window:
     def hits(self, phrases_only: bool = False) -> Iterator[tuple[Line, Line, str, dict[str, Any]]]:
         for phrase in phrases():
             for hit in phrase.pattern.finditer(self.text):
-                if phrase.needs and phrase.needs.lower() not in self.text.lower():
+                if phrase.needs and not any(word in self.text.lower() for word in phrase.needs.lower().split("|")):
                     self.refused.append(NOT_ABOUT_GPU)
                     continue
                 if knowledge.NEGATION.search(self.text, max(0, hit.start() - 30), hit.start()):

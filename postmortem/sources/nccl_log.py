@@ -247,8 +247,10 @@ def _warning(folds: dict, line: Line, message: str, src: str | None, fields: dic
     _add(folds, key, "nccl-warn", line, line, line.original, fields)
 
 
-_SHM_SEGMENT = regex.compile(r"(?P<message>\b[A-Z][\w ]{0,60}?shared memory segment /dev/shm/nccl-\S+.*?)\s*$")
-"""NCCL's message about its own /dev/shm segment (named nccl-XXXXXX), quoted without the `NCCL WARN` that heads it."""
+_SHM_SEGMENT = regex.compile(r"(?P<message>(?:\b\w[\w ]{0,60}?)?shared memory segment /dev/shm/nccl-\S+.*?)\s*$")
+"""NCCL's message about its own /dev/shm segment (named nccl-XXXXXX), quoted without the `NCCL WARN` that heads it,
+or wrapped so that its line starts inside the message (`> while creating shared memory segment /dev/shm/nccl-...`,
+an XLA error quoting it with `Error` on the line before)."""
 
 
 def _category(message: str, src: str) -> str:
