@@ -360,3 +360,22 @@ def test_dcgmi_health_check_report():
     assert (incident.where.line, incident.where.end_line) == (8, 10)
     healthy = HEALTH_CHECK.replace("| Warning      ", "| Healthy      ").splitlines()
     assert parse_bytes(("\n".join(healthy[:6] + healthy[10:]) + "\n").encode(), "health.txt") == []
+
+
+def test_a_dcgm_field_by_name_is_its_health_reading_and_a_query_of_it_is_none():
+    """dcgm-exporter's metric as a reporter quoted it (NVIDIA/DCGM#235: the last Xid in the `err_code` label), and
+    a Prometheus query over the same metric (NVIDIA/dcgm-exporter#309), which names codes but reports none."""
+    from postmortem.pipeline import analyze_text
+
+    quoted = ('DCGM_FI_DEV_XID_ERRORS{err_code="45", err_msg="Preemptive cleanup, due to previous errors -- Most '
+              'likely to see when running multiple cuda", job="dcgm-exporter"}\n')
+    [event] = [e for e in analyze_text(quoted).events if e.kind == "xid"]
+    assert (event.fields["xid"], event.fields["origin"]) == (45, "dcgm-exporter")
+    assert event.fields["message"].startswith("Preemptive cleanup")
+    query = ('max(DCGM_FI_DEV_XID_ERRORS{err_code=~"4|8|9|12|13|24|30|31|37|38|43|48|54|74|119|140|143"}) by '
+             '(Hostname, DCGM_FI_DRIVER_VERSION, device, gpu, modelName, err_msg)\n')
+    help_line = "# HELP DCGM_FI_DEV_XID_ERRORS Value of the last XID error encountered.\n"
+    for text in (query, help_line, "| `DCGM_FI_DEV_ROW_REMAP_FAILURE` | 0 |\n"):
+        assert not analyze_text(text).events, text
+    [state] = analyze_text("| `DCGM_FI_DEV_ROW_REMAP_FAILURE` | 1 |\n").events
+    assert (state.kind, state.fields["remap_failure"]) == ("gpu-state", True)

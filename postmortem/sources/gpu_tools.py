@@ -52,6 +52,7 @@ ANCHORS: tuple[bytes, ...] = (
     b") detected on PCI:",
     b"#Entity",  # the header of `dcgmi dmon`
     b"Health Monitor Report",  # `dcgmi health -c`
+    b"DCGM_FI_DEV_",  # a DCGM field by name (dcgm-exporter's metrics)
 )
 
 REPEATS: tuple[bytes, ...] = (
@@ -249,9 +250,42 @@ def _one_line(doc: TextDoc, line: Line) -> Event | None:
                                        "origin": "gpud"} | _xid_name(int(match["xid"])))
     if match := _FM_ERROR.search(line.text):
         return _fabric_error(doc, line, match)
+    if match := _DCGM_METRIC.search(line.text):
+        return _dcgm_metric(doc, line, match)
     if match := _FM_SETUP.search(line.text):
         return doc.event("fabric-setup-failed", line, {"message": match[0], "origin": "fabric-manager"})
     return None
+
+
+_DCGM_METRIC = regex.compile(
+    r"\b(?P<field>DCGM_FI_DEV_[A-Z0-9_]{2,60}+)(?:\{(?P<labels>[^{}\n]{0,800}+)\})?"
+    r"(?:[ \t|:=`*]++(?P<value>\d{1,20}+)(?![\w.]))?")
+"""A DCGM field by its name, as dcgm-exporter exposes it to Prometheus (`DCGM_FI_DEV_XID_ERRORS{gpu="0",
+UUID="GPU-...",err_code="79",err_msg="GPU has fallen off the bus"} 79`) or as a person copies it into a table
+(`| DCGM_FI_DEV_ROW_REMAP_FAILURE | 1 |`); the health fields of data/gpu-health-fields.tsv (tool dcgm-exporter)."""
+_LABEL = regex.compile(r'\b(?P<name>\w{1,40}+)="(?P<value>[^"\n]{0,200}+)"')
+
+
+def _dcgm_metric(doc: TextDoc, line: Line, match: regex.Match) -> Event | None:
+    """The event a health field's unhealthy value gives (an xid event for the last-Xid field, whose code may stand in
+    the `err_code` or `xid` label), or None for a healthy value, another field or a query (`err_code=~"4|8"`)."""
+    field = health_fields("dcgm-exporter").get(match["field"])
+    if field is None:
+        return None
+    labels = {label["name"]: label["value"] for label in _LABEL.finditer(match["labels"] or "")}
+    cell = match["value"] or ""
+    if field.reading == "xid":
+        cell = labels.get("err_code") or labels.get("xid") or cell
+    value = unhealthy(field, cell)
+    if value is None:
+        return None
+    fields: dict[str, Any] = {"origin": "dcgm-exporter"}
+    if (gpu := labels.get("gpu", "")).isdigit():
+        fields["gpu_index"] = int(gpu)
+    if field.reading == "xid":
+        code = int(value)
+        return doc.event("xid", line, fields | {"xid": code, "message": labels.get("err_msg", "")} | _xid_name(code))
+    return doc.event(field.kind, line, fields | {field.event_field: value})
 
 
 def _dcgmi_dmon(doc: TextDoc, header: Line) -> tuple[list[Event], int]:
