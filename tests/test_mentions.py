@@ -246,8 +246,27 @@ RND6_WORDINGS = {
 }
 
 
+# Round 7's general rules (tests/heldout/rnd7), each on public text of the family.
+RND7_WORDINGS = {
+    # the kernel's OOM report, pasted up to its call trace (NVIDIA/DALI#585)
+    "[2612362.231458] python invoked oom-killer: gfp_mask=0x14000c0(GFP_KERNEL), nodemask=(null), order=0, "
+    "oom_score_adj=829\n[2612362.231487]  mem_cgroup_out_of_memory+0x4b/0x80": "host-oom",
+    # Python's name of the signal that ended a child (Linaqruf/kohya-trainer#70)
+    "subprocess.CalledProcessError: Command '['/usr/bin/python3', 'train_network.py']' died with <Signals.SIGKILL: 9>.":
+        "host-oom",
+    # a library's word for a kernel without this architecture (1CatAI/1Cat-vLLM#87)
+    "# [Bug]: gptq_marlin_repack has no SM70 kernel image in the official 1.2.1 wheel": "arch-mismatch",
+    # TensorRT's builder short of GPU memory (cumulo-autumn/StreamDiffusion#161)
+    "[W] Skipping tactic 0 due to insufficient memory on requested size of 11580055552 detected for tactic "
+    "0x0000000000000000.": "gpu-oom",
+    # DALI's allocator (NVIDIA/DALI#1137)
+    "RuntimeError: Critical error in pipeline: Error when executing Mixed operator decoders__Image, instance name: "
+    "\"decode\", encountered:\nCan't allocate 129499136 bytes on device 0.": "gpu-oom",
+}
+
+
 @pytest.mark.parametrize(("text", "cause"), [*RND3_WORDINGS.items(), *RND4_WORDINGS.items(), *RND5_WORDINGS.items(),
-                                             *RND6_WORDINGS.items()])
+                                             *RND6_WORDINGS.items(), *RND7_WORDINGS.items()])
 def test_held_out_rounds_wordings_are_read_by_general_rules(text, cause):
     report = analyze_text(text + "\n")
     assert report.findings and report.findings[0].cause == cause, [f.cause for f in report.findings]
@@ -336,6 +355,10 @@ TOLD = {
     "I checked the memory of the machine, and this program was killed after it took up 60g of memory.": "host-oom",
     "OK, I found the answer. It is because the default env_num is too much for my GPU RAM(NV 3060 12G), I reduced the "
     "number of env to 40 and it can run well, which took about 8G GPU RAM.": "gpu-oom",
+    "When I use diffusers's datasets.map() in a multi-GPU setting, it results in a NCCL timeout error after N "
+    "iterations of train_dataset.map().": "nccl-timeout",
+    "Running the test under compute-sanitizer --tool racecheck indicates a data hazard in the circular buffering code "
+    "that uses cp.async.": "kernel-race",
 }
 
 

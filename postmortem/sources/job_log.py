@@ -32,7 +32,8 @@ ANCHORS: tuple[bytes, ...] = (
     b"low memory! at or below", b"exceptions.OutOfMemoryError", b"running low on memory",
     b"sending SIGTERM to process", b"sending SIGKILL to process",
     b"due to memory pressure", b"due to memory used",
-    b"zsh: ", b"killed  ", b"segmentation fault  ", b"bus error  ", b"abort  ", b"illegal hardware instruction",
+    b"<Signals.SIG", b"zsh: ", b"killed  ", b"segmentation fault  ", b"bus error  ", b"abort  ",
+    b"illegal hardware instruction",
 )
 
 _OOM_REPORTS = (
@@ -82,6 +83,9 @@ _GO_EXIT = regex.compile(
     r"|floating point exception|terminated)(?P<core> \(core dumped\))?")
 """Go's os/exec exit error, as a Go program reports the child it ran (ollama's `llama runner process has
 terminated: signal: segmentation fault`, `signal: aborted (core dumped)`)."""
+_PY_SIGNAL = regex.compile(r"<Signals\.(?P<what>SIG[A-Z0-9]{2,8}): \d{1,2}>")
+"""Python's name of a signal (signal.Signals), as its subprocess error gives a child's end (`Command '[...]' died
+with <Signals.SIGKILL: 9>.`) and people quote it."""
 _MPI_SIGNAL = regex.compile(r"\bSignal: (?P<what>[A-Z][a-z]+(?: [a-z]+)*) \((?P<number>\d+)\)")
 _CANCELLED = regex.compile(r"CANCELLED AT (?P<when>\S+) DUE TO (?P<reason>TIME LIMIT|PREEMPTION)")
 
@@ -122,6 +126,8 @@ def _event_fields(text: str) -> tuple[str, dict[str, Any]] | None:
         return found
     if m := _CANCELLED.search(text):
         return "job-cancelled", {"reporter": "slurm", "reason": m["reason"].lower().replace(" ", "-")}
+    if m := _PY_SIGNAL.search(text):
+        return "child-failed", {"reporter": "python-subprocess", "signal": m["what"]}
     if m := _MPI_SIGNAL.search(text):
         signal = signal_name(m["what"]) or signal_name(int(m["number"]))
         return ("fatal-signal", {"reporter": "mpi", "signal": signal}) if signal else None

@@ -51,7 +51,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"Killed process ",
     b"Kill process ",
     b"killed as a result of limit of",
-    b"oom-kill:",
+    b"oom-kill:", b"invoked oom-killer",
     b"blocked for more than",
     b"state:D ",  # a hung task's `task:X state:D ...` line, pasted without the header above it
     b"soft lockup",
@@ -390,6 +390,10 @@ _OOM_TASK_IN = regex.compile(r"Task in (?P<memcg>\S+) killed as a result of limi
 OOM_REPORT_LINES = 40
 _OOM_SIZE = regex.compile(r"(?P<name>total-vm|anon-rss|file-rss|shmem-rss):(?P<kb>[\d,]+)kB")
 _OOM_CONSTRAINT = regex.compile(r"oom-kill:(?P<pairs>\S+)")
+_OOM_INVOKED = regex.compile(r"(?P<process>[^\s:]{1,64}) invoked oom-killer: ")
+"""The first line of the kernel's OOM report (`python invoked oom-killer: gfp_mask=...`): the OOM killer ran; where a
+paste stops before the victim's `Killed process` line, this line tells the kill (a memory cgroup's, when its
+`mem_cgroup_out_of_memory` frame follows)."""
 _HANGS = (  # a task name is bounded (the kernel's is 15 characters): each `task ` no longer scans the rest of the line
     ("hung-task",
      regex.compile(r"(?:INFO: )?\btask (?P<task>.{1,64}?):(?P<pid>\d+) blocked for more than (?P<seconds>\d+) "
@@ -517,6 +521,12 @@ def _events(doc: TextDoc, line: Line, s: Stamp, stamps: dict[int, Stamp], consum
             pending_oom[fields["pid"]] = (line, fields)
         elif not any(_OOM_KILLED.search(f.text) for f in doc.following(line, OOM_REPORT_LINES)):
             yield _event(doc, "oom-kill", line, s, fields)  # a paste cut inside the line: the kill is still told
+        return
+    if m := _OOM_INVOKED.search(body):
+        report = doc.following(line, OOM_REPORT_LINES)
+        if not any(_OOM_KILLED.search(f.text) or _OOM_CONSTRAINT.search(f.text) for f in report):
+            cgroup = any("mem_cgroup_out_of_memory" in f.text for f in report) or None
+            yield _event(doc, "oom-kill", line, s, {"process": m["process"], "invoked": True, "cgroup": cgroup})
         return
     if m := _OOM_TASK_IN.search(body):
         if not any(_OOM_KILLED.search(f.text) for f in doc.following(line, OOM_REPORT_LINES)):
