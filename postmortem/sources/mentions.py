@@ -252,10 +252,17 @@ def _prose(text: str) -> bool:
     return len(text.split()) >= PROSE_WORDS
 
 
+CAUSELESS_KINDS = frozenset({"python-exception"})
+"""Events that hold an error's words without naming a cause: a traceback's exception (`OSError: [WinError 1455] ...`
+is the traceback reader's, and the words are the cause)."""
+
+
 def _causeless(event: Event) -> bool:
-    """A CUDA error the tables give no cause (`invalid argument`): its reader read the line, yet what it read
-    explains nothing, so a phrase on the same line (the FlashAttention-3 source path the error names) is still
-    read."""
+    """A CUDA error the tables give no cause (`invalid argument`), or a traceback's exception: its reader read the
+    line, yet what it read explains nothing, so a phrase on the same line (the FlashAttention-3 source path the
+    error names, Windows' paging-file error) is still read."""
+    if event.kind in CAUSELESS_KINDS:
+        return True
     record = knowledge.cuda_error(event.fields.get("error") or "") if event.kind == "cuda-error" else None
     return record is not None and record.cause is None
 
