@@ -435,3 +435,18 @@ def test_a_headless_hung_task_whose_trace_lost_its_module_tags():
     assert hang.fields["gpu_frames"] == [
         "uvm_page_tree_get_ptes_async", "uvm_page_table_range_vec_init", "uvm_page_table_range_vec_create",
         "uvm_mem_map_gpu_kernel", "uvm_api_alloc_semaphore_pool", "uvm_ioctl"]
+
+
+def test_an_oom_report_cut_after_its_header_is_a_kill_only_with_its_body():
+    """The kernel's OOM report pasted up to its call trace (NVIDIA/DALI#585) tells the kill; the header followed by
+    unrelated lines is gpud's own "incomplete OOM sequence" test (components/memory/kmsg_matcher_test.go), no kill."""
+    from postmortem.pipeline import analyze_text
+
+    cut = ("[2612362.231458] python invoked oom-killer: gfp_mask=0x14000c0(GFP_KERNEL), nodemask=(null), order=0, "
+           "oom_score_adj=829\n[2612362.231467] Call Trace:\n[2612362.231483]  oom_kill_process+0x21c/0x430\n"
+           "[2612362.231487]  mem_cgroup_out_of_memory+0x4b/0x80\n")
+    [kill] = [e for e in analyze_text(cut).events if e.kind == "oom-kill"]
+    assert (kill.fields["process"], kill.fields["cgroup"]) == ("python", True)
+    incomplete = ("java invoked oom-killer: gfp_mask=0x280da, order=0, oom_score_adj=0\n"
+                  "kernel: [12345.678] Some unrelated message\nanother unrelated log line\n")
+    assert not [e for e in analyze_text(incomplete).events if e.kind == "oom-kill"]

@@ -391,9 +391,12 @@ OOM_REPORT_LINES = 40
 _OOM_SIZE = regex.compile(r"(?P<name>total-vm|anon-rss|file-rss|shmem-rss):(?P<kb>[\d,]+)kB")
 _OOM_CONSTRAINT = regex.compile(r"oom-kill:(?P<pairs>\S+)")
 _OOM_INVOKED = regex.compile(r"(?P<process>[^\s:]{1,64}) invoked oom-killer: ")
-"""The first line of the kernel's OOM report (`python invoked oom-killer: gfp_mask=...`): the OOM killer ran; where a
-paste stops before the victim's `Killed process` line, this line tells the kill (a memory cgroup's, when its
-`mem_cgroup_out_of_memory` frame follows)."""
+_OOM_REPORT_BODY = regex.compile(r"(?:out_of_memory|oom_kill_process)\+0x|\bMem-Info:|Tasks state \(memory values")
+"""The first line of the kernel's OOM report (`python invoked oom-killer: gfp_mask=...`) and the body the kernel writes
+under it (the call trace through out_of_memory, Mem-Info, the task table): a paste that stops inside that body,
+before the victim's `Killed process` line, still tells the kill (a memory cgroup's, when its
+`mem_cgroup_out_of_memory` frame follows). A header followed by other lines is no kill (gpud's own test of an
+incomplete sequence)."""
 _HANGS = (  # a task name is bounded (the kernel's is 15 characters): each `task ` no longer scans the rest of the line
     ("hung-task",
      regex.compile(r"(?:INFO: )?\btask (?P<task>.{1,64}?):(?P<pid>\d+) blocked for more than (?P<seconds>\d+) "
@@ -524,7 +527,8 @@ def _events(doc: TextDoc, line: Line, s: Stamp, stamps: dict[int, Stamp], consum
         return
     if m := _OOM_INVOKED.search(body):
         report = doc.following(line, OOM_REPORT_LINES)
-        if not any(_OOM_KILLED.search(f.text) or _OOM_CONSTRAINT.search(f.text) for f in report):
+        if (not any(_OOM_KILLED.search(f.text) or _OOM_CONSTRAINT.search(f.text) for f in report)
+                and any(_OOM_REPORT_BODY.search(f.text) for f in report)):
             cgroup = any("mem_cgroup_out_of_memory" in f.text for f in report) or None
             yield _event(doc, "oom-kill", line, s, {"process": m["process"], "invoked": True, "cgroup": cgroup})
         return
