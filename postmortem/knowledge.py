@@ -289,9 +289,11 @@ WINDOWS_EXCEPTIONS: dict[int, tuple[str, str | None]] = {
     0xC00000FD: ("STATUS_STACK_OVERFLOW", "SIGSEGV"),
     0xC0000374: ("STATUS_HEAP_CORRUPTION", "SIGABRT"),
     0xC0000409: ("STATUS_STACK_BUFFER_OVERRUN", "SIGABRT"),
+    0xE06D7363: ("MSVC C++ exception", "SIGABRT"),
 }
 """NTSTATUS codes a crashed Windows process exits with, and the nearest POSIX signal.
-0xC0000409 is also how the MSVC runtime reports abort() and fail-fast exits."""
+0xC0000409 is also how the MSVC runtime reports abort() and fail-fast exits; 0xE06D7363 ("msc" in its low bytes) is
+the code of a C++ exception no handler caught (Microsoft's "How a C++ exception is raised")."""
 
 
 @dataclass(frozen=True)

@@ -265,8 +265,21 @@ RND7_WORDINGS = {
 }
 
 
+# Wordings of the harvested corpus (tests/corpus) that the tables now hold.
+CORPUS_WORDINGS = {
+    # Kokkos' architecture check (kokkos/kokkos#6092)
+    "Kokkos::Cuda::initialize ERROR: likely mismatch of architecture": "arch-mismatch",
+    # cuDNN's CUDNN_STATUS_ARCH_MISMATCH in a framework's words (pluskid/Mocha.jl#57)
+    "16-Mar 23:11:13:INFO:root:Initializing CuDNN backend...\nERROR: Arch mismatch\n in create at "
+    "/home/b/.julia/v0.3/Mocha/src/cuda/cudnn.jl:43": "arch-mismatch",
+    # nvidia-docker 1.0's older wording of the same check (NVIDIA/nvidia-docker#68)
+    "nvidia-docker | 2016/04/09 00:07:59 Error: unsupported CUDA version: 7.5 < 6.5": "driver-mismatch",
+}
+
+
 @pytest.mark.parametrize(("text", "cause"), [*RND3_WORDINGS.items(), *RND4_WORDINGS.items(), *RND5_WORDINGS.items(),
-                                             *RND6_WORDINGS.items(), *RND7_WORDINGS.items()])
+                                             *RND6_WORDINGS.items(), *RND7_WORDINGS.items(),
+                                             *CORPUS_WORDINGS.items()])
 def test_held_out_rounds_wordings_are_read_by_general_rules(text, cause):
     report = analyze_text(text + "\n")
     assert report.findings and report.findings[0].cause == cause, [f.cause for f in report.findings]
@@ -393,3 +406,12 @@ def test_a_reporters_words_are_not_read_where_denied_or_fenced_and_rank_after_a_
     findings = analyze([str(tmp_path / "both.md")]).findings
     assert [f.cause for f in findings][:2] == ["illegal-memory-access", "gpu-thermal-power"]
     assert findings[0].consequence_of is None
+
+
+def test_a_cpp_exception_code_of_windows_is_an_abort_and_an_unknown_customer_code_is_not():
+    """ollama's runner on Windows (tests/corpus valv-ollama-0xe06d7363-olddriver-01): 0xE06D7363 is MSVC's C++
+    exception; another 0xE... code is a program's own and says nothing."""
+    [event] = [e for e in analyze_text("Error: llama runner process has terminated: exit status 0xe06d7363\n").events
+               if e.kind == "fatal-signal"]
+    assert (event.fields["exception_code"], event.fields["signal"]) == ("0xe06d7363", "SIGABRT")
+    assert not analyze_text("Error: worker exited: exit status 0xe0000001\n").findings

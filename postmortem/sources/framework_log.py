@@ -68,6 +68,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"SIGILL", b"SIGFPE", b"Segmentation fault", b"Bus error", b"Aborted", b"Illegal instruction",
     b"Floating point exception", b"terminate called",
     b"Exception Code: 0x", b"Exception code: 0x", b"exception code 0x", b"exit status 0xc", b"exit status 0xC",
+    b"exit status 0xe", b"exit status 0xE",
     b"(0xC0000", b"(0xc0000", b" 322122", b" -10737",  # a Windows crash status in decimal (native_crash._WINDOWS)
     b"exception: access violation",  # ctypes' OSError for a native call that faulted (native_crash._WINDOWS)
     b"(Triggered internally at", b"This container was built for NVIDIA Driver Release", b"== cudaSuccess (",

@@ -50,7 +50,7 @@ _SHELL = regex.compile(
 )
 _GLIBC = regex.compile(r"^(?:malloc|free|realloc|double free|corrupted|munmap_chunk|malloc_consolidate)\S*.*")
 _WINDOWS = regex.compile(r"(?i)(?:exit status|exception code|exit code)[:\s]+(?:-?\d+\s+\()?"
-                         r"(?P<code>0xc[0-9a-f]{7}|32212\d{5}|-10737\d{5})\b"
+                         r"(?P<code>0x[ce][0-9a-f]{7}|32212\d{5}|-10737\d{5})\b"
                          r"|(?P<violation>exception: access violation (?:reading|writing|executing) 0x[0-9a-f]+)")
 """A Windows process's crash status, as hex or as the decimal a launcher prints it: unsigned (Python's
 subprocess: `returned non-zero exit status 3221225477`) or signed (`exit code -1073741819`); or the access violation
@@ -142,8 +142,8 @@ def _windows_exit(ctx: Context, line: Line, pre: Prefixed) -> Found | None:
     if not match:
         return None
     code = int(match["code"], 0) & 0xFFFFFFFF if match["code"] else ACCESS_VIOLATION
-    if code not in WINDOWS_EXCEPTIONS and not (match["code"] or "0x").lower().startswith("0x"):
-        return None  # a decimal that is no crash status the table knows is just a number
+    if code not in WINDOWS_EXCEPTIONS and not (match["code"] or "0xc").lower().startswith("0xc"):
+        return None  # a decimal or a customer code (0xE...) the table does not know is just a number
     status, signal = WINDOWS_EXCEPTIONS.get(code, (None, None))
     fields = {"exception_code": f"0x{code:08x}", "status": status, "signal": signal, "platform": "windows"}
     return Found("fatal-signal", line, line, fields, ("fatal-signal", code), pre.time)
