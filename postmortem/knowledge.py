@@ -180,10 +180,14 @@ _CUT_MESSAGE = regex.compile(r"(?i)\bCUDA error:\s*+(?P<start>[a-z][a-z' ]{11,80
 was" / "encountered") or cut where the reporter's copy ended."""
 
 
+MESSAGE_START_WORDS = 3
+"""Fewest words of a message's start that name it (fewer are shared by many: "an illegal", "device-side")."""
+
+
 def message_starting(start: str) -> CudaError | None:
-    """The one error whose message starts with these three or more words, if only one does."""
+    """The one error whose message starts with these MESSAGE_START_WORDS or more words, if only one does."""
     words = start.lower().split()
-    if len(words) < 3:
+    if len(words) < MESSAGE_START_WORDS:
         return None
     head = " ".join(words)
     found = {r.message.lower() for r in cuda_errors() if r.message and r.message.lower().startswith(head)}

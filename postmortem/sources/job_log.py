@@ -110,6 +110,11 @@ def _oom_report(text: str) -> tuple[str, dict[str, Any]] | None:
     return None
 
 
+_MEMORY_WORD = regex.compile(r"(?i)memory|oom")
+"""What a line of a wrapped OOM report holds (its other lines are read only around such a line: the rest of the
+job-control and exit-status lines, most of this source's candidates, join nothing)."""
+
+
 def _wrapped_oom_report(doc: TextDoc, line: Line) -> tuple[str, dict[str, Any]] | None:
     """An OOM report a terminal or a log shipper wrapped (Ray's `2 Workers (tasks /` then ` actors) killed due to
     memory pressure (OOM)`): read with the line before it, then with the line after."""
@@ -146,7 +151,7 @@ def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
     """One event per distinct report (the same kill told by several lines of a launcher is one event)."""
     seen: dict[tuple, Event] = {}
     for line in lines:
-        found = _event_fields(line.text) or _wrapped_oom_report(doc, line)
+        found = _event_fields(line.text) or (_wrapped_oom_report(doc, line) if _MEMORY_WORD.search(line.text) else None)
         if found is None:
             continue
         kind, fields = found

@@ -308,13 +308,13 @@ def _codes(doc: TextDoc, line: Line) -> tuple[list[Event], list[str]]:
 CUT_WORDS = 16
 """Most words read back from a line's end for a CUDA message cut short (an issue title cut at GitHub's limit:
 `...flash_fwd_launch_template.h:188): no kernel image is availa`, a terminal column): knowledge.message_starting
-decides, from three words on."""
+decides, from its MESSAGE_START_WORDS on."""
 
 
 def _cut_message(text: str) -> knowledge.CudaError | None:
     """The CUDA message a line ends inside of: the fewest last words that start one message only."""
     words = text.split()
-    for count in range(1, min(len(words), CUT_WORDS) + 1):
+    for count in range(knowledge.MESSAGE_START_WORDS, min(len(words), CUT_WORDS) + 1):
         if (record := knowledge.message_starting(" ".join(words[-count:]))) is not None:
             return record
     return None
