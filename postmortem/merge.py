@@ -9,7 +9,11 @@ and the second crowds a GPU that is really sick out of the other findings. Findi
   also counts a line the report copies, such as NCCL's warning under PyTorch's "Last error:": the
   stronger leads, and its reason names the other), or
 - they name the same cause on the same GPUs of the same hosts, both as roots: one thing wrong with one GPU
-  (a summary report, role `consequence`, such as Xid 45 or Xid 154, is a fact of its own and never merges).
+  (a summary report, role `consequence`, such as Xid 45 or Xid 154, is a fact of its own and never merges), or
+- they name the same cause of the same process, on one host, within WINDOW: a pid both name, or the innermost
+  Python frame of the crash (`python_top`: faulthandler prints it, a core holds it). A process dies once, and
+  its core, the kernel's `segfault` line, faulthandler's report and the shell's `Segmentation fault (core
+  dumped)` are four accounts of that one death.
 
 The merged finding is the strongest of them (root before summary, then severity, then confidence, then file
 order) with the evidence of all; `merged` names the others, and its reason says it.
@@ -19,11 +23,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from .join import gpu_key
 from .model import Event, Finding, severity_rank
 from .signatures import moment
+
+WINDOW = timedelta(minutes=10)
+"""How long after a root cause its consequences may still appear (rank.py), and how far apart two accounts of one
+process's death may be stamped."""
 
 
 def merge_same_fault(findings: Sequence[Finding], events: Sequence[Event]) -> list[Finding]:
@@ -41,21 +50,48 @@ def merge_same_fault(findings: Sequence[Finding], events: Sequence[Event]) -> li
     return [_merged(group, by_id, order) for group in groups]
 
 
-def _same_fault(a: Finding, b: Finding, places: Mapping[str, tuple[frozenset[str], frozenset[str]]]) -> bool:
+@dataclass(frozen=True)
+class _Place:
+    """Where a finding's evidence says its fault happened."""
+
+    gpus: frozenset[str]
+    """PCI addresses, in one spelling."""
+    hosts: frozenset[str]
+    pids: frozenset[int]
+    python_tops: frozenset[str]
+    """The innermost Python frame of a crash, `file:line in function`."""
+    times: tuple[float, ...]
+    """Seconds (signatures.moment) of the evidence that has a time."""
+
+
+def _same_fault(a: Finding, b: Finding, places: Mapping[str, _Place]) -> bool:
     if set(a.evidence) <= set(b.evidence) or set(b.evidence) <= set(a.evidence):
         return True
     if a.cause != b.cause or a.role != "root" or b.role != "root":
         return False
-    gpus, hosts = places[a.signature]
-    return bool(gpus) and (gpus, hosts) == places[b.signature]
+    one, other = places[a.signature], places[b.signature]
+    if one.gpus and (one.gpus, one.hosts) == (other.gpus, other.hosts):
+        return True
+    same_process = one.pids & other.pids or one.python_tops & other.python_tops
+    return bool(same_process) and (not one.hosts or not other.hosts or one.hosts == other.hosts) \
+        and _close(one.times, other.times)
 
 
-def _place(finding: Finding, by_id: Mapping[str, Event]) -> tuple[frozenset[str], frozenset[str]]:
-    """The GPUs (one spelling) and hosts the finding's evidence names."""
+def _close(one: Sequence[float], other: Sequence[float]) -> bool:
+    """Evidence within WINDOW of each other, or without times to tell (a pid is reused, but not in minutes)."""
+    if not one or not other:
+        return True
+    return abs(min(one) - min(other)) <= WINDOW.total_seconds()
+
+
+def _place(finding: Finding, by_id: Mapping[str, Event]) -> _Place:
     evidence = [by_id[i] for i in finding.evidence if i in by_id]
     gpus = frozenset(key for e in evidence if (key := gpu_key(e.fields.get("pci"))))
     hosts = frozenset(str(e.fields["host"]) for e in evidence if e.fields.get("host"))
-    return gpus, hosts
+    pids = frozenset(e.fields["pid"] for e in evidence if isinstance(e.fields.get("pid"), int))
+    tops = frozenset(str(e.fields["python_top"]) for e in evidence if e.fields.get("python_top"))
+    times = tuple(moment(e.time) for e in evidence if e.time is not None)
+    return _Place(gpus, hosts, pids, tops, times)
 
 
 def _merged(group: list[Finding], by_id: Mapping[str, Event], order: Mapping[str, int]) -> Finding:

@@ -219,6 +219,9 @@ class Finding:
     last_seen: str | None = None
     merged: tuple[str, ...] = ()
     """Signatures that reported the same fault and were merged into this finding (postmortem.merge)."""
+    outside: str | None = None
+    """Why this finding is not about the job the inputs capture (another process's, from before the job started):
+    context, ranked last, never the verdict (postmortem.scope)."""
 
 
 @dataclass(frozen=True)
@@ -269,8 +272,15 @@ class Report:
 
     @property
     def verdict(self) -> Finding | None:
-        """The best finding, or None when nothing matched (cause `unknown`)."""
-        return self.findings[0] if self.findings else None
+        """The best finding about the job, or None when nothing matched (cause `unknown`): a finding outside the
+        job (postmortem.scope) is context, never the verdict."""
+        return next((f for f in self.findings if f.outside is None), None)
+
+    @property
+    def others(self) -> tuple[Finding, ...]:
+        """Every finding but the verdict, in rank order."""
+        verdict = self.verdict
+        return tuple(f for f in self.findings if f is not verdict)
 
     def event(self, event_id: str) -> Event | None:
         """The event with this id, if any."""

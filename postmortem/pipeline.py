@@ -22,6 +22,7 @@ from .join import apart, incidents, incidents_note, join
 from .model import Event, Finding, InputInfo, Options, Report, Unread, plausible_time
 from .rank import rank
 from .reader import BytesReader, core_digest
+from .scope import mark_outside
 from .signatures import Database, load_default, match
 from .sources import text_sources
 from .text import Line, TextDoc, detect_encoding
@@ -130,10 +131,16 @@ def analyze_blobs(blobs: Iterable[Blob], database: Database | None = None, optio
         facts = {**facts, "incidents": [note]}
         first = next((i for i, info in enumerate(inputs) if any(info.path in pair for pair in separate)), 0)
         inputs[first] = dataclasses.replace(inputs[first], diagnostics=(*inputs[first].diagnostics, note))
-    findings = rank(match(database, events), events, database.causes, incidents(events, separate))
+    scoped = mark_outside(match(database, events), events, database.causes)
+    findings = rank(scoped, events, database.causes, incidents(events, separate))
     tool = {"name": "postmortem", "version": __version__, "signatures": database.version}
-    unexplained = suspects(events, findings) if not findings or _unrecognised_root(findings[0]) else ()
-    return Report(tool, tuple(inputs), tuple(events), facts, tuple(findings), tuple(cores), telemetry, unexplained)
+    report = Report(tool, tuple(inputs), tuple(events), facts, tuple(findings), tuple(cores), telemetry)
+    if report.verdict is None or _unrecognised_root(report.verdict):
+        # the job's own lines: another process's event (scope.py) is context, not a suspect of the job's failure
+        context = {i for f in findings if f.outside for i in f.evidence}
+        report = dataclasses.replace(report, suspects=suspects([e for e in events if e.id not in context],
+                                                               [f for f in findings if not f.outside]))
+    return report
 
 
 def _unrecognised_root(verdict: Finding) -> bool:

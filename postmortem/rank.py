@@ -41,12 +41,10 @@ from pathlib import PurePath
 
 from .join import apart, gpu_key, incidents
 from .knowledge import cuda_error, data_rows
-from .merge import merge_same_fault
+from .merge import WINDOW, merge_same_fault
 from .model import Event, Finding, dated, driver_code, severity_rank
 from .signatures import Cause, moment
 
-WINDOW = timedelta(minutes=10)
-"""How long after a root cause its consequences may still appear."""
 LEAD = timedelta(minutes=1)
 """How much earlier than the root a consequence may be stamped (clock skew, buffering)."""
 SOME_LEAP_YEAR = 2000
@@ -123,7 +121,7 @@ def rank(findings: Sequence[Finding], events: Sequence[Event], causes: Mapping[s
         for follower in findings
         for root in findings
         if root is not follower and not (_told_only(root, by_id) and not _told_only(follower, by_id))
-        and (words := why(root, follower))
+        and not (root.outside and not follower.outside) and (words := why(root, follower))
     }
     ranked: list[Finding] = []
     consequences: dict[str, list[str]] = {}
@@ -155,6 +153,7 @@ def rank(findings: Sequence[Finding], events: Sequence[Event], causes: Mapping[s
     ranked = [_credit(f, consequences.get(f.signature, []), by_id) for f in ranked]
     ranked.sort(
         key=lambda f: (
+            f.outside is not None,
             f.consequence_of is not None,
             f.role == "consequence",
             _told_only(f, by_id),
@@ -246,7 +245,7 @@ def _after_off_bus(root: Finding, rs: _Scope, follower: Finding, fs: _Scope) -> 
         return None
     if (rs.hosts and fs.hosts and not rs.hosts & fs.hosts) or (rs.gpus and fs.gpus and not rs.gpus & fs.gpus):
         return None
-    if rs.earliest is not None and fs.earliest is not None and _comparable(rs.earliest, fs.earliest) \
+    if rs.earliest is not None and fs.earliest is not None and comparable(rs.earliest, fs.earliest) \
             and moment(fs.earliest) < moment(rs.earliest):
         return None
     path = _path(rs, fs)
@@ -267,7 +266,7 @@ def _is_sticky(event: Event) -> bool:
 
 def _before(first: _Scope, second: _Scope, strict: bool = False) -> bool:
     """Did `first` begin before `second`? By time when both have one, else by line in the same input."""
-    if first.earliest is not None and second.earliest is not None and _comparable(first.earliest, second.earliest):
+    if first.earliest is not None and second.earliest is not None and comparable(first.earliest, second.earliest):
         a, b = moment(first.earliest), moment(second.earliest)
         return a < b if strict else a <= b
     if first.first is None or second.first is None or first.first.where.path != second.first.where.path:
@@ -346,7 +345,7 @@ def _chain(root: Finding, follower: Finding) -> str | None:
 
 
 def _gap(earlier: datetime | None, later: datetime | None) -> str | None:
-    if earlier is None or later is None or not _comparable(earlier, later):
+    if earlier is None or later is None or not comparable(earlier, later):
         return None
     return _span(moment(later) - moment(earlier))
 
@@ -357,7 +356,8 @@ def _span(seconds: float | None) -> str | None:
     return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
-def _comparable(a: datetime, b: datetime) -> bool:
+def comparable(a: datetime, b: datetime) -> bool:
+    """Two times that can be subtracted: both with a zone or both without (a log's local clock)."""
     return (a.tzinfo is None) == (b.tzinfo is None)
 
 
@@ -400,7 +400,7 @@ def _related(root: _Scope, follower: _Scope) -> bool:
         return False
     if root.gpus and follower.gpus and not root.gpus & follower.gpus:
         return False
-    if root.earliest is None or follower.earliest is None or not _comparable(root.earliest, follower.earliest):
+    if root.earliest is None or follower.earliest is None or not comparable(root.earliest, follower.earliest):
         seconds = _seconds_in_input(root.first, follower.first)
         return seconds is None or -LEAD.total_seconds() <= seconds <= WINDOW.total_seconds()
     return root.earliest - LEAD <= follower.earliest <= root.earliest + WINDOW

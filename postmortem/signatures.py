@@ -103,6 +103,8 @@ class Cause:
     layer: str
     rank: int
     summary: str
+    reach: str = "process"
+    """"machine" when the fault is the node's and touches every process on it (postmortem.scope)."""
 
 
 @dataclass(frozen=True)
@@ -280,7 +282,8 @@ def _line(node: yaml.Node | None, *keys: str | int) -> int:
 def _cause(name: str, entry: Any) -> Cause | None:
     if not isinstance(entry, dict) or not {"layer", "rank", "summary"} <= entry.keys():
         return None
-    return Cause(name, str(entry["layer"]), int(entry["rank"]), str(entry["summary"]))
+    return Cause(name, str(entry["layer"]), int(entry["rank"]), str(entry["summary"]),
+                 str(entry.get("reach", "process")))
 
 
 def _signature(path: Path, index: int, entry: Any, node: yaml.Node | None) -> tuple[Signature | None, list[Flaw]]:

@@ -353,11 +353,13 @@ PYTHON = Path(sys.executable).resolve()
 
 @pytest.fixture(scope="module")
 def python_core(tmp_path_factory) -> Path:
-    """A real core of this interpreter crashed through ctypes (NULL read in libc)."""
+    """A real core of this interpreter crashed through ctypes (NULL read in libc); faulthandler's report of the same
+    crash is its job.log beside it."""
     directory = tmp_path_factory.mktemp("pycore")
-    subprocess.run([str(PYTHON), "-X", "faulthandler", str(SRC / "pycrash.py")], cwd=directory,
-                   preexec_fn=_allow_cores, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-                   capture_output=True, check=False, timeout=60)
+    done = subprocess.run([str(PYTHON), "-X", "faulthandler", str(SRC / "pycrash.py")], cwd=directory,
+                          preexec_fn=_allow_cores, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+                          capture_output=True, check=False, timeout=60)
+    (directory / "job.log").write_bytes(done.stderr)
     core = directory / "core"
     if not core.exists():
         pytest.skip("no core file was written (core_pattern pipes cores elsewhere)")
@@ -409,6 +411,20 @@ def test_a_site_packages_extension_is_listed_apart_from_the_gpu_libraries(core, 
     shown = text_report.render(analyze([str(DATA / f"{core}.core.zst")]))
     assert any(module in line for line in _listed(shown, heading))
     assert not any(module in line for line in _listed(shown, other))
+
+
+def test_one_crash_told_by_its_core_and_by_faulthandler_is_one_finding(python_core):
+    """Issue 27: the core and faulthandler's report name the same innermost Python frame of one crash; one finding
+    holds both, and its advice does not ask for the report it already has."""
+    report = analyze([str(python_core), str(python_core.parent / "job.log")])
+    crashes = [f for f in report.findings if f.cause == "native-crash"]
+    assert len(crashes) == 1
+    kinds = {e.kind for e in report.events if e.id in crashes[0].evidence}
+    assert kinds == {"core-signal", "fatal-signal"}
+    assert "core-native-crash" in crashes[0].merged or crashes[0].signature == "core-native-crash"
+    tops = {e.fields["python_top"] for e in report.events if e.id in crashes[0].evidence}
+    assert len(tops) == 1
+    assert re.fullmatch(r".*/ctypes/__init__\.py:\d+ in string_at", tops.pop())
 
 
 def test_python_core_shows_the_python_stack_of_the_crash(python_core):
@@ -612,3 +628,22 @@ def test_a_million_aliases_of_one_address_cost_each_lookup_little():
     names = {table.lookup(0x1000 + pc % 0x100) for pc in range(2000)}
     assert time.perf_counter() - started < 5
     assert names == {("f999999", 0x1000)}  # gdb's choice among the last MAX_ALIASES: the last by name
+
+
+def test_one_crash_told_by_its_core_and_by_the_shell_is_one_finding(tmp_path):
+    """bash's `PID Segmentation fault (core dumped)` names the pid the core holds: one death, one finding."""
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("no bash")
+    done = subprocess.run([bash, "-c", f"{PYTHON} {SRC / 'pycrash.py'}; true"], cwd=tmp_path,
+                          preexec_fn=_allow_cores, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+                          capture_output=True, check=False, timeout=60)
+    if not (tmp_path / "core").exists():
+        pytest.skip("no core file was written (core_pattern pipes cores elsewhere)")
+    told = [line for line in done.stderr.decode().splitlines() if "Segmentation fault" in line]
+    assert told, done.stderr
+    (tmp_path / "job.log").write_text("\n".join(told) + "\n")
+    report = analyze([str(tmp_path / "core"), str(tmp_path / "job.log")])
+    crashes = [f for f in report.findings if f.cause == "native-crash"]
+    assert len(crashes) == 1
+    assert {e.kind for e in report.events if e.id in crashes[0].evidence} >= {"core-signal", "child-failed"}

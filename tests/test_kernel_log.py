@@ -450,3 +450,18 @@ def test_an_oom_report_cut_after_its_header_is_a_kill_only_with_its_body():
     incomplete = ("java invoked oom-killer: gfp_mask=0x280da, order=0, oom_score_adj=0\n"
                   "kernel: [12345.678] Some unrelated message\nanother unrelated log line\n")
     assert not [e for e in analyze_text(incomplete).events if e.kind == "oom-kill"]
+
+
+HARVESTED = Path(__file__).parent / "corpus"
+
+
+@pytest.mark.parametrize("case", ["drv-api-mismatch-vgpu-guest-01", "drv-offbus-no-xid-wrapped-01"])
+def test_the_driver_banner_gives_the_version_and_its_build_date_is_not_the_lines_time(case):
+    """`dmesg` prints the banner with the module's build date at its end (`... 570.148.06  Mon May  5 11:36:21 UTC
+    2025`): that date is the message's, not a syslog stamp, so the banner is read whole (issue 27)."""
+    report = pipeline.analyze([str(HARVESTED / case / "dmesg.txt")])
+    banner = next(e for e in report.events if e.kind == "environment" and "driver_version" in e.fields)
+    assert banner.text.lstrip().startswith("[") and "NVRM: loading NVIDIA UNIX" in banner.text
+    assert banner.time is None and banner.fields["uptime"] > 0
+    assert banner.fields["driver_version"] in banner.text
+    assert report.facts["driver_version"] == [banner.fields["driver_version"]]

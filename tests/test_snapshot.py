@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import textwrap
@@ -41,9 +42,26 @@ from postmortem.capture.redact import Redactor
 from postmortem.capture.snapshot import job_processes, read_stacks, snapshot, snapshot_process
 from postmortem.core.python_stack import PythonFrame
 from postmortem.debugging import short_name
-from postmortem.pipeline import analyze
+from postmortem.pipeline import analyze as _analyze
 
 SNAPSHOTS = Path(__file__).parent / "data" / "snapshot"
+OTHER_PROCESS_OOM = Path(__file__).parent / "data" / "scope" / "other-process-oom.txt"
+
+
+def _with_older_oom_of_another_process(folder: Path) -> Path:
+    """`folder` with a kernel log beside the snapshot holding a real OOM kill of a process that is not the job's,
+    an hour before now (tests/data/scope/SOURCES.md): node context every hang test carries, which must never
+    become the job's verdict (postmortem.scope)."""
+    from datetime import datetime, timedelta
+
+    stamp = (datetime.now().astimezone() - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S%z")
+    (folder / "node-kernel.log").write_text(f"{stamp} {socket.gethostname()} kernel: {OTHER_PROCESS_OOM.read_text()}")
+    return folder
+
+
+def analyze(paths: list[str]):
+    """pipeline.analyze of the snapshot folders, each with another process's older OOM kill beside it."""
+    return _analyze([str(_with_older_oom_of_another_process(Path(path))) for path in paths])
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="ptrace and /proc are Linux's")
 
 
@@ -144,7 +162,8 @@ def test_barrier_job_every_process_equals_reference_tools_and_the_sleeper_is_the
             _same_as_reference_tools(pid, json.loads((tmp_path / "case" / f"process.{pid}.json").read_text()))
     assert [p["error"] for p in manifest["processes"]] == [None] * len(members)
     report = analyze([str(tmp_path / "case")])
-    verdict = report.findings[0]
+    verdict = report.verdict
+    assert verdict is not None
     assert (verdict.signature, verdict.cause) == ("hang-rank-not-in-collective", "nccl-timeout")
     hang = next(e for e in report.events if e.kind == "job-hang")
     assert hang.fields["suspect"].startswith(f"pid {hung.roles['rank2']}")
@@ -159,7 +178,10 @@ def test_deadlocked_threads_are_named_with_their_lines(tmp_path):
         _snapshot(hung.pid, tmp_path)
     report = analyze([str(tmp_path)])
     hang = next(e for e in report.events if e.kind == "process-hang")
-    assert not report.findings and report.suspects[0] == hang.id
+    assert report.verdict is None and report.suspects[0] == hang.id
+    # the OOM kill of the node context is an hour older than the process, whose start the snapshot recorded
+    assert [f.cause for f in report.findings] == ["host-oom"]
+    assert "before the job started" in str(report.findings[0].outside)
     assert hang.fields["lock_waiters"] == 2
     places = hang.fields["lock_places"]
     for role in ("a_then_b", "b_then_a"):
@@ -248,9 +270,11 @@ def test_cli_prints_each_stop_and_writes_a_case_analyze_reads(tmp_path):
                               check=False, timeout=120)
     assert done.returncode == 0, done.stderr
     assert f"pid {hung.pid}: 3 threads (3 with Python stacks), stopped " in done.stderr
-    verdict = subprocess.run([sys.executable, "-m", "postmortem", "analyze", str(tmp_path / "case")],
+    case = _with_older_oom_of_another_process(tmp_path / "case")
+    verdict = subprocess.run([sys.executable, "-m", "postmortem", "analyze", str(case)],
                              capture_output=True, text=True, check=False, timeout=120)
     assert verdict.stdout.startswith("Verdict: unknown")
+    assert "(not this job's: at " in verdict.stdout and ", before the job started (" in verdict.stdout
     assert "process-hang: pid" in verdict.stdout and "2 threads wait for Python locks" in verdict.stdout
 
 
@@ -317,7 +341,7 @@ def test_snapshots_of_one_job_in_a_folder_per_node_are_grouped_as_one(tmp_path):
     assert (hang.fields["suspect_rank"], hang.fields["waiting_kind"]) == (2, "collective")
     assert hang.fields["waiting_members"] == "ranks 0-1, 3"
     assert "all_reduce (distributed_c10d.py:" in hang.fields["waiting_where"]
-    assert report.findings[0].signature == "hang-rank-not-in-collective"
+    assert report.verdict is not None and report.verdict.signature == "hang-rank-not-in-collective"
 
 
 def test_flight_recorder_suspect_gets_the_pid_and_host_of_its_rank_from_a_snapshot(tmp_path):
@@ -328,12 +352,16 @@ def test_flight_recorder_suspect_gets_the_pid_and_host_of_its_rank_from_a_snapsh
     program = "import time; print('ready', flush=True); time.sleep(60)"
     with _ready_child(program, {**os.environ, "RANK": "2", "WORLD_SIZE": "4"}) as child:
         state = _snapshot(child.pid, tmp_path / "snapshot")
+    # the committed dumps were recorded before this process started, which a real job's dumps never are: without
+    # its start time the process does not put them outside its job (postmortem.scope)
+    process = tmp_path / "snapshot" / f"process.{child.pid}.json"
+    process.write_text(json.dumps({k: v for k, v in json.loads(process.read_text()).items() if k != "started"}))
     shutil.copytree(SNAPSHOTS.parent / "flight_recorder" / "skip", tmp_path / "dumps")
     report = analyze([str(tmp_path / "dumps"), str(tmp_path / "snapshot")])
     mismatch = next(e for e in report.events if e.kind == "collective-mismatch")
     assert (mismatch.fields["suspect_ranks"], mismatch.fields["suspect_pid"]) == ("2", child.pid)
     assert mismatch.fields["suspect_host"] == state["host"]
-    assert f"rank 2 (pid {child.pid} on {state['host']}) called broadcast" in report.findings[0].explanation
+    assert f"rank 2 (pid {child.pid} on {state['host']}) called broadcast" in report.verdict.explanation
 
 
 def test_a_thread_in_uninterruptible_sleep_is_reported_and_does_not_hold_the_snapshot(tmp_path):

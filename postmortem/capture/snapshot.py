@@ -199,6 +199,7 @@ def process_state(pid: int, redactor: Redactor, environ: dict[str, str]) -> dict
         "format": PROCESS_FORMAT,
         "pid": pid,
         "ppid": int(fields[1]) if len(fields) > 1 else None,
+        "started": _started(fields),
         "host": socket.gethostname(),
         "command": [redactor.field(arg) for arg in command_line(pid)],
         "state": state[1].strip() if state else None,
@@ -209,6 +210,20 @@ def process_state(pid: int, redactor: Redactor, environ: dict[str, str]) -> dict
         "threads": threads,
         "devices": sorted(devices),
     }
+
+
+STAT_STARTTIME = 19
+"""Index of `starttime` (field 22 of proc(5)'s /proc/PID/stat: clock ticks after boot) in live.stat_fields."""
+
+
+def _started(fields: list[str]) -> str | None:
+    """When the process started (ISO, with the zone): the scope of its job (postmortem.scope) begins there, so an
+    event of the node older than the job is not the job's."""
+    boot = regex.search(rb"(?m)^btime (\d+)$", _read("/proc/stat") or b"")
+    if boot is None or len(fields) <= STAT_STARTTIME or not fields[STAT_STARTTIME].isdigit():
+        return None
+    seconds = int(boot[1]) + int(fields[STAT_STARTTIME]) / os.sysconf("SC_CLK_TCK")
+    return datetime.fromtimestamp(seconds).astimezone().isoformat(timespec="milliseconds")
 
 
 # ---------------------------------------------------------------- one process

@@ -51,6 +51,8 @@ def render(report: Report, lang: str = "en", color: bool = False) -> str:
         report=report,
         verdict=_finding(report, report.verdict, t) if report.verdict else None,
         findings=[_finding(report, f, t) for f in report.findings],
+        others=[_finding(report, f, t) for f in report.others],
+        link_note=view.link_note,
         gpus=[{"gpu": line.gpu, "finding": line.finding, "title": t.words(line.finding, report).title,
                "tally": view.tally_words(line.tallies, t), "others": line.others} for line in view.gpu_summary(report)],
         timeline=view.timeline(report),

@@ -187,7 +187,7 @@ def _suspects(report: Report, t: Translator) -> list[str]:
 
 
 def _other_findings(report: Report, t: Translator) -> list[str]:
-    others = report.findings[1:]
+    others = report.others
     if not others:
         return []
     rows = [
@@ -197,7 +197,7 @@ def _other_findings(report: Report, t: Translator) -> list[str]:
     body: list[str] = []
     for finding in others:
         words = t.words(finding, report)
-        note = text(t("consequence_of", root=finding.consequence_of)) if finding.consequence_of else ""
+        note = text(view.link_note(finding, t))
         counted = view.tally_words(view.tallies(report, finding), t)
         rows.append(f"| `{finding.cause}` {text(words.title)}{' (' + text(counted) + ')' if counted else ''} | "
                     f"`{finding.signature}` | {text(t('severity_' + finding.severity))} | {finding.confidence:.2f} | "

@@ -24,6 +24,7 @@ from .view import (
     fact_value,
     gpu_summary,
     lane_of,
+    link_note,
     module_groups,
     nothing_known,
     run_words,
@@ -63,13 +64,13 @@ def render(report: Report, lang: str = "en", color: bool = False, debug: bool = 
         out.extend(_verdict(report, verdict, t, style))
         out.extend(_evidence(report, verdict, t, style))
     out.extend(_suspects(report, t, style))
-    others = report.findings[1:]
+    others = report.others
     if others:
         out.append("")
         out.append(_heading(t("other_findings"), style))
         for finding in others:
             words = t.words(finding, report)
-            note = f" ({t('consequence_of', root=finding.consequence_of)})" if finding.consequence_of else ""
+            note = f" ({link})" if (link := link_note(finding, t)) else ""
             out.append(
                 f"  - {style(finding.cause, fg=SEVERITY_COLOURS.get(finding.severity))} [{finding.signature}] "
                 f"{t('severity_' + finding.severity)}, {t('confidence').lower()} {finding.confidence:.2f}{note}: "

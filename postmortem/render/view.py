@@ -162,6 +162,13 @@ def report_label(event: Event) -> str:
     return driver_code(event) or safe(str(event.fields.get("error") or event.kind))
 
 
+def link_note(finding: Finding, t: Translator) -> str:
+    """What places a finding that is not the verdict: the root it follows, or why it is not about the job."""
+    if finding.outside:
+        return t("outside_job", why=finding.outside)
+    return t("consequence_of", root=finding.consequence_of) if finding.consequence_of else ""
+
+
 def tallies(report: Report, finding: Finding) -> list[Tally]:
     """The finding's reports counted by what they say and the GPU they name, first seen first."""
     counts: dict[tuple[str, str | None], int] = {}
@@ -625,7 +632,8 @@ class NothingKnown:
 def nothing_known(report: Any, t: Any) -> NothingKnown:
     if report.events:
         hint = f" {t('unknown_hint')}" if report.suspects else ""
-        return NothingKnown(f"{t('unknown_detail', count=len(report.events))}{hint}", [])
+        context = f" {t('unknown_outside', count=len(report.findings))}" if report.findings else ""
+        return NothingKnown(f"{t('unknown_detail', count=len(report.events))}{context}{hint}", [])
     said = t("unknown_nothing_read", count=len(report.inputs)) if report.inputs else t("unknown_no_inputs")
     return NothingKnown(said, [(_in_language(row, "reads", t.lang), _in_language(row, "get", t.lang))
                                for row in data_rows("input-formats.tsv")])

@@ -118,6 +118,10 @@ def _signal_event(found: CoreRead, path: str) -> Event:
         fields["top_module"] = module.name if module else "an unmapped address"
     if crashed is not None:
         fields["functions"] = functions_of({"function": f.symbol} for f in crashed.frames)
+        if crashed.python_frames:  # as faulthandler prints it: one crash told by both merges (postmortem.merge)
+            top = crashed.python_frames[0]
+            fields["python_top"] = f"{top.file}:{top.line} in {top.function}"
+
     fields.update(core.gpu)
     visible = (core.environment or {}).get("values", {}).get("CUDA_VISIBLE_DEVICES")
     if visible is not None:  # the join maps the process's CUDA device ordinals to physical GPUs through it

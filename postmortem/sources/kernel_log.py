@@ -93,6 +93,10 @@ cannot be added to any date."""
 PREFIX_REACH = 200
 """How far into a line a wall-clock prefix is looked for (quoting and alert text come first;
 dates inside a message body further on are not the line's time)."""
+_MESSAGE_BEGUN = regex.compile(r"\[\s*\d+\.\d+\]|\bNVRM:")
+"""Where a kernel message has begun (the ring buffer's uptime, the driver's tag): a date after it is the message's
+own (the driver banner's build date, `NVRM: loading NVIDIA UNIX x86_64 Kernel Module 570.133.07 Fri Feb 28 22:37:31
+UTC 2025`), never the line's time."""
 
 
 # --- prefixes -----------------------------------------------------------------
@@ -192,10 +196,10 @@ def stamp(text: str, before: list[Line] | None = None) -> Stamp:
         month = month_number(m["mon"])
         moment = _wall(int(m["year"]), month, int(m["day"]), m["hms"]) if month else None
         clock, end = "wall", m.end()
-    elif m := _ISO.search(text, 0, PREFIX_REACH):
+    elif m := _ISO.search(text, 0, reach := _prefix_reach(text)):
         moment, clock, end = _iso(m), "wall", m.end()
         host = m["host"].strip() if m["host"] else None
-    elif (m := _SYSLOG.search(text, 0, PREFIX_REACH)) and (month := month_number(m["mon"])):
+    elif (m := _SYSLOG.search(text, 0, reach)) and (month := month_number(m["mon"])):
         written, clock, end = _written(m), YEARLESS, m.end()
         host = m["host"].strip() if m["host"] else None
     elif before and _BARE_KERNEL.search(text):
@@ -214,6 +218,12 @@ def stamp(text: str, before: list[Line] | None = None) -> Stamp:
         clock = None
     return Stamp(body, moment, clock, None if absurd else uptime, host, month if clock == YEARLESS else None,
                  written, absurd_uptime=absurd)
+
+
+def _prefix_reach(text: str) -> int:
+    """How far into `text` its wall-clock prefix may lie: PREFIX_REACH, or less where the message has begun."""
+    begun = _MESSAGE_BEGUN.search(text, 0, PREFIX_REACH)
+    return begun.start() if begun else PREFIX_REACH
 
 
 def _written(m: regex.Match) -> str | None:

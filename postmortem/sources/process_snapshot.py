@@ -55,9 +55,12 @@ def _process(record: Mapping[str, Any], where: Location) -> Iterator[Event]:
     command = [str(arg) for arg in record.get("command") or []]
     common = {"pid": record["pid"], "host": _text(record.get("host")),
               **{key: value for key, value in rank.items() if isinstance(value, int)}}
+    main = next((t for t in threads if t["tid"] == record["pid"]), None)
     fields = {
         **common,
         "process": command[0].rsplit("/", 1)[-1] if command else None,
+        "comm": _text(main.get("name")) if main else None,
+        "started": _text(record.get("started")),
         "command": " ".join(command)[:500] or None,
         "state": _text(record.get("state")),
         "launcher": _text(record.get("launcher")),

@@ -65,7 +65,7 @@ def _open_causes(report: Report) -> list[str]:
     if verdict is None:
         return ["unknown"]
     causes = [verdict.cause]
-    for finding in report.findings[1:]:
+    for finding in report.others:
         if (finding.role != "consequence" and finding.cause not in causes
                 and finding.confidence >= verdict.confidence - ALTERNATIVE_MARGIN):
             causes.append(finding.cause)

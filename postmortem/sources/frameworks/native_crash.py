@@ -90,6 +90,8 @@ def _faulthandler(ctx: Context, line: Line, pre: Prefixed) -> Found | None:
     stacks = [frames for current, frames in threads if current and frames] + [frames for _, frames in threads if frames]
     fields = {"signal": signal_name(match["what"]), "reason": match["what"], "source": "faulthandler",
               "frames": stacks[0][:8] if stacks else []}
+    if stacks:
+        fields["python_top"] = stacks[0][0]
     return Found("fatal-signal", line, last, fields, ("fatal-signal", fields["signal"], "faulthandler"), pre.time)
 
 
