@@ -111,6 +111,15 @@ class Phrase:
     proves: str
     action: str
 
+    def needed_in(self, text: str) -> bool:
+        """Whether `text` holds a word of `needs` (alternatives split by `|`), where the phrase alone is everyday words
+        that speak of the GPU stack only beside one of them."""
+        return self.needs is None or any(word in text.lower() for word in self.needs.lower().split("|"))
+
+    def fields(self, hit: regex.Match) -> dict[str, Any]:
+        """The event fields of a hit: the words read, and what the table says they prove and ask."""
+        return {"phrase": hit.group(0), "cause": self.cause, "proves": self.proves, "action": self.action}
+
 
 @cache
 def phrases() -> tuple[Phrase, ...]:
@@ -390,15 +399,14 @@ class _Window:
     def hits(self, phrases_only: bool = False) -> Iterator[tuple[Line, Line, str, dict[str, Any]]]:
         for phrase in phrases():
             for hit in phrase.pattern.finditer(self.text):
-                if phrase.needs and not any(word in self.text.lower() for word in phrase.needs.lower().split("|")):
+                if not phrase.needed_in(self.text):
                     self.refused.append(NOT_ABOUT_GPU)
                     continue
                 if knowledge.NEGATION.search(self.text, max(0, hit.start() - 30), hit.start()):
                     self.refused.append(NEGATED)
                     continue
                 yield self._line_at(hit.start()), self._line_at(hit.end() - 1), "cause-phrase", {
-                    "phrase": hit.group(0), "cause": phrase.cause, "proves": phrase.proves,
-                    "action": phrase.action, "read": LOOSE}
+                    **phrase.fields(hit), "read": LOOSE}
         if phrases_only:
             return
         for hit in knowledge.cuda_message_pattern().finditer(self.text):

@@ -1,7 +1,8 @@
-"""NVIDIA's NGC containers: the entrypoint banner they print at start on a host or GPU they cannot use.
+"""GPU containers that cannot start: NVIDIA's NGC entrypoint banner, and the NVIDIA container runtime's error.
 
-A driver older than the container's build needs, a GPU its builds have no kernels
-for, or CUDA failing to start with the CUDA error quoted under the banner.
+The banner: a driver older than the container's build needs, a GPU its builds have no kernels
+for, or CUDA failing to start with the CUDA error quoted under the banner. The runtime:
+nvidia-container-cli's `<stage> error: <detail>`, which the container engine quotes when its hook fails.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import regex
 
 from ...knowledge import cuda_error, cuda_error_fields, cuda_error_kind, message_starting
 from ...text import Line
+from ..mentions import phrases
 from .traceback import Context, Found, Prefixed, follow
 
 _CONTAINER_DRIVER = regex.compile(
@@ -49,7 +51,33 @@ builds have no kernels for, or CUDA failing to start, with the CUDA error under 
 (its message capitalised, or cut off where the paste ends)."""
 
 
+_CONTAINER_CLI = regex.compile(
+    r"nvidia-container-cli(?:\.real)?: (?P<stage>[a-z]{3,20}) error: (?P<detail>[^\n]{1,400})")
+"""libnvidia-container's CLI failing a container (src/cli/configure.c): the stage it stopped at (input, permission,
+initialization, container, detection, device, requirement, mount, ldcache) and why. `initialization error` there
+names the stage, not CUDA's error of the same words."""
+_ENGINE_SUFFIX = regex.compile(r"(?:[\\\"']|\\n)*(?:: unknown)?[.\s\\\"']*$")
+"""What the container engine appends to the quoted stderr (`: unknown.`, escaped quotes and newlines)."""
+
+
+def container_cli(line: Line, pre: Prefixed) -> list[Found]:
+    """The runtime's stage error whose detail a phrase of data/cause-phrases.tsv explains (a driver too old for the
+    image, NVML not found), read as that phrase; a detail no phrase explains is left to the other detectors."""
+    if not (match := _CONTAINER_CLI.search(pre.body)):
+        return []
+    detail = _ENGINE_SUFFIX.sub("", match["detail"])
+    fields: dict[str, Any] = {"stage": match["stage"], "error": detail, "reporter": "nvidia-container-cli"}
+    for phrase in phrases():
+        if (hit := phrase.pattern.search(detail)) and phrase.needed_in(detail):
+            fields |= phrase.fields(hit)
+            return [Found("cause-phrase", line, line, fields, ("cause-phrase", phrase.text), pre.time)]
+    return []
+
+
 def container_banner(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:
+    """An NGC container's start-up banner, or the container runtime's stage error (container_cli)."""
+    if runtime := container_cli(line, pre):
+        return runtime
     if match := _CONTAINER_GPU.search(pre.body):
         fields: dict[str, Any] = {"gpu_name": match["gpu"], "feature": "this container",
                                   "reason": "the container's builds have no kernels for this GPU"}
