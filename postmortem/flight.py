@@ -6,7 +6,9 @@ the first number at which the ranks part is where the job stopped: a member that
 its pg_status end before N) while others entered it, ranks that called another op, or the same op with other
 sizes or dtypes, or (on backends whose states move: NCCL) ranks still in a collective the others completed.
 The ranks that differ from the most common entry are the suspects. This is what PyTorch's fr_trace looks for; it
-needs no pg_config (Gloo leaves it empty): a group's members are the ranks whose dumps name it.
+needs no pg_config (Gloo leaves it empty): a group's members are the ranks whose dumps name it. A rank whose dump is
+empty (its recorder was on, it recorded nothing) never reached a collective: it is a member of the groups every
+other rank names (the default group holds every rank), missing from their first collective.
 
 Dumps are "given together" when they sit in one folder, or in folders of disjoint ranks (one per node): one job. A
 rank dumped twice in a folder (the pickle and the JSON of one recorder) counts once, by its fuller dump. The result
@@ -111,7 +113,7 @@ def _jobs(events: Iterable[Event]) -> list[dict[int, Dump]]:
     for event in events:
         entries = event.fields.get("entries") or ()
         rank = event.fields.get("rank")
-        if event.kind != "flight-recorder" or rank is None or not entries:
+        if event.kind != "flight-recorder" or rank is None:
             continue
         dump = Dump(rank, event, tuple(entries), event.fields.get("groups") or {})
         job = jobs.setdefault(posixpath.dirname(event.where.path), {})
@@ -124,7 +126,7 @@ def _jobs(events: Iterable[Event]) -> list[dict[int, Dump]]:
             merged.append(dict(job))
         else:
             node_of.update(job)
-    return [job for job in merged if len(job) > 1]
+    return [job for job in merged if len(job) > 1 and any(dump.entries for dump in job.values())]
 
 
 def _fullness(dump: Dump) -> tuple[int, bool]:
@@ -147,9 +149,14 @@ def _groups(job: Mapping[int, Dump]) -> dict[str, Group]:
     """Every process group a collective or a pg_status of the job names, in one pass over the entries."""
     found: dict[str, Group] = {}
     compared: set[str] = set()  # a group named only by p2p entries has no collectives to line up
+    silent = [rank for rank, dump in job.items() if not dump.entries and not dump.groups]
+    named = [set(dump.groups) | {e.pg for e in dump.entries} for rank, dump in job.items() if rank not in silent]
+    everyones = set.intersection(*named) if named else set()
     for rank in sorted(job):
         dump = job[rank]
         compared.update(dump.groups)
+        for pg in everyones if rank in silent else ():  # an empty dump: a member of every rank's groups
+            _join(found.setdefault(pg, Group()), rank)
         for pg in dump.groups:
             _join(found.setdefault(pg, Group()), rank)
         for entry in dump.entries:
@@ -173,7 +180,8 @@ def mismatches(job: Mapping[int, Dump]) -> list[Mismatch]:
     """The first collective of each process group at which the job's ranks part."""
     latest = _latest(job)
     found = _groups(job)
-    return [m for pg in sorted(found) if (m := _first_parting(job, pg, found[pg], latest)) is not None]
+    parted = [m for pg in sorted(found) if (m := _first_parting(job, pg, found[pg], latest)) is not None]
+    return parted if _progressed(job) else [dataclasses.replace(m, waited_s=None) for m in parted]
 
 
 def _first_parting(job: Mapping[int, Dump], pg: str, group: Group, latest: int | None) -> Mismatch | None:
@@ -186,7 +194,8 @@ def _first_parting(job: Mapping[int, Dump], pg: str, group: Group, latest: int |
             absent = tuple(rank for rank in members if reached[rank] < seq)
             reference = _common(present, lambda e: e.op)
             return _mismatch("missing", pg, seq, absent, present, reference, latest, len(members),
-                             _described(reference), "; ".join(_last_words(rank, calls[rank]) for rank in absent))
+                             _described(reference),
+                             "; ".join(_last_words(rank, calls[rank], not job[rank].entries) for rank in absent))
         for mismatch, label, value in COMPARED:
             reference = _common(present, value)
             suspects = tuple(rank for rank, entry in present.items() if value(entry) != value(reference))
@@ -203,8 +212,15 @@ def _first_parting(job: Mapping[int, Dump], pg: str, group: Group, latest: int |
 
 
 def _latest(job: Mapping[int, Dump]) -> int | None:
-    """The job's last recorded moment (ns): how long the others had waited is measured up to it."""
+    """The job's last recorded moment (ns), when the dumps say it stopped."""
     return max((e.latest_ns for d in job.values() for e in d.entries if e.latest_ns), default=None)
+
+
+def _progressed(job: Mapping[int, Dump]) -> bool:
+    """Whether the recorder saw collectives start or complete (NCCL's watchdog stamps them; Gloo records creation
+    only): without that, the last record is the last collective created, and the time since the others entered
+    theirs says nothing of how long they waited."""
+    return any(e.latest_ns and e.latest_ns != e.created_ns for d in job.values() for e in d.entries)
 
 
 def _enqueued(dump: Dump, pg: str) -> int:
@@ -232,7 +248,9 @@ def _described(entry: Entry) -> str:
     return f"{entry.op} {_shown(entry.input_sizes)} {','.join(entry.input_dtypes)}".rstrip()
 
 
-def _last_words(rank: int, calls: Mapping[int, Entry]) -> str:
+def _last_words(rank: int, calls: Mapping[int, Entry], empty: bool = False) -> str:
+    if empty:
+        return f"rank {rank} recorded no collective at all (its recorder was on: its dump is empty)"
     if not calls:
         return f"rank {rank} recorded nothing in this group"
     last = calls[max(calls)]

@@ -124,8 +124,9 @@ def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
                                "its entries were not compared")
     entries = _entries(doc, dump.get("entries"), seq_key, who) if seq_key else ()
     if seq_key and not dump.get("entries"):
-        doc.diagnostics.append(f"flight-recorder dump of {who} holds no entries: the recorder was off "
-                               "(TORCH_FR_BUFFER_SIZE / TORCH_NCCL_TRACE_BUFFER_SIZE unset) or nothing ran")
+        doc.diagnostics.append(f"flight-recorder dump of {who} holds no entries: the rank reached no collective "
+                               "(where other ranks' dumps hold entries, it is the one they waited for), or the "
+                               "recorder was off (TORCH_FR_BUFFER_SIZE / TORCH_NCCL_TRACE_BUFFER_SIZE unset)")
     if rank is None:
         named = f"a rank of {len(digits):,} digits, which no job has," if digits else "no rank"
         doc.diagnostics.append(f"flight-recorder dump with {named} in its file name (..._rank_N): "
@@ -165,7 +166,8 @@ def _load(doc: TextDoc, raw: bytes) -> dict[str, Any] | None:
     except (ValueError, RecursionError) as exc:  # RecursionError: JSON nested deeper than any dump is
         doc.diagnostics.append(f"flight-recorder dump (JSON) not read, truncated or malformed: {exc}")
         return None
-    return dump if isinstance(dump, dict) and "entries" in dump else None
+    # the JSON dumper leaves `entries` out of a dump that holds none; pg_status is in every dump
+    return dump if isinstance(dump, dict) and ("entries" in dump or "pg_status" in dump) else None
 
 
 def _json_int(digits: str) -> int | str:
@@ -313,8 +315,10 @@ def _summary(who: str, version: str, fields: Mapping[str, Any]) -> str:
     groups = "; ".join(f"group {pg}{' ' + g['desc'] if g.get('desc') else ''}: last enqueued {g.get('enqueued')}, "
                        f"started {g.get('started')}, completed {g.get('completed')}"
                        for pg, g in fields["groups"].items())
-    last = (f"; last entry: {fields['last_op']} {fields['last_input_sizes']} {','.join(fields.get('last_dtypes', []))}"
-            f" {fields['last_state']} (group {fields['last_pg']}, seq {fields['last_seq']})"
+    # a barrier's entry has no sizes or dtypes, and an empty value is not kept (_fields): each is read with .get
+    last = (f"; last entry: {fields['last_op']} {fields.get('last_input_sizes', [])} "
+            f"{','.join(fields.get('last_dtypes', []))} {fields.get('last_state', '?')} "
+            f"(group {fields.get('last_pg', '?')}, seq {fields.get('last_seq', '?')})"
             + (f" from {fields['last_caller']}" if fields.get("last_caller") else "")) if "last_op" in fields else ""
     return (f"flight-recorder dump of {who} (version {version}, {fields['entry_count']} entries"
             f"{', ' + fields['backend'] if 'backend' in fields else ''}){': ' + groups if groups else ''}{last}")

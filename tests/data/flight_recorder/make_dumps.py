@@ -2,7 +2,7 @@
 
 Usage:  python make_dumps.py OUTDIR        (any python with torch >= 2.8; CPU build is enough)
 
-Writes OUTDIR/{skip,size,sleep}/ with, for each rank N of that scenario's job:
+Writes OUTDIR/{skip,size,sleep,barrier,never}/ with, for each rank N of that scenario's job:
   nccl_trace_rank_N        the flight-recorder dump in PyTorch's default (pickle) format,
                            named as PyTorch names it (TORCH_FR_DUMP_TEMP_FILE prefix + rank;
                            the default prefix is /tmp/nccl_trace_rank_)
@@ -25,6 +25,10 @@ Then the fault, on the default group:
   size : rank 1 calls the all_reduce (pg 0 seq 5) with 4 floats, the others with 8.
   sleep: rank 3 sleeps 3 x TIMEOUT_S before the all_reduce (pg 0 seq 5) and never reaches
          it while the others wait in it.
+  barrier: ranks 0-2 wait in a barrier (pg 0 seq 5: an entry with no sizes or dtypes) while
+         rank 3 spins in a Python loop for 3 x TIMEOUT_S and never reaches it.
+  never: rank 3 spins in a Python loop before its first collective (its recorder is on and
+         empty); ranks 0-2 wait in the first all_reduce (pg 0 seq 1).
 
 Which mechanism wrote each file.  Gloo in torch 2.8-2.13 has no watchdog and does NOT dump
 by itself on a timeout: TORCH_FR_DUMP_TEMP_FILE / TORCH_NCCL_DUMP_ON_TIMEOUT are read only by
@@ -69,7 +73,7 @@ TIMEOUT_S = 3
 DUMP_AFTER_S = TIMEOUT_S + 2
 HOLD_S = DUMP_AFTER_S + 2
 ENTRIES = 16
-SCENARIOS = ("skip", "size", "sleep")
+SCENARIOS = ("skip", "size", "sleep", "barrier", "never")
 PREFIX = "nccl_trace_rank_"
 # Fewer elements than the others' 8: every rank then times out and dumps.  With MORE elements
 # (16 or 4096 tried) Gloo's TCP pair aborts rank 0 at once (std::terminate on
@@ -111,8 +115,30 @@ def normal_steps(dist, torch, rank, sub):
     dist.all_reduce(t)                                   # pg 0 seq 4
 
 
-def faulty_step(dist, torch, rank, scenario):
+def spin(seconds):
+    """A rank busy in Python (not waiting in any call): where the others wait for it."""
+    log(f"spinning in Python for {seconds}s")
+    end = time.monotonic() + seconds
+    turns = 0
+    while time.monotonic() < end:
+        turns += 1
+    log(f"stopped spinning after {turns} turns")
+
+
+def faulty_step(dist, torch, rank, scenario, sub):
     t = torch.ones(8)
+    if scenario == "never":
+        if rank == 3:
+            spin(3 * TIMEOUT_S)
+        else:
+            normal_steps(dist, torch, rank, sub)          # waits in its first all_reduce (pg 0 seq 1)
+        return
+    if scenario == "barrier":
+        if rank == 3:
+            spin(3 * TIMEOUT_S)
+            return
+        dist.barrier()                                    # pg 0 seq 5, ranks 0-2
+        return
     if scenario == "skip" and rank == 2:
         log("skipping the all_reduce, calling broadcast")
         dist.broadcast(t, src=0)                          # rank 2: its pg 0 seq 5
@@ -138,14 +164,15 @@ def worker(scenario, rank):
     dist.init_process_group("gloo", rank=rank, world_size=WORLD,
                             timeout=timedelta(seconds=TIMEOUT_S))
     sub = dist.new_group([1, 2, 3], timeout=timedelta(seconds=TIMEOUT_S), group_desc="sub_123")
-    normal_steps(dist, torch, rank, sub)
+    if scenario != "never":  # "never": the fault comes first, rank 3 never reaches a collective
+        normal_steps(dist, torch, rank, sub)
     log("normal collectives done; starting the faulty step")
     start = time.monotonic()
     timer = threading.Timer(DUMP_AFTER_S, dump, (rank, "timer thread"))
     timer.daemon = True
     timer.start()
     try:
-        faulty_step(dist, torch, rank, scenario)
+        faulty_step(dist, torch, rank, scenario, sub)
         log("faulty step returned")
     except Exception as e:  # noqa: BLE001 - the Gloo timeout / error, as the job would see it
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""

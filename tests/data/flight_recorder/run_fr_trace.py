@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 
-SCENARIOS = ("skip", "size", "sleep")
+SCENARIOS = ("skip", "size", "sleep", "barrier", "never")
 PREFIX = "nccl_trace_rank_"
 PG_CONFIG = {
     "0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1, 2, 3]"},
