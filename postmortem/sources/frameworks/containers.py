@@ -56,8 +56,21 @@ _CONTAINER_CLI = regex.compile(
 """libnvidia-container's CLI failing a container (src/cli/configure.c): the stage it stopped at (input, permission,
 initialization, container, detection, device, requirement, mount, ldcache) and why. `initialization error` there
 names the stage, not CUDA's error of the same words."""
-_ENGINE_SUFFIX = regex.compile(r"(?:[\\\"']|\\n)*(?:: unknown)?[.\s\\\"']*$")
-"""What the container engine appends to the quoted stderr (`: unknown.`, escaped quotes and newlines)."""
+ENGINE_TAILS = (": unknown", "\\n")
+"""What the container engine appends to the quoted stderr, besides quotes, dots and blanks: `: unknown` and escaped
+newlines."""
+
+
+def _engine_cut(detail: str) -> str:
+    """The CLI's own words, without the tail the engine appended (string cuts: a pattern anchored at the end would be
+    tried from every position of a long run of quotes)."""
+    while True:
+        cut = detail.rstrip(" .\t\\\"'")
+        for tail in ENGINE_TAILS:
+            cut = cut.removesuffix(tail)
+        if cut == detail:
+            return detail
+        detail = cut
 
 
 def container_cli(line: Line, pre: Prefixed) -> list[Found]:
@@ -65,7 +78,7 @@ def container_cli(line: Line, pre: Prefixed) -> list[Found]:
     image, NVML not found), read as that phrase; a detail no phrase explains is left to the other detectors."""
     if not (match := _CONTAINER_CLI.search(pre.body)):
         return []
-    detail = _ENGINE_SUFFIX.sub("", match["detail"])
+    detail = _engine_cut(match["detail"])
     fields: dict[str, Any] = {"stage": match["stage"], "error": detail, "reporter": "nvidia-container-cli"}
     for phrase in phrases():
         if (hit := phrase.pattern.search(detail)) and phrase.needed_in(detail):
