@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 import regex
@@ -81,7 +82,10 @@ _DUMP = regex.compile(r"(?i)dump(?:ing)? (?:the )?debug info|flight recorder|ncc
 _DUMP_PATH = regex.compile(r"(?<!\S)[^\s/]*+(/\S*nccl_trace_rank_\S*)")
 
 _PREFIX = r"(?:(?<![^\s:\[\]])(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<device>\d+)\] )?"
-_WARN = regex.compile(_PREFIX + r"(?:(?<![\w./-])(?P<src>[\w./-]+\.\w+:\d+) )?NCCL WARN (?P<message>(?:.*\S)?)\s*$")
+_WARN = regex.compile(_PREFIX + r"(?:(?<![\w./-])(?P<src>[\w./-]+\.\w+:\d+) (?:\(\w+\) )?)?"
+                               r"NCCL WARN (?P<message>(?:.*\S)?)\s*$")
+"""`host:pid:tid [dev] file:line NCCL WARN message`; NCCL 2.30 and later name the function too:
+`file:line (function) NCCL WARN`."""
 _INFO_VERSION = regex.compile(_PREFIX + r"NCCL INFO NCCL version (?P<version>[\d.]+)(?:\+cuda(?P<cuda>[\d.]+))?")
 _INFO_TRACE = regex.compile(_PREFIX + r"NCCL INFO (?P<src>[\w./-]+\.\w+:\d+) -> (?P<code>\d+)")
 _REMOTE = regex.compile(r"(?:peer|to|from) (?P<remote>\S+?)<(?P<port>\d+)>")
@@ -242,8 +246,12 @@ def _warning(folds: dict, line: Line, message: str, src: str | None, fields: dic
         fields["remote_port"] = int(remote["port"])
     if errno := _ERRNO.search(message):
         fields["errno_text"] = errno[0]
-    fields["category"] = _category(message, src or "")
     key = ("warn", src, _FOLD_NOISE.sub("#", message))
+    if key not in folds:  # a repeat only counts: its wording was classified with the first report
+        wording = classify(message, src or "")
+        fields["category"] = wording.category if wording else "other"
+        if wording and wording.cause:
+            fields["cause"] = wording.cause
     _add(folds, key, "nccl-warn", line, line, line.original, fields)
 
 
@@ -253,21 +261,30 @@ or wrapped so that its line starts inside the message (`> while creating shared 
 an XLA error quoting it with `Error` on the line before)."""
 
 
-def _category(message: str, src: str) -> str:
-    """What part of NCCL complained: transport kinds first, since they name the failing link."""
-    lowered = (message + " " + src).lower()
-    for category, markers in (
-        ("shm", ("shared memory", "/dev/shm", "shm_")),
-        ("cuda", ("cuda failure", "cuda error")),
-        ("ib", ("net/ib", "ib_plugin", "ibv_", "net_ib")),
-        ("net", ("net/ofi", "libfabric", "net/efa")),  # network plugins (aws-ofi-nccl on EFA, libfabric)
-        ("bootstrap", ("bootstrap",)),
-        ("proxy", ("proxy",)),
-        ("socket", ("socket", "net :", "net/socket", "connect", "connection")),
-    ):
-        if any(marker in lowered for marker in markers):
-            return category
-    return "other"
+@dataclass(frozen=True)
+class Wording:
+    """One row of data/nccl-warnings.tsv: which NCCL WARN wordings report what."""
+
+    category: str
+    cause: str | None
+    src: regex.Pattern | None
+    message: regex.Pattern | None
+
+
+@cache
+def wordings() -> tuple[Wording, ...]:
+    """The table, loaded once, in its order (the first matching row wins)."""
+    def compiled(pattern: str) -> regex.Pattern | None:
+        return None if pattern == "-" else regex.compile(pattern, regex.IGNORECASE)
+    return tuple(Wording(row["category"], knowledge.dash(row["cause"]), compiled(row["src"]), compiled(row["regex"]))
+                 for row in knowledge.data_rows("nccl-warnings.tsv"))
+
+
+def classify(message: str, src: str) -> Wording | None:
+    """The table's row for one warning: by its words, then by the file NCCL printed it from."""
+    return next((row for row in wordings()
+                 if (row.src is None or row.src.search(src)) and (row.message is None or row.message.search(message))),
+                None)
 
 
 def _prefix_fields(match: regex.Match) -> dict:
