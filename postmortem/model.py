@@ -269,18 +269,19 @@ class Report:
     telemetry: tuple[GpuSeries, ...] = ()
     suspects: tuple[str, ...] = ()
     """When nothing matched: ids of the events most likely to be the crash (postmortem.fingerprint)."""
+    context: tuple[Finding, ...] = ()
+    """Findings that are not about the job a snapshot or run record captures, each with its `outside` reason
+    (postmortem.scope): shown after the others, never the verdict."""
 
     @property
     def verdict(self) -> Finding | None:
-        """The best finding about the job, or None when nothing matched (cause `unknown`): a finding outside the
-        job (postmortem.scope) is context, never the verdict."""
-        return next((f for f in self.findings if f.outside is None), None)
+        """The best finding, or None when nothing matched (cause `unknown`)."""
+        return self.findings[0] if self.findings else None
 
     @property
     def others(self) -> tuple[Finding, ...]:
-        """Every finding but the verdict, in rank order."""
-        verdict = self.verdict
-        return tuple(f for f in self.findings if f is not verdict)
+        """Every finding but the verdict, in rank order, then the context."""
+        return (*self.findings[1:], *self.context)
 
     def event(self, event_id: str) -> Event | None:
         """The event with this id, if any."""

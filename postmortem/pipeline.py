@@ -134,13 +134,14 @@ def analyze_blobs(blobs: Iterable[Blob], database: Database | None = None, optio
     scoped = mark_outside(match(database, events), events, database.causes)
     findings = rank(scoped, events, database.causes, incidents(events, separate))
     tool = {"name": "postmortem", "version": __version__, "signatures": database.version}
-    report = Report(tool, tuple(inputs), tuple(events), facts, tuple(findings), tuple(cores), telemetry)
-    if report.verdict is None or _unrecognised_root(report.verdict):
+    own = tuple(f for f in findings if f.outside is None)
+    context = tuple(f for f in findings if f.outside is not None)
+    unexplained: tuple[str, ...] = ()
+    if not own or _unrecognised_root(own[0]):
         # the job's own lines: another process's event (scope.py) is context, not a suspect of the job's failure
-        context = {i for f in findings if f.outside for i in f.evidence}
-        report = dataclasses.replace(report, suspects=suspects([e for e in events if e.id not in context],
-                                                               [f for f in findings if not f.outside]))
-    return report
+        elsewhere = {i for f in context for i in f.evidence}
+        unexplained = suspects([e for e in events if e.id not in elsewhere], own)
+    return Report(tool, tuple(inputs), tuple(events), facts, own, tuple(cores), telemetry, unexplained, context)
 
 
 def _unrecognised_root(verdict: Finding) -> bool:

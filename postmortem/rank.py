@@ -222,7 +222,8 @@ between them)."""
 def _abort_after_error(root: Finding, rs: _Scope, follower: Finding, fs: _Scope) -> str | None:
     """A process that reports an error and then aborts (a failed CHECK on the error, an uncaught exception, a
     fatal-error handler) died of the error: the abort is its last step. Both in one input, the error at most
-    ABORT_REACH lines before the abort, and no pid that tells them apart."""
+    ABORT_REACH lines before the abort or inside the abort's own lines (`terminate called after throwing ...` and the
+    exception's `what():` under it), and no pid that tells them apart."""
     aborts = [e for e in fs.events
               if e.kind in ("fatal-signal", "child-failed") and e.fields.get("signal") == "SIGABRT"]
     if not aborts or len(aborts) != len(fs.events) or root.role == "consequence" or root.cause == follower.cause:
@@ -230,7 +231,8 @@ def _abort_after_error(root: Finding, rs: _Scope, follower: Finding, fs: _Scope)
     for abort in aborts:
         for error in rs.events:
             if (error.where.path == abort.where.path and error.where.line is not None and abort.where.line is not None
-                    and 0 <= abort.where.line - (error.where.end_line or error.where.line) <= ABORT_REACH
+                    and (0 <= abort.where.line - (error.where.end_line or error.where.line) <= ABORT_REACH
+                         or abort.where.line <= error.where.line <= (abort.where.end_line or abort.where.line))
                     and error.fields.get("pid") in (None, abort.fields.get("pid"))):
                 return (f"the abort at line {abort.where.line} of {abort.where.path} ends the process that reported "
                         f"{root.signature} at line {error.where.line}")

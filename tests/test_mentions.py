@@ -265,6 +265,60 @@ RND7_WORDINGS = {
 }
 
 
+# Round 8's general rules (tests/heldout/rnd8), each on public text of the family from threads the round did not use.
+RND8_WORDINGS = {
+    # a bus error told in words (XPixelGroup/BasicSR#59): the shared-memory guess
+    "Hi! I met a question about bus error using docker durring training.": "shm-exhausted",
+    # Dask's nanny, a user-space memory monitor, old and new wording (modin-project/modin#1643,
+    # CoffeaTeam/coffea-casa#409)
+    "distributed.nanny - WARNING - Worker exceeded 95% memory budget. Restarting": "host-oom",
+    "distributed.nanny.memory - WARNING - Worker tls://192.168.204.84:34937 (pid=129) exceeded 0% memory budget. "
+    "Restarting...": "host-oom",
+    # systemd's end of a service on a signal (systemd/systemd#13574)
+    "Feb 24 14:28:21 huawei systemd[1]: iot.service: main process exited, code=dumped, status=11/SEGV":
+        "native-crash",
+    # a program's crash handler naming the signal by number (godotengine/godot#42718)
+    "handle_crash: Program crashed with signal 11": "native-crash",
+    # Kubernetes' container status, in YAML (kserve/kserve#2290) and as kubectl describes it
+    # (kubernetes/kubernetes#122256): a SIGKILL, 128 + 9, the OOM guess
+    "      lastFailureInfo:\n        exitCode: 137": "host-oom",
+    "    Last State: Terminated\n      Reason: Error\n      Exit Code: 137": "host-oom",
+    # a CUDA error's own message with its number as an error code (RELION's HANDLE_ERROR, 3dem/relion#491)
+    "ERROR: unknown error in /usr/local/SOFTWARE/relion/src/motioncorr_runner.cpp at line 227 (error-code 999)":
+        "driver-mismatch",
+    # FlashAttention's architecture check (junjie18/CMT#95, Dao-AILab/flash-attention#51)
+    "RuntimeError: Expected is_sm8x || is_sm75 to be true, but got false.  (Could this error message be improved?  "
+    "If so, please report an enhancement request to PyTorch.)": "arch-mismatch",
+    "RuntimeError: Expected is_sm80 to be true, but got false.": "arch-mismatch",
+    # XLA's GPU compiler without a cuDNN handle (jax-ml/jax#14801)
+    "2023-03-06 16:35:33.099836: E external/org_tensorflow/tensorflow/compiler/xla/status_macros.cc:57] INTERNAL: "
+    "RET_CHECK failure (external/org_tensorflow/tensorflow/compiler/xla/service/gpu/gpu_compiler.cc:627) "
+    "dnn != nullptr": "library-failure",
+    # ONNX Runtime's TensorRT provider (styler00dollar/VSGAN-tensorrt-docker#74)
+    "2024-08-16 05:40:41.192758318 [E:onnxruntime:, sequential_executor.cc:516 ExecuteKernel] Non-zero status code "
+    "returned while running TRTKernel_graph_main_graph_3554867279417518500_0 node. Status Message: TensorRT EP "
+    "execution context enqueue failed.": "library-failure",
+    # a kernel compiled out for this architecture (huggingface/candle#2511)
+    "Error: DriverError(CUDA_ERROR_NOT_FOUND, \"named symbol not found\") when loading is_u32_bf16": "arch-mismatch",
+    # Vulkan's result codes, in C and in Vulkan-Hpp (ggml-org/llama.cpp#8492, #15256; vkmark/vkmark#17;
+    # RPCS3/rpcs3#10926)
+    "Bug: MESA: error: ../src/intel/vulkan/anv_device.c:4237: VK_ERROR_OUT_OF_DEVICE_MEMORY": "gpu-oom",
+    "ggml_vulkan: Device memory allocation of size 118497280 failed.\n"
+    "ggml_vulkan: vk::Device::allocateMemory: ErrorOutOfDeviceMemory": "gpu-oom",
+    "terminate called after throwing an instance of 'vk::DeviceLostError'\n"
+    "  what():  VULKAN_HPP_NAMESPACE::Device::waitIdle: ErrorDeviceLost": "gpu-hang",
+    "Nvidia drivers - Device lost (Driver crashed with unspecified error or stopped responding and recovered) "
+    "(VK_ERROR_DEVICE_LOST)": "gpu-hang",
+    # the OpenMP runtime's fatal error (HiLab-git/MIDeepSeg#4)
+    "OMP: Error #15: Initializing libiomp5md.dll, but found libiomp5md.dll already initialized.": "native-crash",
+    # NCCL's topology graph losing a node of its own (NVIDIA/nccl#1748's wording)
+    "graph/topo.h:230 NCCL WARN Could not find NET with id 0": "library-failure",
+    # a GPU engine timeout and the launch it ended (NVIDIA's forum, 2008)
+    "Cuda error: rp_many_kernel in file \u2018\u2019 in line 111 : the launch timed out and was terminated.\n"
+    "NVRM: Xid (0003:00): 8, Channel 00000001": "gpu-hang",
+}
+
+
 # Wordings of the harvested corpus (tests/corpus) that the tables now hold.
 CORPUS_WORDINGS = {
     # Kokkos' architecture check (kokkos/kokkos#6092)
@@ -279,7 +333,7 @@ CORPUS_WORDINGS = {
 
 @pytest.mark.parametrize(("text", "cause"), [*RND3_WORDINGS.items(), *RND4_WORDINGS.items(), *RND5_WORDINGS.items(),
                                              *RND6_WORDINGS.items(), *RND7_WORDINGS.items(),
-                                             *CORPUS_WORDINGS.items()])
+                                             *RND8_WORDINGS.items(), *CORPUS_WORDINGS.items()])
 def test_held_out_rounds_wordings_are_read_by_general_rules(text, cause):
     report = analyze_text(text + "\n")
     assert report.findings and report.findings[0].cause == cause, [f.cause for f in report.findings]

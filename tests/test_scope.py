@@ -40,7 +40,7 @@ def _case(tmp_path: Path, kernel_lines: list[tuple[datetime, str]], started: dat
 def test_another_process_oom_kill_is_context_and_the_hang_leads(tmp_path):
     report = analyze([str(_case(tmp_path, [(TAKEN - timedelta(hours=1), "other-process-oom.txt")]))])
     assert report.verdict is None
-    oom = next(f for f in report.findings if f.cause == "host-oom")
+    oom = next(f for f in report.context if f.cause == "host-oom")
     assert oom.outside == f"pid 629 (onmt_train) is not a process of the snapshot of pid {JOB_PID}"
     hang = next(e for e in report.events if e.kind == "process-hang")
     assert report.suspects[0] == hang.id
@@ -52,7 +52,7 @@ def test_an_event_from_before_the_job_started_is_context_whatever_its_cause(tmp_
     started = TAKEN - timedelta(minutes=10)
     report = analyze([str(_case(tmp_path, [(TAKEN - timedelta(hours=1), "xid79.txt")], started))])
     assert report.verdict is None
-    off_bus = next(f for f in report.findings if f.cause == "gpu-off-bus")
+    off_bus = next(f for f in report.context if f.cause == "gpu-off-bus")
     assert off_bus.outside is not None and "before the job started (2026-12-01 17:26:12+00:00)" in off_bus.outside
 
 
@@ -84,6 +84,16 @@ def test_the_outside_reason_is_shown_in_every_format(tmp_path):
     for form, words in shown.items():
         assert "not this job's: pid 629 (onmt" in words, form
         assert f"is not a process of the snapshot of pid {JOB_PID}" in words, form
+
+
+def test_json_lists_the_jobs_findings_apart_from_the_context(tmp_path):
+    """A program that reads `findings[0]` as the verdict never gets another process's event."""
+    from postmortem.render.json_report import as_dict
+
+    document = as_dict(analyze([str(_case(tmp_path, [(TAKEN - timedelta(hours=1), "other-process-oom.txt")]))]))
+    assert document["verdict"]["cause"] == "unknown" and document["findings"] == []
+    context = [(f["cause"], f["outside"].split(" is ")[0]) for f in document["context"]]
+    assert context == [("host-oom", "pid 629 (onmt_train)")]
 
 
 def test_without_a_snapshot_or_run_record_nothing_is_scoped(tmp_path):

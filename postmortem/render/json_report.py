@@ -28,6 +28,7 @@ def as_dict(report: Report) -> dict[str, Any]:
             "confidence": verdict.confidence if verdict else 0.0,
         },
         "findings": [to_plain(f) for f in report.findings],
+        "context": [to_plain(f) for f in report.context],
         "events": [_event(e) for e in report.events],
         "inputs": [to_plain(i) for i in report.inputs],
         "facts": to_plain(report.facts),

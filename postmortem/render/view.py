@@ -632,7 +632,7 @@ class NothingKnown:
 def nothing_known(report: Any, t: Any) -> NothingKnown:
     if report.events:
         hint = f" {t('unknown_hint')}" if report.suspects else ""
-        context = f" {t('unknown_outside', count=len(report.findings))}" if report.findings else ""
+        context = f" {t('unknown_outside', count=len(report.context))}" if report.context else ""
         return NothingKnown(f"{t('unknown_detail', count=len(report.events))}{context}{hint}", [])
     said = t("unknown_nothing_read", count=len(report.inputs)) if report.inputs else t("unknown_no_inputs")
     return NothingKnown(said, [(_in_language(row, "reads", t.lang), _in_language(row, "get", t.lang))

@@ -26,7 +26,8 @@ from types import ModuleType
 TEXT_SOURCE_MODULES = (
     "kernel_log", "framework_log", "nccl_log", "gpu_tools", "sanitizer", "gdb_log", "coredump_log", "bug_report",
     "gpu_telemetry", "nvsmi_xml", "job_log", "host_messages", "health_tests", "collect_bundle",
-    "run_record", "process_snapshot", "flight_recorder", "live_stacks", "torch_env", "installed", "reporter_words",
+    "run_record", "process_snapshot", "flight_recorder", "live_stacks", "torch_env", "installed", "graphics_log",
+    "reporter_words",
     "mentions",
 )
 """Text formats, in the order their events are listed."""

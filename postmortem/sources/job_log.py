@@ -33,7 +33,9 @@ ANCHORS: tuple[bytes, ...] = (
     b"sending SIGTERM to process", b"sending SIGKILL to process",
     b"due to memory pressure", b"due to memory used",
     b"<Signals.SIG", b"zsh: ", b"killed  ", b"segmentation fault  ", b"bus error  ", b"abort  ",
-    b"illegal hardware instruction",
+    b"illegal hardware instruction", b"memory budget", b"exitCode", b"Exit Code",
+    b"Main process exited", b"main process exited",
+    b"with signal", b"by signal", b"from signal",
 )
 
 _OOM_REPORTS = (
@@ -51,13 +53,18 @@ _OOM_REPORTS = (
     ("earlyoom", regex.compile(r"low memory! at or below SIG(?:TERM|KILL) limits|sending SIG(?:TERM|KILL) to process "
                                r"(?P<pid>\d+) uid \d+ \"(?P<process>[^\"]{1,64})\"")),
     ("systemd-oomd", regex.compile(r"Killed (?P<unit>/\S+) due to memory (?:pressure|used)")),
+    ("dask", regex.compile(r"Worker (?:\S{1,200} \(pid=(?P<pid>\d+)\) )?exceeded \d{1,3}% memory budget\.? +"
+                           r"Restarting")),
 )
 """Reports that name the out-of-memory kill themselves (no guess needed); Ray's memory monitor kills a task or a
 worker for host memory (`ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory`,
 docs.ray.io's "Out-Of-Memory Prevention"). earlyoom and systemd-oomd are the
 user-space OOM killers of desktops and distributions (earlyoom's main.c: `low memory! at or below SIGTERM limits`,
 `sending SIGTERM to process 322603 uid 1000 "python3.13"`; systemd's oomd: `Killed /user.slice/... due to memory
-pressure for ...`)."""
+pressure for ...`). Dask's nanny is a memory monitor of the same kind: it kills and restarts a worker past its memory
+budget (distributed's worker memory docs; `Worker exceeded 95% memory budget. Restarting`, modin-project/modin#1643,
+dask/distributed#1829; newer releases name the worker: `Worker tls://... (pid=129) exceeded 95% memory budget.
+Restarting...`)."""
 
 _JOB_CONTROL = regex.compile(
     r"(?:line \d+:\s+(?P<pid>\d+)\s+|^\s*(?:\[\d+\][+-]?\s+)?|(?<=(?:it/s|s/it)\]))"
@@ -87,6 +94,14 @@ _PY_SIGNAL = regex.compile(r"<Signals\.(?P<what>SIG[A-Z0-9]{2,8}): \d{1,2}>")
 """Python's name of a signal (signal.Signals), as its subprocess error gives a child's end (`Command '[...]' died
 with <Signals.SIGKILL: 9>.`) and people quote it."""
 _MPI_SIGNAL = regex.compile(r"\bSignal: (?P<what>[A-Z][a-z]+(?: [a-z]+)*) \((?P<number>\d+)\)")
+_SYSTEMD_EXIT = regex.compile(r"(?i:m)ain process exited, code=(?:killed|dumped), status=(?P<number>\d{1,2})/[A-Z]")
+"""systemd's end of a service killed by a signal (systemd.exec(5): `code=dumped, status=4/ILL`, `code=killed,
+status=9/KILL`): the signal by its number."""
+_SIGNAL_NUMBER = regex.compile(
+    r"(?i)\b(?:crashed|terminated|died|aborted|exited)[ \t]++(?:with|by|from|on|due[ \t]++to)[ \t]++"
+    r"signal[ \t]*+(?P<number>\d{1,2})\b")
+"""A program's own crash handler naming the signal by number (Godot's `handle_crash: Program crashed with signal
+11`, a launcher's `process terminated with signal 9`)."""
 _CANCELLED = regex.compile(r"CANCELLED AT (?P<when>\S+) DUE TO (?P<reason>TIME LIMIT|PREEMPTION)")
 
 
@@ -133,6 +148,10 @@ def _event_fields(text: str) -> tuple[str, dict[str, Any]] | None:
         return "job-cancelled", {"reporter": "slurm", "reason": m["reason"].lower().replace(" ", "-")}
     if m := _PY_SIGNAL.search(text):
         return "child-failed", {"reporter": "python-subprocess", "signal": m["what"]}
+    if (m := _SYSTEMD_EXIT.search(text)) and (signal := signal_name(int(m["number"]))):
+        return "child-failed", {"reporter": "systemd", "signal": signal}
+    if (m := _SIGNAL_NUMBER.search(text)) and (signal := signal_name(int(m["number"]))):
+        return "child-failed", {"reporter": "crash-handler", "signal": signal}
     if m := _MPI_SIGNAL.search(text):
         signal = signal_name(m["what"]) or signal_name(int(m["number"]))
         return ("fatal-signal", {"reporter": "mpi", "signal": signal}) if signal else None

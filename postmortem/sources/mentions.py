@@ -61,21 +61,29 @@ _API_NUMBERED = regex.compile(
     r"|failed[ \t]++with)[ \t]*+[:=]?[ \t]*+\(?[ \t]*+(?P<number>\d{1,3})(?![\d.])")
 """A CUDA error by number after the API call that returned it: `cudaGetDeviceCount failed in ..., error code : 35`
 (Paddle), `cudaGetDeviceCount returned 3` (deviceQuery), `cuInit failed with 999`."""
+_CODE_NUMBERED = regex.compile(r"(?i)\berror[-_ \t]?code[ \t]*+[:=]?[ \t]*+\(?[ \t]*+(?P<number>\d{1,3})(?![\d.])")
+"""A number given as an error code, which is a CUDA error's only where the line also holds that error's own message
+(RELION's `ERROR: out of memory in .../acc_backprojector_impl.h at line 37 (error-code 2)`, its HANDLE_ERROR macro
+printing cudaGetErrorString and the code): the two agreeing are the evidence, either alone is not."""
+CODE_WORDS_NUMBERED = (b"error-code", b"rror code", b"RROR CODE", b"error_code")
 API_WORDS = (b"cudaGet", b"cudaSet", b"cudaMalloc", b"cudaMemcpy", b"cudaDevice", b"cudaStream", b"cudaEvent",
              b"cudaLaunch", b"cudaFree", b"cuInit", b"cuCtx", b"cuMem", b"cuModule", b"cuLaunch", b"cuDevice")
 """The CUDA runtime's and driver's API families whose calls a program names when one fails."""
 _SIGNALS = regex.compile(r"(?i)(?<![\w-])(?P<what>segmentation[ \t]++fault|seg[ \t]?faul?t(?:ed|s)?"
                           r"|(?<!\ban[ \t])illegal[ \t]++instruction|floating[ -]point[ \t]++exception"
-                          r"|access[ \t]++violation)(?!\w)"
+                          r"|access[ \t]++violation"
+                          r"|(?<!pci[ \t])(?<!pcie[ \t])(?<!pci-e[ \t])(?<!aer:[ \t])bus[ \t]++error)"
+                          r"(?!\w)"
                           r"|(?-i:(?<=[a-z,][ \t])Killed)(?![\w-])"
                           r"|(?<=[\"'`\u2018\u201c])(?P<quoted>killed)(?=[\"'`\u2019\u201d])")
 """A crash signal told in words (`the socket closed by segmentation fault core dumped error`, `python segfaults at
 import`, `I simply get a Killed message`: the shell's word, capitalised inside a sentence or quoted; Windows' `access
-violation`): the end a shell or faulthandler would have reported; CUDA's "an illegal instruction was encountered"
+violation`; `I meet Bus error: nonexistent physical address with signal 7`, a bus error told, which PCIe's `PCIe Bus
+Error` is not): the end a shell or faulthandler would have reported; CUDA's "an illegal instruction was encountered"
 is the CUDA error, read by its message."""
 SIGNAL_WORDS = (b"egmentation fault", b"EGMENTATION FAULT", b"egfault", b"EGFAULT", b"eg fault", b"llegal instruction",
                 b"LLEGAL INSTRUCTION", b"point exception", b"POINT EXCEPTION", b"Killed", b"killed",
-                b"ccess violation", b"CCESS VIOLATION")
+                b"ccess violation", b"CCESS VIOLATION", b"us error", b"US ERROR")
 _HEALTHY = regex.compile(r"(?:Success|SUCCESS)$")
 _REPEATED_TAG = regex.compile(r"^\s*(?:\[[^\]]{1,40}\]\s*)?(?P<tag>[\w.-]{2,30}:)\s")
 """A line's leading tag (`NVRM:`, `nvidia-container-cli:`), which a program repeats on each line it wraps."""
@@ -159,7 +167,7 @@ def _messages() -> tuple[str, ...]:
                          and len(r.message) >= knowledge.MESSAGE_MIN}))
 
 
-ANCHORS = (*CODE_WORDS, *NAME_WORDS, *API_WORDS, *SIGNAL_WORDS, *_anchor_words())
+ANCHORS = (*CODE_WORDS, *NAME_WORDS, *API_WORDS, *CODE_WORDS_NUMBERED, *SIGNAL_WORDS, *_anchor_words())
 REPEATS = ANCHORS
 """A storm of identical lines folds as it is read for this source too: a repeat of a line holds the same mention,
 and a format reader that folds its storms (kernel_log) keeps folding where it shares an anchor with this one."""
@@ -265,13 +273,16 @@ def _prose(text: str) -> bool:
 CAUSELESS_KINDS = frozenset({"python-exception"})
 """Events that hold an error's words without naming a cause: a traceback's exception (`OSError: [WinError 1455] ...`
 is the traceback reader's, and the words are the cause)."""
+ABORT_KINDS = frozenset({"fatal-signal", "child-failed"})
+"""An abort's report holds the reason it stopped (`terminate called after throwing an instance of
+'vk::DeviceLostError'` and the exception's `what():` under it): the abort names no cause of its own."""
 
 
 def _causeless(event: Event) -> bool:
     """A CUDA error the tables give no cause (`invalid argument`), or a traceback's exception: its reader read the
     line, yet what it read explains nothing, so a phrase on the same line (the FlashAttention-3 source path the
     error names, Windows' paging-file error) is still read."""
-    if event.kind in CAUSELESS_KINDS:
+    if event.kind in CAUSELESS_KINDS or (event.kind in ABORT_KINDS and event.fields.get("signal") == "SIGABRT"):
         return True
     record = knowledge.cuda_error(event.fields.get("error") or "") if event.kind == "cuda-error" else None
     return record is not None and record.cause is None
@@ -298,7 +309,7 @@ def _codes(doc: TextDoc, line: Line) -> tuple[list[Event], list[str]]:
         event = _name_event(doc, line, hit, reasons)
         if event is not None:
             events.append(event)
-    if not events and (numbered := _NUMBERED.search(text) or _API_NUMBERED.search(text)):
+    if not events and (numbered := _NUMBERED.search(text) or _API_NUMBERED.search(text) or _own_message(text)):
         record = knowledge.cuda_error(numbered["number"])
         if record is None or record.number == 0:
             reasons.append(HEALTHY if record is not None else UNKNOWN_CODE)
@@ -313,6 +324,15 @@ def _codes(doc: TextDoc, line: Line) -> tuple[list[Event], list[str]]:
             events.append(doc.event("child-failed", line, {
                 "signal": knowledge.signal_name(words) or "SIGSEGV", "reporter": "told", "read": LOOSE}))
     return events, reasons
+
+
+def _own_message(text: str) -> regex.Match | None:
+    """An error code that is the CUDA error whose message the line also holds (_CODE_NUMBERED)."""
+    for hit in _CODE_NUMBERED.finditer(text):
+        record = knowledge.cuda_error(hit["number"])
+        if record is not None and record.message and record.message.lower() in text.lower():
+            return hit
+    return None
 
 
 CUT_WORDS = 16
