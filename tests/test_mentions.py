@@ -319,6 +319,40 @@ RND8_WORDINGS = {
 }
 
 
+# Round 9's general rules (tests/heldout/rnd9), on public text of each family; where only the round's thread shows
+# the wording, its line.
+RND9_WORDINGS = {
+    # HTCondor's hold for memory (CHTC/templates-GPUs#7)
+    "Hold reason: Error from slot1_7@gpulab2002.chtc.wisc.edu: Docker job has gone over memory limit of 1024 Mb":
+        "host-oom",
+    # Ray's memory monitor, by the close of its message (OpenRLHF/OpenRLHF#911)
+    "(ActorModelRayActor pid=8249) Refer to the documentation on how to address the out of memory issue: "
+    "https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html. Consider provisioning more memory on "
+    "this node or reducing task parallelism by requesting more CPUs per task.": "host-oom",
+    # ptxas refusing bf16 below sm_80 (deepspeedai/DeepSpeed#3947)
+    "ptxas /tmp/compile-ptx-src-9e79cc, line 59; error   : Feature '.bf16' requires .target sm_80 or higher":
+        "arch-mismatch",
+    # two CUDA versions' libraries in one process (Genesis-Embodied-AI/genesis-world#2814)
+    "ERROR 4 in nvvmAddNVVMContainerToProgram, may need newer version of nvJitLink library": "library-failure",
+    # XLA that cannot fit the program by rematerialization (jax-ml/jax#24309)
+    "2024-10-15 16:30:37.290084: W external/xla/xla/service/hlo_rematerialization.cc:3005] Can't reduce memory use "
+    "below 21.15GiB (22705764841 bytes) by rematerialization; only reduced to 90.75GiB (97440000040 bytes), down from "
+    "90.75GiB (97440000040 bytes) originally": "gpu-oom",
+    # vLLM's KV cache too small for one sequence (vllm-project/vllm#2418)
+    "ValueError: The model's max seq len (4096) is larger than the maximum number of tokens that can be stored in KV "
+    "cache (3664). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.":
+        "gpu-oom",
+    # Docker without the NVIDIA container toolkit (NVIDIA/nvidia-docker#1034)
+    "docker: Error response from daemon: could not select device driver \"\" with capabilities: [[gpu]].":
+        "driver-mismatch",
+    # a cloud agent's failed driver installation (DataBiosphere/dsub#229)
+    "Failure message: installing drivers: installing GPU drivers: exit status 255": "driver-mismatch",
+    # Fabric Manager not starting (aws/aws-parallelcluster#6571)
+    "service[nvidia-fabricmanager] (aws-parallelcluster-platform::nvidia_config line 35) had an error: "
+    "Mixlib::ShellOut::CommandTimeout: Command timed out after 900s:": "gpu-nvlink",
+}
+
+
 # Wordings of the harvested corpus (tests/corpus) that the tables now hold.
 CORPUS_WORDINGS = {
     # Kokkos' architecture check (kokkos/kokkos#6092)
@@ -333,7 +367,8 @@ CORPUS_WORDINGS = {
 
 @pytest.mark.parametrize(("text", "cause"), [*RND3_WORDINGS.items(), *RND4_WORDINGS.items(), *RND5_WORDINGS.items(),
                                              *RND6_WORDINGS.items(), *RND7_WORDINGS.items(),
-                                             *RND8_WORDINGS.items(), *CORPUS_WORDINGS.items()])
+                                             *RND8_WORDINGS.items(), *RND9_WORDINGS.items(),
+                                             *CORPUS_WORDINGS.items()])
 def test_held_out_rounds_wordings_are_read_by_general_rules(text, cause):
     report = analyze_text(text + "\n")
     assert report.findings and report.findings[0].cause == cause, [f.cause for f in report.findings]

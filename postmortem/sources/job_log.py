@@ -35,6 +35,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"<Signals.SIG", b"zsh: ", b"killed  ", b"segmentation fault  ", b"bus error  ", b"abort  ",
     b"illegal hardware instruction", b"memory budget", b"exitCode", b"Exit Code",
     b"Main process exited", b"main process exited",
+    b"over memory limit", b"ray-oom-prevention",
     b"with signal", b"by signal", b"from signal",
 )
 
@@ -49,10 +50,12 @@ _OOM_REPORTS = (
     ("pbs", regex.compile(r"exceeded (?:MEM|mem|vmem|pmem) usage hard limit(?: \((?P<used>\d+) > (?P<limit>\d+)\))?")),
     ("slurm", regex.compile(r"exceeded (?:job )?memory limit(?: \((?P<used>\d+) > (?P<limit>\d+)\))?, being killed")),
     ("ray", regex.compile(r"(?<!\d)(?P<count>\d+) Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)"
-                          r"|ray\.exceptions\.OutOfMemoryError|Task was killed due to the node running low on memory")),
+                          r"|ray\.exceptions\.OutOfMemoryError|Task was killed due to the node running low on memory"
+                          r"|address the out of memory issue: \S{0,80}ray-oom-prevention")),
     ("earlyoom", regex.compile(r"low memory! at or below SIG(?:TERM|KILL) limits|sending SIG(?:TERM|KILL) to process "
                                r"(?P<pid>\d+) uid \d+ \"(?P<process>[^\"]{1,64})\"")),
     ("systemd-oomd", regex.compile(r"Killed (?P<unit>/\S+) due to memory (?:pressure|used)")),
+    ("htcondor", regex.compile(r"[Jj]ob has gone over memory limit of (?P<limit>\d+) ?(?:Mb|MB|megabytes)")),
     ("dask", regex.compile(r"Worker (?:\S{1,200} \(pid=(?P<pid>\d+)\) )?exceeded \d{1,3}% memory budget\.? +"
                            r"Restarting")),
 )
@@ -64,7 +67,9 @@ user-space OOM killers of desktops and distributions (earlyoom's main.c: `low me
 pressure for ...`). Dask's nanny is a memory monitor of the same kind: it kills and restarts a worker past its memory
 budget (distributed's worker memory docs; `Worker exceeded 95% memory budget. Restarting`, modin-project/modin#1643,
 dask/distributed#1829; newer releases name the worker: `Worker tls://... (pid=129) exceeded 95% memory budget.
-Restarting...`)."""
+Restarting...`). HTCondor holds a job past its memory request (`Docker job has gone over memory limit of 1024 Mb`, the
+hold reason of its Docker universe; CHTC/templates-GPUs#7), and Ray's kill message ends with its OOM documentation's
+link."""
 
 _JOB_CONTROL = regex.compile(
     r"(?:line \d+:\s+(?P<pid>\d+)\s+|^\s*(?:\[\d+\][+-]?\s+)?|(?<=(?:it/s|s/it)\]))"
