@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
 
@@ -27,3 +29,28 @@ def database_with(directory: Path, *files: str) -> Database:
     for name in ("causes.yaml", *files):
         shutil.copy(SIGNATURES / name, directory)
     return load(directory)
+
+
+def catalog_rows(path: Path) -> list[dict[str, str]]:
+    """The rows of a vendor message catalog under tests/data: tab-separated, a header, `#` lines are comments."""
+    import csv
+
+    with path.open(encoding="utf-8", newline="") as handle:
+        return list(csv.DictReader((line for line in handle if not line.startswith("#")), delimiter="\t",
+                                   quoting=csv.QUOTE_NONE))
+
+
+PRINTF_CONVERSION = re.compile(
+    r"%(?P<flags>[-+ #0]*)(?P<width>\d*)(?:\.\d+)?(?:hh|h|ll|l|z|j|t|L|I64)?(?P<conv>[a-zA-Z%])")
+"""One conversion of a C format string (`%s`, `%04x`, `%llu`, `%%`)."""
+
+
+def printf_filled(template: str, words: Mapping[str, str]) -> str:
+    """`template` as the program prints it with plausible values: a conversion `words` names takes that value, a
+    number is 0 in the width it asks (so `%04x:%02x:%02x.%x` reads as a PCI address)."""
+    def value(m: re.Match) -> str:
+        if m["conv"] in words:
+            return words[m["conv"]]
+        return f"{0:{m['flags'] or ''}{m['width']}{'x' if m['conv'] in 'xX' else 'd'}}"
+
+    return PRINTF_CONVERSION.sub(value, template)

@@ -10,13 +10,13 @@ prints and must give that cause; the real lines people posted (tests below, with
 
 from __future__ import annotations
 
-import csv
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from helpers import catalog_rows
 from postmortem.pipeline import analyze_text
 
 CATALOG = Path(__file__).parent / "data" / "driver-install-catalog.tsv"
@@ -39,11 +39,8 @@ class Wording:
 
 
 def catalog() -> list[Wording]:
-    with CATALOG.open(encoding="utf-8") as stream:
-        rows = csv.DictReader((line for line in stream if not line.startswith("#")), delimiter="\t",
-                              quoting=csv.QUOTE_NONE)
-        return [Wording(r["program"], r["level"], r["format"], r["file"], r["cause"],
-                        () if r["args"] == "-" else tuple(r["args"].split("|"))) for r in rows]
+    return [Wording(r["program"], r["level"], r["format"], r["file"], r["cause"],
+                    () if r["args"] == "-" else tuple(r["args"].split("|"))) for r in catalog_rows(CATALOG)]
 
 
 def filled(wording: Wording) -> str:

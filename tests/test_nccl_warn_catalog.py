@@ -10,14 +10,13 @@ posted and check the finding's cause.
 
 from __future__ import annotations
 
-import csv
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from helpers import parse_alone
+from helpers import catalog_rows, parse_alone, printf_filled
 from postmortem import pipeline
 from postmortem.sources import nccl_log
 
@@ -27,7 +26,6 @@ CATCH_ALL = "other"
 CATALOG_FLOOR = 1200
 """NCCL v2.3 .. v2.30 print about 1,300 wordings: far fewer means the catalog was cut, and the test proves less."""
 
-_CONVERSION = re.compile(r"%[-+ #0]*\d*(?:\.\d+)?(?:hh|h|ll|l|z|j|t|L)?(?P<conv>[a-zA-Z%])")
 _VALUES = {"s": "word", "p": "0x0", "c": "x", "m": "Success", "%": "%"}
 """%d and the other numbers -> 0, %s -> a word, %p -> 0x0 (%m is glibc's strerror(errno))."""
 
@@ -40,16 +38,13 @@ class Wording:
 
 
 def catalog() -> list[Wording]:
-    with CATALOG.open(encoding="utf-8", newline="") as handle:
-        rows = csv.DictReader((line for line in handle if not line.startswith("#")), delimiter="\t",
-                              quoting=csv.QUOTE_NONE)
-        return [Wording(row["format"], row["file"], row["release"]) for row in rows]
+    return [Wording(row["format"], row["file"], row["release"]) for row in catalog_rows(CATALOG)]
 
 
 def render(wording: Wording, values: dict[str, str] | None = None) -> str:
     """The line NCCL writes for the wording: its file as the log names it (relative to src/) and line."""
     values = _VALUES | (values or {})
-    message = _CONVERSION.sub(lambda m: values.get(m["conv"], "0"), wording.format)
+    message = printf_filled(wording.format, values)
     return f"host:1234:5678 [0] {wording.file.removeprefix('src/')} NCCL WARN {message}"
 
 

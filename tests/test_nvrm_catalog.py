@@ -9,14 +9,12 @@ as info. The real-line tests run the whole pipeline on lines users posted and ch
 
 from __future__ import annotations
 
-import csv
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from helpers import parse_alone
+from helpers import catalog_rows, parse_alone, printf_filled
 from postmortem import knowledge, pipeline
 from postmortem.model import Event
 from postmortem.sources import kernel_log
@@ -30,7 +28,6 @@ GENERIC_FAMILY = "error"
 """The table's catch-all error row: a wording that lands there has a cause only where its function's subsystem
 (data/nvrm-subsystems.tsv: `RmInitAdapter` -> init -> gpu-off-bus) names one."""
 
-_CONVERSION = re.compile(r"%(?P<flags>[-+ #0]*)(?P<width>\d*)(?:\.\d+)?(?:hh|h|ll|l|z|j|t|L|I64)?(?P<conv>[a-zA-Z%])")
 _VALUES = {"s": "sample", "p": "00000000deadbeef", "%": "%", "c": "x"}
 
 
@@ -42,22 +39,12 @@ class Wording:
 
 
 def catalog() -> list[Wording]:
-    with CATALOG.open(encoding="utf-8", newline="") as handle:
-        rows = csv.DictReader((line for line in handle if not line.startswith("#")), delimiter="\t",
-                              quoting=csv.QUOTE_NONE)
-        return [Wording(row["format"], row["file"], row["level"]) for row in rows]
-
-
-def _value(m: re.Match) -> str:
-    """A plausible value for one conversion: 0 in the width asked (so `%04x:%02x:%02x.%x` is a PCI id)."""
-    if m["conv"] in _VALUES:
-        return _VALUES[m["conv"]]
-    return f"{0:{m['flags'] or ''}{m['width']}{'x' if m['conv'] in 'xX' else 'd'}}"
+    return [Wording(row["format"], row["file"], row["level"]) for row in catalog_rows(CATALOG)]
 
 
 def render(wording: Wording, uptime: int) -> list[str]:
     """The kernel log lines one print of the wording makes (a `\\n` inside the format starts a new line)."""
-    text = _CONVERSION.sub(_value, wording.format).replace('\\"', '"').replace("\\t", " ").replace("\\\\", "\\")
+    text = printf_filled(wording.format, _VALUES).replace('\\"', '"').replace("\\t", " ").replace("\\\\", "\\")
     return [f"[{uptime:5d}.123456] {part}" for part in text.split("\\n") if part.strip()]
 
 

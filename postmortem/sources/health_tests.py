@@ -513,6 +513,10 @@ _G80_HEADER = regex.compile(r"Running (?P<iters>\d+) iterations of tests over (?
                             r"memory on (?P<where>card|device) (?P<gpu>\d+): (?P<name>.+?)\s*$")
 _G80_TEST = regex.compile(r"^\s*(?P<test>[A-Z][^:]*?): (?P<n>\d+) errors \((?P<ms>\d+) ms\)\s*$")
 _G80_FINAL = regex.compile(r"Final error count.{0,200}?: (?P<n>\d+) errors")  # bounded: no rescan per copy
+_G80_PROGRESS = regex.compile(r"Test iteration (?P<iteration>\d+) \((?:GPU|card|device) (?P<gpu>\d+), "
+                              r"(?P<mb>\d+) MiB\): (?P<n>\d+) errors so far")
+"""memtestG80's running count, printed after each iteration (`Test iteration 50 (GPU 0, 128 MiB): 45528 errors so far`,
+openmm/openmm#2026): a paste of these alone, without the run's header, still tells the card's memory."""
 IMPLAUSIBLE = 2**32 - 2**16
 """Counts from here up are a 32-bit counter that went below zero (memtestG80 issue #3), not bad words."""
 
@@ -520,9 +524,12 @@ IMPLAUSIBLE = 2**32 - 2**16
 def _memtest_g80(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
     runs: list[dict] = []
     banner = None
+    progress: dict[int, tuple[Line, int, int]] = {}
     for line in lines:
         text = line.text
-        if "MemtestG80 v" in text or "MemtestCL v" in text:
+        if m := _G80_PROGRESS.search(text):
+            progress[int(m["gpu"])] = (line, int(m["mb"]), int(m["n"]))
+        elif "MemtestG80 v" in text or "MemtestCL v" in text:
             banner = "memtestCL" if "MemtestCL" in text else "memtestG80"
         elif m := _G80_HEADER.search(text):
             tool = banner or ("memtestG80" if m["where"] == "card" else "memtestCL")
@@ -551,6 +558,13 @@ def _memtest_g80(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
         else:
             fields.update(test="memtest", result="pass")
             yield _event(doc, run["line"], fields, run["tests"][-1][0])
+    reported = {run["gpu"] for run in runs if run["tests"]}
+    for gpu, (line, mb, n) in progress.items():
+        if gpu not in reported:  # the running count is all the paste has of this card's run
+            counted = n if n < IMPLAUSIBLE else None
+            yield _event(doc, line, {"tool": banner or "memtestG80", "gpu_index": gpu, "tested_mb": mb,
+                                     "test": "memtest", "result": "fail" if n else "pass", "errors": counted or None,
+                                     "implausible": (n >= IMPLAUSIBLE) or None})
 
 
 # ---------------------------------------------------------------- nccl-tests

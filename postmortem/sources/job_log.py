@@ -35,7 +35,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"<Signals.SIG", b"zsh: ", b"killed  ", b"segmentation fault  ", b"bus error  ", b"abort  ",
     b"illegal hardware instruction", b"memory budget", b"exitCode", b"Exit Code",
     b"Main process exited", b"main process exited",
-    b"over memory limit", b"ray-oom-prevention",
+    b"over memory limit", b"ray-oom-prevention", b"oom_kill", b"to signal",
     b"with signal", b"by signal", b"from signal",
 )
 
@@ -73,7 +73,8 @@ link."""
 
 _JOB_CONTROL = regex.compile(
     r"(?:line \d+:\s+(?P<pid>\d+)\s+|^\s*(?:\[\d+\][+-]?\s+)?|(?<=(?:it/s|s/it)\]))"
-    r"(?P<what>Killed|Segmentation fault|Bus error|Aborted|Illegal instruction|Floating point exception|Terminated)"
+    r"(?P<what>Killed|(?<=line \d{1,9}:\s{1,9}\d{1,9}\s{1,9})killed|Segmentation fault|Bus error|Aborted"
+    r"|Illegal instruction|Floating point exception|Terminated)"
     r"(?P<core> \(core dumped\))?(?:\s+(?P<command>\S.*?))?\s*$"
 )
 """bash/sh job control: `script: line 28:  8156 Killed  python3 main.py`, or the bare word on its own line, or right
@@ -103,10 +104,11 @@ _SYSTEMD_EXIT = regex.compile(r"(?i:m)ain process exited, code=(?:killed|dumped)
 """systemd's end of a service killed by a signal (systemd.exec(5): `code=dumped, status=4/ILL`, `code=killed,
 status=9/KILL`): the signal by its number."""
 _SIGNAL_NUMBER = regex.compile(
-    r"(?i)\b(?:crashed|terminated|died|aborted|exited)[ \t]++(?:with|by|from|on|due[ \t]++to)[ \t]++"
-    r"signal[ \t]*+(?P<number>\d{1,2})\b")
+    r"(?i)\b(?:crashed|terminated|died|aborted|exited|shutdown|shut[ \t]down)[ \t]++"
+    r"(?:with|by|from|on|due[ \t]++to)[ \t]++signal[ \t]*+(?P<number>\d{1,2})\b")
 """A program's own crash handler naming the signal by number (Godot's `handle_crash: Program crashed with signal
-11`, a launcher's `process terminated with signal 9`)."""
+11`, a launcher's `process terminated with signal 9`, nvcc's `'ptxas' died due to signal 9 (Kill signal)`,
+text-generation-inference's `Download process was signaled to shutdown with signal 7`)."""
 _CANCELLED = regex.compile(r"CANCELLED AT (?P<when>\S+) DUE TO (?P<reason>TIME LIMIT|PREEMPTION)")
 
 

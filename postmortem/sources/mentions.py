@@ -65,7 +65,15 @@ _CODE_NUMBERED = regex.compile(r"(?i)\berror[-_ \t]?code[ \t]*+[:=]?[ \t]*+\(?[ 
 """A number given as an error code, which is a CUDA error's only where the line also holds that error's own message
 (RELION's `ERROR: out of memory in .../acc_backprojector_impl.h at line 37 (error-code 2)`, its HANDLE_ERROR macro
 printing cudaGetErrorString and the code): the two agreeing are the evidence, either alone is not."""
-CODE_WORDS_NUMBERED = (b"error-code", b"rror code", b"RROR CODE", b"error_code")
+_CALL_MESSAGE = regex.compile(
+    r"(?i)\bcuda[ \t]++(?:runtime|driver)[ \t]++error[ \t]++in[ \t]++[^\n]{1,200}?\):[ \t]*+"
+    r"(?P<message>[a-z][a-z ,'-]{2,80})")
+"""A CUDA error told by the call that returned it and the error's message, short ones included, as TensorRT-LLM's
+TLLM_CUDA_CHECK prints it: `CUDA runtime error in ::cudaMallocAsync(ptr, n, mCudaStream->get()): out of memory
+(/app/tensorrt_llm/cpp/tensorrt_llm/runtime/tllmBuffers.h:112)`; read over the window, since a terminal may cut the
+call in two."""
+CODE_WORDS_NUMBERED = (b"error-code", b"rror code", b"RROR CODE", b"error_code", b"runtime error in",
+                       b"driver error in")
 API_WORDS = (b"cudaGet", b"cudaSet", b"cudaMalloc", b"cudaMemcpy", b"cudaDevice", b"cudaStream", b"cudaEvent",
              b"cudaLaunch", b"cudaFree", b"cuInit", b"cuCtx", b"cuMem", b"cuModule", b"cuLaunch", b"cuDevice")
 """The CUDA runtime's and driver's API families whose calls a program names when one fails."""
@@ -436,3 +444,8 @@ class _Window:
                 continue
             yield self._line_at(hit.start()), self._line_at(hit.end() - 1), knowledge.cuda_error_kind(record.cause), {
                 **knowledge.cuda_error_fields(record), "read": LOOSE}
+        for hit in _CALL_MESSAGE.finditer(self.text):
+            record = knowledge.cuda_error(hit["message"].strip())
+            if record is not None and record.number:
+                yield self._line_at(hit.start()), self._line_at(hit.end() - 1), \
+                    knowledge.cuda_error_kind(record.cause), {**knowledge.cuda_error_fields(record), "read": LOOSE}
