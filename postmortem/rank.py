@@ -153,7 +153,6 @@ def rank(findings: Sequence[Finding], events: Sequence[Event], causes: Mapping[s
     ranked = [_credit(f, consequences.get(f.signature, []), by_id) for f in ranked]
     ranked.sort(
         key=lambda f: (
-            f.outside is not None,
             f.consequence_of is not None,
             f.role == "consequence",
             _told_only(f, by_id),

@@ -72,8 +72,9 @@ _CALL_MESSAGE = regex.compile(
 TLLM_CUDA_CHECK prints it: `CUDA runtime error in ::cudaMallocAsync(ptr, n, mCudaStream->get()): out of memory
 (/app/tensorrt_llm/cpp/tensorrt_llm/runtime/tllmBuffers.h:112)`; read over the window, since a terminal may cut the
 call in two."""
-CODE_WORDS_NUMBERED = (b"error-code", b"rror code", b"RROR CODE", b"error_code", b"runtime error in",
-                       b"driver error in")
+CODE_WORDS_NUMBERED = (b"error-code", b"rror code", b"RROR CODE", b"error_code")
+CALL_WORDS = (b"runtime error in", b"driver error in")
+"""The words before a call whose error message follows (_CALL_MESSAGE)."""
 API_WORDS = (b"cudaGet", b"cudaSet", b"cudaMalloc", b"cudaMemcpy", b"cudaDevice", b"cudaStream", b"cudaEvent",
              b"cudaLaunch", b"cudaFree", b"cuInit", b"cuCtx", b"cuMem", b"cuModule", b"cuLaunch", b"cuDevice")
 """The CUDA runtime's and driver's API families whose calls a program names when one fails."""
@@ -175,7 +176,7 @@ def _messages() -> tuple[str, ...]:
                          and len(r.message) >= knowledge.MESSAGE_MIN}))
 
 
-ANCHORS = (*CODE_WORDS, *NAME_WORDS, *API_WORDS, *CODE_WORDS_NUMBERED, *SIGNAL_WORDS, *_anchor_words())
+ANCHORS = (*CODE_WORDS, *NAME_WORDS, *API_WORDS, *CODE_WORDS_NUMBERED, *CALL_WORDS, *SIGNAL_WORDS, *_anchor_words())
 REPEATS = ANCHORS
 """A storm of identical lines folds as it is read for this source too: a repeat of a line holds the same mention,
 and a format reader that folds its storms (kernel_log) keeps folding where it shares an anchor with this one."""
@@ -336,9 +337,10 @@ def _codes(doc: TextDoc, line: Line) -> tuple[list[Event], list[str]]:
 
 def _own_message(text: str) -> regex.Match | None:
     """An error code that is the CUDA error whose message the line also holds (_CODE_NUMBERED)."""
+    lowered = text.lower()
     for hit in _CODE_NUMBERED.finditer(text):
         record = knowledge.cuda_error(hit["number"])
-        if record is not None and record.message and record.message.lower() in text.lower():
+        if record is not None and record.message and record.message.lower() in lowered:
             return hit
     return None
 
