@@ -120,7 +120,7 @@ def rank(findings: Sequence[Finding], events: Sequence[Event], causes: Mapping[s
         (root.signature, follower.signature): words
         for follower in findings
         for root in findings
-        if root is not follower and not (_told_only(root, by_id) and not _told_only(follower, by_id))
+        if root is not follower and not (_weak_only(root, by_id) and not _weak_only(follower, by_id))
         and not (root.outside and not follower.outside) and (words := why(root, follower))
     }
     ranked: list[Finding] = []
@@ -153,9 +153,9 @@ def rank(findings: Sequence[Finding], events: Sequence[Event], causes: Mapping[s
     ranked = [_credit(f, consequences.get(f.signature, []), by_id) for f in ranked]
     ranked.sort(
         key=lambda f: (
+            _weak_only(f, by_id),
             f.consequence_of is not None,
             f.role == "consequence",
-            _told_only(f, by_id),
             -severity_rank(f.severity),
             -f.confidence,
             -cause_rank(f),
@@ -175,15 +175,16 @@ def _per_incident(root: _Scope, follower: _Scope, incident_of: Mapping[str, int]
              _scope([e for e in follower.events if incident_of.get(e.where.path, -1) == n])) for n in shared]
 
 
-TOLD = frozenset({"reported-symptom"})
-"""Event kinds of a person's account (sources/reporter_words.py): a finding resting on them alone ranks after every
-finding a program's own output supports, whatever its severity, and explains none of them (a reporter's "the
+WEAK = frozenset({"reported-symptom", "error-words"})
+"""Event kinds that are evidence by words alone: a person's account (sources/reporter_words.py) and an error line
+no table holds, read by its words (sources/error_words.py). A finding resting on them alone ranks after every
+finding a program's own report supports, whatever its severity, and explains none of them (a reporter's "the
 desktop froze, reboot-only" is weaker than the kernel's AER line, and no cause of it)."""
 
 
-def _told_only(finding: Finding, by_id: Mapping[str, Event]) -> bool:
+def _weak_only(finding: Finding, by_id: Mapping[str, Event]) -> bool:
     kinds = {by_id[i].kind for i in finding.evidence if i in by_id}
-    return bool(kinds) and kinds <= TOLD
+    return bool(kinds) and kinds <= WEAK
 
 
 def _distinct_causes_first(ranked: list[Finding]) -> list[Finding]:

@@ -527,3 +527,21 @@ def test_real_wordings_give_their_event_and_cause(text, kind, cause):
 def test_a_tensorrt_engine_for_another_gpu_names_both_architectures():
     [event] = analyze_text(RUNTIME_WORDINGS[2][0] + "\n").events
     assert (event.fields["built_for"], event.fields["sm"]) == ("sm_80", "sm_86")
+
+
+FACEFUSION_STATS = (Path(__file__).parent / "heldout" / "rnd11"
+                    / "rnd11d-sdwebui-facefusion-tf-virtual-device-512mb-limit-01" / "bfc-allocator.txt")
+"""TensorFlow's allocator statistics alone, as diffus-me/sd-webui-facefusion#10 posted them: a 512 MB virtual device
+used to its limit."""
+
+
+def test_allocator_statistics_at_their_limit_are_a_gpu_oom():
+    (event,) = [e for e in analyze([str(FACEFUSION_STATS)]).events if e.kind == "gpu-oom"]
+    assert (event.fields["limit_bytes"], event.fields["in_use_bytes"]) == (536870912, 536786944)
+    assert event.where.line == 1 and event.where.end_line == 8
+
+
+def test_allocator_statistics_with_room_left_are_not():
+    table = FACEFUSION_STATS.read_text().replace("InUse:                       536786944",
+                                                 "InUse:                       268435456")
+    assert not [e for e in analyze_text(table).events if e.kind == "gpu-oom"]

@@ -11,7 +11,8 @@ A text source module defines:
 
 A source of last resort (`mentions`: known codes and phrases in any layout) sets READS_UNCLAIMED and its
 `parse(doc, lines, earlier, unread)` is also given the events the sources before it made of this input and a
-list for the lines it saw but did not read; it runs last.
+list for the lines it saw but did not read; they run last (`error_words`, an error line read by its words alone,
+after `mentions`).
 
 Adding a format is adding a module and naming it in TEXT_SOURCE_MODULES.
 Binary inputs have their own entry points: `core_file` reads ELF cores.
@@ -29,6 +30,7 @@ TEXT_SOURCE_MODULES = (
     "run_record", "process_snapshot", "flight_recorder", "live_stacks", "torch_env", "installed", "graphics_log",
     "reporter_words",
     "mentions",
+    "error_words",
 )
 """Text formats, in the order their events are listed."""
 

@@ -27,6 +27,7 @@ from ..text import Line, TextDoc
 from .frameworks.arch import gpu_arch, kernel_resources
 from .frameworks.containers import container_banner, container_driver
 from .frameworks.cuda_runtime import (
+    allocator_stats,
     cuda_error_report,
     device_assert,
     gpu_oom,
@@ -82,6 +83,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"is not defined for option 'gpu-name'",
     b"Unsupported gpu architecture", b"Unsupported .version", b"is higher than default SM version",
     b"unable to write to file </torch", b"unable to open shared memory object </torch",
+    b"LargestFreeBlock:",  # TensorFlow's allocator statistics (cuda_runtime.allocator_stats)
 )
 ANCHORS += tuple(sorted({e.message.encode() for e in cuda_errors()
                          if e.message and len(e.message) >= MESSAGE_MIN}))
@@ -97,7 +99,7 @@ BLOCK_GAP = 6
 
 _DETECTORS: tuple[Callable[[Context, Line, Prefixed], list[Found]], ...] = (
     python_traceback, lua_traceback, gpu_arch, device_assert, kernel_resources, library_error, version_mismatch,
-    host_alloc, gpu_oom, workers, container_driver, container_banner, cuda_error_report, fatal_signal,
+    host_alloc, gpu_oom, allocator_stats, workers, container_driver, container_banner, cuda_error_report, fatal_signal,
 )
 """Tried in order on each candidate line; the first that recognises it wins."""
 

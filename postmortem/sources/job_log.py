@@ -72,14 +72,14 @@ hold reason of its Docker universe; CHTC/templates-GPUs#7), and Ray's kill messa
 link."""
 
 _JOB_CONTROL = regex.compile(
-    r"(?:line \d+:\s+(?P<pid>\d+)\s+|^\s*(?:\[\d+\][+-]?\s+)?|(?<=(?:it/s|s/it)\]))"
+    r"(?:line \d+:\s+(?P<pid>\d+)\s+|^\s*(?:\[\d+\][+-]?\s+)?|(?<=(?:[\w?]/s|s/\w{1,20})\]))"
     r"(?P<what>Killed|(?<=line \d{1,9}:\s{1,9}\d{1,9}\s{1,9})killed|Segmentation fault|Bus error|Aborted"
     r"|Illegal instruction|Floating point exception|Terminated)"
     r"(?P<core> \(core dumped\))?(?:\s+(?P<command>\S.*?))?\s*$"
 )
 """bash/sh job control: `script: line 28:  8156 Killed  python3 main.py`, or the bare word on its own line, or right
-after a progress bar's last redraw (`4/8 [02:10<02:22, 35.73s/it]Killed`: tqdm ends its line with a carriage return,
-which a paste loses)."""
+after a progress bar's last redraw (`4/8 [02:10<02:22, 35.73s/it]Killed`, `0.0/198.0 [00:00<?, ?seconds/s]Killed`: tqdm
+ends its line with a carriage return, which a paste loses; its rate is per any unit, or seconds per one)."""
 _ZSH_JOB = regex.compile(
     r"^\s*+(?:zsh: |(?:\[\d+\]\s++(?:[+-]\s++)?)?(?P<pid>\d+)\s++)"
     r"(?P<what>killed|segmentation fault|bus error|abort|illegal hardware instruction|floating point exception"

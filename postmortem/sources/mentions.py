@@ -188,7 +188,7 @@ counters), and a format reader folds such lines into the event of the first (ker
 plugin's repeated health line)."""
 
 
-def _shape(text: str) -> str:
+def shape(text: str) -> str:
     return " ".join(_TOKEN.sub(lambda t: "#" if any(c.isdigit() for c in t[0]) else t[0], text).split())
 
 
@@ -221,15 +221,15 @@ def _listed(events: list[Event]) -> list[Event]:
 def _read(doc: TextDoc, lines: list[Line], earlier: Sequence[Event],
           unread: list[Unread] | None) -> Iterator[Event]:
     mine = [e for e in earlier if e.where.path == doc.path and e.where.line is not None]
-    read = _lines_of([e for e in mine if not _causeless(e)])
-    weakly = _lines_of([e for e in mine if _causeless(e)])
+    read = lines_read([e for e in mine if not _causeless(e)])
+    weakly = lines_read([e for e in mine if _causeless(e)])
     seen: set[tuple[int, str]] = set()
     for line in lines:
-        shape = _shape(line.text)
-        taken = line.number in read.numbers or shape in read.shapes
+        form = shape(line.text)
+        taken = line.number in read.numbers or form in read.shapes
         if taken and not _prose(line.text):
             continue
-        weak = taken or line.number in weakly.numbers or shape in weakly.shapes
+        weak = taken or line.number in weakly.numbers or form in weakly.shapes
         found, reasons = ([], []) if weak else _codes(doc, line)
         for event in found:
             if (line.number, _key(event)) not in seen:
@@ -258,16 +258,19 @@ def _read(doc: TextDoc, lines: list[Line], earlier: Sequence[Event],
 
 
 @dataclass(frozen=True)
-class _Read:
+class ReadLines:
     """The lines some events read: their numbers, and the shapes of their text (a folded repeat is read too)."""
 
     numbers: frozenset[int]
     shapes: frozenset[str]
 
+    def hold(self, line: Line) -> bool:
+        return line.number in self.numbers or shape(line.text) in self.shapes
 
-def _lines_of(events: list[Event]) -> _Read:
+
+def lines_read(events: list[Event]) -> ReadLines:
     numbers = (n for e in events for n in range(e.where.line or 0, (e.where.end_line or e.where.line or 0) + 1))
-    return _Read(frozenset(numbers), frozenset(_shape(text) for e in events for text in e.text.splitlines()))
+    return ReadLines(frozenset(numbers), frozenset(shape(text) for e in events for text in e.text.splitlines()))
 
 
 PROSE_WORDS = 25

@@ -274,6 +274,29 @@ def gpu_oom(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:
     return [Found("gpu-oom", line, last, fields, key, pre.time)]
 
 
+_POOL_STAT = regex.compile(r"^\s*+(?P<name>Limit|InUse|LargestFreeBlock):\s++(?P<bytes>\d++)\s*+$")
+POOL_FULL = 0.95
+"""Share of its limit from which an allocator's pool is full: TensorFlow's BFC allocator prints its statistics when an
+allocation fails (BFCAllocator's DumpMemoryLog: `Limit:`, `InUse:`, ... `LargestFreeBlock:`), and a pasted report may
+hold that table alone; a pool in use to its limit is the failure it reports (a memory_limit set on a virtual device
+fills long before the GPU does)."""
+
+
+def allocator_stats(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:
+    """TensorFlow's allocator statistics, read at their last row, with a pool used to its limit: a GPU OOM."""
+    if not (last := _POOL_STAT.match(pre.body)) or last["name"] != "LargestFreeBlock":
+        return []
+    table = [line, *ctx.doc.preceding(line, 8)]
+    stats = {m["name"]: int(m["bytes"]) for each in table if (m := _POOL_STAT.match(each.text))}
+    limit, in_use = stats.get("Limit", 0), stats.get("InUse", 0)
+    if not limit or in_use < POOL_FULL * limit:
+        return []
+    first = next(each for each in reversed(table) if (m := _POOL_STAT.match(each.text)) and m["name"] == "Limit")
+    fields = {"framework": "tensorflow", "limit_bytes": limit, "in_use_bytes": in_use,
+              "largest_free_bytes": stats.get("LargestFreeBlock")}
+    return [Found("gpu-oom", first, line, fields, ("gpu-oom", "allocator-stats", limit, in_use), pre.time)]
+
+
 def _bytes(size: str) -> int | None:
     match = regex.match(r"(\d+(?:\.\d+)?)\s*([KMGTP]?)(i?)B?", size.replace("bytes", "B"))
     if not match:

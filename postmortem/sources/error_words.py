@@ -1,0 +1,132 @@
+"""An error line no table holds, read by the words a person would read it by: the reader after the last resort.
+
+Every other source knows a layout (kernel_log) or a wording (mentions: a CUDA error's message, a phrase of
+data/cause-phrases.tsv). Programs keep writing the same few facts in wordings of their own: HeavyDB's
+`ALLOCATION failed to find 256000000B throwing out of memory GPU_MGR:3`, TensorRT-LLM's `Executor creation failed
+due to insufficient GPU memory`, Ray's `/dev/shm has only 46964736 bytes available`, a memory tester's `45528 errors
+so far`. A person reads each at a glance, by two kinds of words on one line: what went wrong (out of memory,
+errors, not supported) and what it happened to (the GPU, the host, shared memory, the architecture). This source
+reads a line the same way, by the word groups of data/error-words.tsv: a row's cause when every group of the row
+has a word on the line and no word of its `unless` does (a GPU's out-of-memory row is unless the line names the host,
+and the host's unless it names the GPU).
+
+It reads only the lines no other source turned into an event, and what it makes is the weakest evidence there is:
+an `error-words` event, whose finding (signatures/words.yaml) ranks after every finding a program's own report
+supports and explains none of them (rank.WEAK). It is the answer where nothing else is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import cache
+
+import regex
+
+from .. import knowledge
+from ..model import LOOSE, Event, Unread
+from ..text import Line, TextDoc
+from .mentions import DOCUMENTED, lines_read
+
+NAME = "error-words"
+READS = ("text",)
+"""Logs only: a person's prose is read by reporter_words, which knows a symptom told from one denied or guessed."""
+READS_UNCLAIMED = True
+TABLE = "error-words.tsv"
+
+_EDGE_BEFORE = r"(?<![A-Za-z])"
+_EDGE_AFTER = r"(?![A-Za-z])"
+"""A word's edges are letters only, so that `GPU_MGR`, `CUDA3 buffer`, `GPU0` and `OOM:` hold their words."""
+_PLACEHOLDERS = {"{num}": r"\d[\d,.]*+", "{name}": r"\S{1,64}+"}
+MAX_LINE = 1000
+"""Characters of a line read: an error line is short, and a longer one is data (a tensor, a base64 blob)."""
+
+
+@dataclass(frozen=True)
+class WordsRow:
+    """One row of data/error-words.tsv, compiled: its groups, each a pattern of alternatives."""
+
+    cause: str
+    groups: tuple[regex.Pattern, ...]
+    unless: regex.Pattern | None
+    words: str
+
+    def reads(self, text: str) -> list[str] | None:
+        """The word of each group the line holds, or None when a group has none or an `unless` word stands."""
+        found = []
+        for group in self.groups:
+            hit = group.search(text)
+            if hit is None or knowledge.NEGATION.search(text, max(0, hit.start() - 30), hit.start()):
+                return None
+            found.append(hit.group(0))
+        if self.unless is not None and self.unless.search(text):
+            return None
+        return found
+
+
+def _alternatives(cell: str) -> regex.Pattern:
+    """`out of memory|oom|failed to allocate` as one pattern: each wording's words with any blanks, `_` or `-`
+    between them, at word edges, in any letter case."""
+    wordings = []
+    for wording in cell.split("|"):
+        tokens = [t for t in regex.split(r"(\{[a-z]+\})|\s+", wording.strip()) if t]
+        body = r"[\s_-]*+".join(_PLACEHOLDERS.get(t) or knowledge.typed(t) for t in tokens)
+        wordings.append(_EDGE_BEFORE + body + _EDGE_AFTER)
+    return regex.compile("|".join(wordings), regex.IGNORECASE)
+
+
+@cache
+def rows() -> tuple[WordsRow, ...]:
+    return tuple(WordsRow(row["cause"], tuple(_alternatives(g) for g in row["words"].split(" + ")),
+                          _alternatives(unless) if (unless := knowledge.dash(row["unless"])) else None, row["words"])
+                 for row in knowledge.data_rows(TABLE))
+
+
+_COMMON = frozenset({"the", "has", "been", "is", "of", "to", "off", "not", "no", "gpu", "out", "run", "ran"})
+"""Words too common in logs to pick a wording's lines out (`off the bus` is found by `bus`)."""
+
+
+def _anchor_words() -> tuple[bytes, ...]:
+    """The longest uncommon word of each wording of each row's first group, in the letter cases programs print: a
+    line without one holds no row's first group."""
+    words = set()
+    for row in knowledge.data_rows(TABLE):
+        for wording in row["words"].split(" + ")[0].split("|"):
+            pieces = [p for p in regex.split(r"\{[a-z]+\}|\s+", wording.strip()) if p]
+            literal = max([p for p in pieces if p.lower() not in _COMMON] or pieces, key=len)
+            words |= {literal, literal.lower(), literal.upper(), literal.capitalize()}
+    return tuple(sorted(w.encode() for w in words))
+
+
+ANCHORS = _anchor_words()
+
+
+_PROMPT = regex.compile(r"^[\s>]*+(?:[\w.-]++@[\w.-]++)?(?::\S*?)?[ \t]*+[$#%][ \t]++[a-z]")
+"""A command at a shell prompt (`core@gpu-node:~ $ dmesg -T | grep oom`): what a person typed, not what went wrong."""
+
+
+_HEDGE = regex.compile(
+    r"(?i)\b(?:potential|possible)\s++(?:root\s++)?(?:causes|reasons)\b|\bone of the following\b"
+    r"|\b(?:could|might|may)\s++(?:be\s++)?(?:caused\s++by|due\s++to)\b|\bit is possible that\b"
+    r"|\bthis (?:might|may|could) be\b")
+"""A program's list of what might have happened (Ray's "There are some potential root causes. (1) The process is
+killed by SIGKILL by OOM killer ...", vllm-project/vllm#586): a guess among several, not a report of one."""
+
+
+def parse(doc: TextDoc, lines: list[Line], earlier: Sequence[Event] = (),
+          unread: list[Unread] | None = None) -> Iterator[Event]:
+    """An `error-words` event for the first row each line satisfies, on the lines no earlier event read (nor a
+    repeat of one they folded), no prompt stands on and no hedge; none in documentation (an input whose codes
+    `mentions` found in a template)."""
+    if any(u.reason == DOCUMENTED for u in unread or ()):
+        return
+    read = lines_read([e for e in earlier if e.where.path == doc.path and e.where.line is not None])
+    for line in lines:
+        if read.hold(line) or _PROMPT.match(line.text) or _HEDGE.search(line.text):
+            continue
+        text = line.text[:MAX_LINE]
+        for row in rows():
+            if (words := row.reads(text)) is not None:
+                yield doc.event("error-words", line, {"cause": row.cause, "words": " + ".join(words),
+                                                      "read": LOOSE})
+                break
