@@ -383,6 +383,34 @@ RND10_WORDINGS = {
     "only 46964736 bytes available. This will harm performance!": "shm-exhausted",
 }
 
+RND11_WORDINGS = {
+    # ONNX Runtime's CUDA execution provider that cannot load, with and without the apostrophe
+    # (hacksider/Deep-Live-Cam#948, microsoft/onnxruntime#21049)
+    "CUDA_PATH is set but CUDA wasn't able to be loaded. Please install the correct version of CUDA and cuDNN as "
+    "mentioned in the GPU requirements page": "driver-mismatch",
+    "EP Error C:\\a\\_work\\1\\s\\onnxruntime\\python\\onnxruntime_pybind_state.cc:866 "
+    "onnxruntime::python::CreateExecutionProviderInstance CUDA_PATH is set but CUDA wasnt able to be loaded.":
+        "driver-mismatch",
+    # PaddlePaddle's own check (PaddlePaddle/PaddleOCR#914)
+    "`device: 0. The installed Paddle is compiled with CUDNN 7.6, but CUDNN version in your machine is 7.3, which may "
+    "cause serious incompatible bug.": "driver-mismatch",
+    # GKE's node pool without driver installation (GoogleCloudPlatform/container-engine-accelerators#407)
+    "GPU driver auto installation is disabled.": "driver-mismatch",
+    # tqdm's rate in a unit of its own before the shell's Killed (facebookresearch/demucs#252)
+    "  0%|          | 0.0/198.0 [00:00<?, ?seconds/s]Killed": "host-oom",
+}
+RND12_WORDINGS = {
+    # the kernel refusing a module built for another kernel (jonathonf/manjaro-nvidia#2)
+    "[  290.161165] nvidia: version magic '4.14.15-1-MANJARO SMP preempt mod_unload modversions retpoline ' should be "
+    "'4.14.15-1-MANJARO SMP preempt mod_unload modversions '": "driver-mismatch",
+    # modprobe without a module for the running kernel (Askannz/optimus-manager#39)
+    "modprobe: FATAL: Module nvidia not found in directory /lib/modules/4.20.0-1-MANJARO": "driver-mismatch",
+    # an Xid pasted with a blank after "PCI:" and without its colon (pop-os/pop#766)
+    "NVRM: Xid (PCI: 0000:01:00) 79 pid=294, GPU has fallen off the bus.": "gpu-off-bus",
+    # a server's own signal handler (heavyai/heavydb#819)
+    "HeavyDB.cpp:332 Interrupt signal (11) received.": "native-crash",
+}
+
 
 def test_a_list_of_possible_causes_is_not_a_report_of_one():
     """Ray's actor-death message names the OOM killer among causes it cannot tell apart (vllm-project/vllm#586)."""
@@ -407,7 +435,8 @@ CORPUS_WORDINGS = {
 @pytest.mark.parametrize(("text", "cause"), [*RND3_WORDINGS.items(), *RND4_WORDINGS.items(), *RND5_WORDINGS.items(),
                                              *RND6_WORDINGS.items(), *RND7_WORDINGS.items(),
                                              *RND8_WORDINGS.items(), *RND9_WORDINGS.items(),
-                                             *RND10_WORDINGS.items(), *CORPUS_WORDINGS.items()])
+                                             *RND10_WORDINGS.items(), *RND11_WORDINGS.items(),
+                                             *RND12_WORDINGS.items(), *CORPUS_WORDINGS.items()])
 def test_held_out_rounds_wordings_are_read_by_general_rules(text, cause):
     report = analyze_text(text + "\n")
     assert report.findings and report.findings[0].cause == cause, [f.cause for f in report.findings]

@@ -36,7 +36,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"illegal hardware instruction", b"memory budget", b"exitCode", b"Exit Code",
     b"Main process exited", b"main process exited",
     b"over memory limit", b"ray-oom-prevention", b"oom_kill", b"to signal",
-    b"with signal", b"by signal", b"from signal",
+    b"with signal", b"by signal", b"from signal", b") received", b"received signal", b"Received signal",
 )
 
 _OOM_REPORTS = (
@@ -105,10 +105,13 @@ _SYSTEMD_EXIT = regex.compile(r"(?i:m)ain process exited, code=(?:killed|dumped)
 status=9/KILL`): the signal by its number."""
 _SIGNAL_NUMBER = regex.compile(
     r"(?i)\b(?:crashed|terminated|died|aborted|exited|shutdown|shut[ \t]down)[ \t]++"
-    r"(?:with|by|from|on|due[ \t]++to)[ \t]++signal[ \t]*+(?P<number>\d{1,2})\b")
+    r"(?:with|by|from|on|due[ \t]++to)[ \t]++signal[ \t]*+(?P<number>\d{1,2})\b"
+    r"|\b(?:interrupt[ \t]++)?signal[ \t]*+\((?P<number>\d{1,2})\)[ \t]++received\b"
+    r"|\breceived[ \t]++signal[ \t]++(?P<number>\d{1,2})\b")
 """A program's own crash handler naming the signal by number (Godot's `handle_crash: Program crashed with signal
 11`, a launcher's `process terminated with signal 9`, nvcc's `'ptxas' died due to signal 9 (Kill signal)`,
-text-generation-inference's `Download process was signaled to shutdown with signal 7`)."""
+text-generation-inference's `Download process was signaled to shutdown with signal 7`), or the signal handler of a
+server telling what it received (HeavyDB's `Interrupt signal (11) received.`, `received signal 11`)."""
 _CANCELLED = regex.compile(r"CANCELLED AT (?P<when>\S+) DUE TO (?P<reason>TIME LIMIT|PREEMPTION)")
 
 

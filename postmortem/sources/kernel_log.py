@@ -294,7 +294,8 @@ def _place_uptimes(stamps: list[Stamp]) -> list[Stamp]:
 # --- message bodies -------------------------------------------------------------
 _PCI = r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?"
 _XID = regex.compile(
-    r"NVRM: Xid \((?:PCI:)?(?P<pci>[^)\s]{0,64}+)(?: (?P<instance>[^)]{0,64}+))?\): (?P<xid>\d+)(?:,\s*(?P<rest>.*))?"
+    r"NVRM: Xid \((?:PCI:[ \t]?)?(?P<pci>[^)\s]{0,64}+)(?: (?P<instance>[^)]{0,64}+))?\):?[ \t]++(?P<xid>\d+)"
+    r"(?:,?\s*(?P<rest>.*))?"
 )
 """The address and instance in the parentheses are bounded: unbounded, a line of `NVRM: Xid (` copies and no `)` was
 scanned to its end from each copy."""
