@@ -37,7 +37,8 @@ TABLE = "error-words.tsv"
 _EDGE_BEFORE = r"(?<![A-Za-z])"
 _EDGE_AFTER = r"(?![A-Za-z])"
 """A word's edges are letters only, so that `GPU_MGR`, `CUDA3 buffer`, `GPU0` and `OOM:` hold their words."""
-_PLACEHOLDERS = {"{num}": r"\d[\d,.]*+", "{name}": r"\S{1,64}+"}
+_PLACEHOLDERS = {"{num}": r"(?<![\d,.])\d[\d,.]*+", "{name}": r"\S{1,64}+"}
+"""A number read from its first digit only, so a run of digits costs one attempt."""
 MAX_LINE = 1000
 """Characters of a line read: an error line is short, and a longer one is data (a tensor, a base64 blob)."""
 
@@ -99,6 +100,9 @@ def _anchor_words() -> tuple[bytes, ...]:
 
 
 ANCHORS = _anchor_words()
+REPEATS = ANCHORS
+"""A storm of identical lines folds as it is read: a repeat holds the same words, and a format reader that folds its
+storms (nvidia-smi's rows of ERR!) keeps folding where it shares an anchor with this one."""
 
 
 _PROMPT = regex.compile(r"^[\s>]*+(?:[\w.-]++@[\w.-]++)?(?::\S*?)?[ \t]*+[$#%][ \t]++[a-z]")
