@@ -411,6 +411,27 @@ RND12_WORDINGS = {
     "HeavyDB.cpp:332 Interrupt signal (11) received.": "native-crash",
 }
 
+RND13_WORDINGS = {
+    # CUDA errors by number after the driver call (beehive-lab/TornadoVM#195, Project-HAMi/HAMi#585)
+    "[TornadoVM-PTX-JNI] ERROR : cuLaunchKernel -> Returned: 701": "launch-failure",
+    "[HAMI-core ERROR (pid:7 thread=140360328144640 allocator.c:115)]: cuMemoryAllocate failed res=2": "gpu-oom",
+    # Go's runtime (volcano-sh/devices#42)
+    "[signal SIGSEGV: segmentation violation code=0x1 addr=0x0 pc=0x1092953]": "native-crash",
+    # a device-side assert whose file and line the issue title cut (baichuan-inc/Baichuan2#72)
+    "indexSelectLargeIndex: block: [403,0,0], thread: [48,0,0] Assertion `srcIndex < srcSelectDimSize` failed.":
+        "device-assert",
+    # ND4J's allocator (deeplearning4j/nd4j#2801) and nanominer's DAG check (nanopool/nanominer#12)
+    "Suppressed: java.lang.RuntimeException: Failed to allocate 1283331072 bytes from DEVICE [0] memory": "gpu-oom",
+    "2019-04-13 19:53:21: <error> device: 1; Error: not enough memory on GPU 1 to create DAG.": "gpu-oom",
+    # the CUDA driver's library not found, at the end of a traceback (NVIDIA/cuda-python#17)
+    "RuntimeError: Failed to dlopen libcuda.so": "driver-mismatch",
+    # OptiX's ABI check (jbikker/lighthouse2#3), TensorRT's SM check (NVIDIA-ISAAC-ROS/isaac-ros-cli#22), the Jetson's
+    # over-current alarm (OE4T/meta-tegra#538)
+    "OPTIX_ERROR_UNSUPPORTED_ABI_VERSION (7801)": "driver-mismatch",
+    "Target GPU SM 87 is not supported by this TensorRT release.": "arch-mismatch",
+    "soctherm: OC ALARM 0x00000001": "gpu-thermal-power",
+}
+
 
 def test_a_list_of_possible_causes_is_not_a_report_of_one():
     """Ray's actor-death message names the OOM killer among causes it cannot tell apart (vllm-project/vllm#586)."""
@@ -436,7 +457,8 @@ CORPUS_WORDINGS = {
                                              *RND6_WORDINGS.items(), *RND7_WORDINGS.items(),
                                              *RND8_WORDINGS.items(), *RND9_WORDINGS.items(),
                                              *RND10_WORDINGS.items(), *RND11_WORDINGS.items(),
-                                             *RND12_WORDINGS.items(), *CORPUS_WORDINGS.items()])
+                                             *RND12_WORDINGS.items(), *RND13_WORDINGS.items(),
+                                             *CORPUS_WORDINGS.items()])
 def test_held_out_rounds_wordings_are_read_by_general_rules(text, cause):
     report = analyze_text(text + "\n")
     assert report.findings and report.findings[0].cause == cause, [f.cause for f in report.findings]

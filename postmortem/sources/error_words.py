@@ -26,7 +26,7 @@ import regex
 from .. import knowledge
 from ..model import LOOSE, Event, Unread
 from ..text import Line, TextDoc
-from .mentions import DOCUMENTED, lines_read
+from .mentions import DOCUMENTED, causeless, lines_read
 
 NAME = "error-words"
 READS = ("text",)
@@ -54,15 +54,17 @@ class WordsRow:
 
     def reads(self, text: str) -> list[str] | None:
         """The word of each group the line holds, or None when a group has none or an `unless` word stands."""
-        found = []
+        hits = []
         for group in self.groups:
-            hit = group.search(text)
-            if hit is None or knowledge.NEGATION.search(text, max(0, hit.start() - 30), hit.start()):
+            if (hit := group.search(text)) is None:
                 return None
-            found.append(hit.group(0))
+            hits.append(hit)
+        first = min(hit.start() for hit in hits)
+        if knowledge.NEGATION.search(text, max(0, first - 30), first):
+            return None  # denied before its first word; "not enough memory on GPU 1" denies nothing
         if self.unless is not None and self.unless.search(text):
             return None
-        return found
+        return [hit.group(0) for hit in hits]
 
 
 def _alternatives(cell: str) -> regex.Pattern:
@@ -119,12 +121,13 @@ killed by SIGKILL by OOM killer ...", vllm-project/vllm#586): a guess among seve
 
 def parse(doc: TextDoc, lines: list[Line], earlier: Sequence[Event] = (),
           unread: list[Unread] | None = None) -> Iterator[Event]:
-    """An `error-words` event for the first row each line satisfies, on the lines no earlier event read (nor a
-    repeat of one they folded), no prompt stands on and no hedge; none in documentation (an input whose codes
-    `mentions` found in a template)."""
+    """An `error-words` event for the first row each line satisfies, on the lines no earlier event read into a
+    cause (nor a repeat of one they folded; a traceback's exception line is still read), no prompt stands on and no
+    hedge; none in documentation (an input whose codes `mentions` found in a template)."""
     if any(u.reason == DOCUMENTED for u in unread or ()):
         return
-    read = lines_read([e for e in earlier if e.where.path == doc.path and e.where.line is not None])
+    read = lines_read([e for e in earlier if e.where.path == doc.path and e.where.line is not None
+                       and not causeless(e)])  # a traceback's exception holds words that explain nothing yet
     for line in lines:
         if read.hold(line) or _PROMPT.match(line.text) or _HEDGE.search(line.text):
             continue

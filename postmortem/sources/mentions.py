@@ -57,10 +57,11 @@ _NUMBERED = regex.compile(r"(?i)\bcuda(?:[ \t]++(?:driver|runtime))?[ \t]++error
 """A CUDA error by number after words that name it: `Cuda driver error 804 in call at file` (LAMMPS), `CUDA error
 700`, `CUDA Error: 2` (the number is the same in the runtime and the driver API)."""
 _API_NUMBERED = regex.compile(
-    r"\b(?:cuda[A-Z]\w{2,40}+|cu[A-Z][a-z]\w{1,40}+)\b[^\n]{0,100}?\b(?:returned|error[ \t]++code|error|code|status"
-    r"|failed[ \t]++with)[ \t]*+[:=]?[ \t]*+\(?[ \t]*+(?P<number>\d{1,3})(?![\d.])")
+    r"\b(?:cuda[A-Z]\w{2,40}+|cu[A-Z][a-z]\w{1,40}+)\b[^\n]{0,100}?\b(?i:returned|error[ \t]++code|error|code|status"
+    r"|failed[ \t]++with|res|ret|result)[ \t]*+[:=]?[ \t]*+\(?[ \t]*+(?P<number>\d{1,3})(?![\d.])")
 """A CUDA error by number after the API call that returned it: `cudaGetDeviceCount failed in ..., error code : 35`
-(Paddle), `cudaGetDeviceCount returned 3` (deviceQuery), `cuInit failed with 999`."""
+(Paddle), `cudaGetDeviceCount returned 3` (deviceQuery), `cuInit failed with 999`, `cuLaunchKernel -> Returned: 701`
+(TornadoVM), `cuMemoryAllocate failed res=2` (HAMi-core's wrapper of the driver API)."""
 _CODE_NUMBERED = regex.compile(r"(?i)\berror[-_ \t]?code[ \t]*+[:=]?[ \t]*+\(?[ \t]*+(?P<number>\d{1,3})(?![\d.])")
 """A number given as an error code, which is a CUDA error's only where the line also holds that error's own message
 (RELION's `ERROR: out of memory in .../acc_backprojector_impl.h at line 37 (error-code 2)`, its HANDLE_ERROR macro
@@ -80,7 +81,7 @@ API_WORDS = (b"cudaGet", b"cudaSet", b"cudaMalloc", b"cudaMemcpy", b"cudaDevice"
 """The CUDA runtime's and driver's API families whose calls a program names when one fails."""
 _SIGNALS = regex.compile(r"(?i)(?<![\w-])(?P<what>segmentation[ \t]++fault|seg[ \t]?faul?t(?:ed|s)?"
                           r"|(?<!\ban[ \t])illegal[ \t]++instruction|floating[ -]point[ \t]++exception"
-                          r"|access[ \t]++violation"
+                          r"|access[ \t]++violation|segmentation[ \t]++violation"
                           r"|(?<!pci[ \t])(?<!pcie[ \t])(?<!pci-e[ \t])(?<!aer:[ \t])bus[ \t]++error)"
                           r"(?!\w)"
                           r"|(?-i:(?<=[a-z,][ \t])Killed)(?![\w-])"
@@ -91,7 +92,8 @@ violation`; `I meet Bus error: nonexistent physical address with signal 7`, a bu
 Error` is not): the end a shell or faulthandler would have reported; CUDA's "an illegal instruction was encountered"
 is the CUDA error, read by its message."""
 SIGNAL_WORDS = (b"egmentation fault", b"EGMENTATION FAULT", b"egfault", b"EGFAULT", b"eg fault", b"llegal instruction",
-                b"LLEGAL INSTRUCTION", b"point exception", b"POINT EXCEPTION", b"Killed", b"killed",
+                b"LLEGAL INSTRUCTION", b"egmentation violation", b"point exception", b"POINT EXCEPTION",
+                b"Killed", b"killed",
                 b"ccess violation", b"CCESS VIOLATION", b"us error", b"US ERROR")
 _HEALTHY = regex.compile(r"(?:Success|SUCCESS)$")
 _REPEATED_TAG = regex.compile(r"^\s*(?:\[[^\]]{1,40}\]\s*)?(?P<tag>[\w.-]{2,30}:)\s")
@@ -196,7 +198,7 @@ def parse(doc: TextDoc, lines: list[Line], earlier: Sequence[Event] = (),
           unread: list[Unread] | None = None) -> Iterator[Event]:
     """Events for the known codes and phrases on `lines` that the format readers' events (`earlier`) did not read
     (their lines, and repeats of their lines they folded); what is seen but not read goes to `unread`. On a line
-    read only into a CUDA error that explains nothing (_causeless), and on a line of prose, the phrases are still
+    read only into a CUDA error that explains nothing (causeless), and on a line of prose, the phrases are still
     read, its codes not (its own event holds them). Codes in documentation are not a report (_listed)."""
     events = list(_read(doc, lines, earlier, unread))
     listed = _listed(events)
@@ -221,8 +223,8 @@ def _listed(events: list[Event]) -> list[Event]:
 def _read(doc: TextDoc, lines: list[Line], earlier: Sequence[Event],
           unread: list[Unread] | None) -> Iterator[Event]:
     mine = [e for e in earlier if e.where.path == doc.path and e.where.line is not None]
-    read = lines_read([e for e in mine if not _causeless(e)])
-    weakly = lines_read([e for e in mine if _causeless(e)])
+    read = lines_read([e for e in mine if not causeless(e)])
+    weakly = lines_read([e for e in mine if causeless(e)])
     seen: set[tuple[int, str]] = set()
     for line in lines:
         form = shape(line.text)
@@ -290,7 +292,7 @@ ABORT_KINDS = frozenset({"fatal-signal", "child-failed"})
 'vk::DeviceLostError'` and the exception's `what():` under it): the abort names no cause of its own."""
 
 
-def _causeless(event: Event) -> bool:
+def causeless(event: Event) -> bool:
     """A CUDA error the tables give no cause (`invalid argument`), or a traceback's exception: its reader read the
     line, yet what it read explains nothing, so a phrase on the same line (the FlashAttention-3 source path the
     error names, Windows' paging-file error) is still read."""

@@ -105,19 +105,36 @@ _ASSERT = regex.compile(
 )
 """A device-side assert as CUDA prints it (with block and thread), or as a framework's kernel macro prints it from a
 .cu file (Paddle's PADDLE_ENFORCE in kernels); pasted into Markdown the backticks are often lost."""
+_BLOCK_ASSERT = regex.compile(r"block: \[(?P<block>[\d, ]++)\],\s*+thread: \[(?P<thread>[\d, ]++)\]"
+                              r"\s*+Assertion `?(?P<cond>.{0,500}?)`? failed")
+"""The same with the file and line before the kernel's name cut off (an issue title, a paste): read from its block
+coordinates, which no other line holds, at the one place they stand; the kernel's name is the words before them."""
+ASSERT_GROUPS = ("file", "line", "func", "block", "thread", "cond")
 
 
 def device_assert(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:
-    match = _ASSERT.search(pre.body)
-    if not match:
+    groups = _assert_groups(pre.body)
+    if groups is None:
         return []
     fields = {
-        "file": match["file"], "file_line": int(match["line"]), "function": (match["func"] or "").strip()[:300] or None,
-        "block": match["block"], "thread": match["thread"], "assertion": match["cond"],
+        "file": groups["file"], "file_line": int(groups["line"]) if groups["line"] else None,
+        "function": (groups["func"] or "").strip()[:300] or None,
+        "block": groups["block"], "thread": groups["thread"], "assertion": groups["cond"],
     }
     fields = {k: v for k, v in fields.items() if v is not None}
-    key = ("device-assert", match["file"], match["line"], match["cond"])
+    key = ("device-assert", groups["file"], groups["line"], groups["cond"])
     return [Found("device-assert", line, line, fields, key, pre.time)]
+
+
+def _assert_groups(body: str) -> dict[str, str | None] | None:
+    if match := _ASSERT.search(body):
+        return {name: match[name] for name in ASSERT_GROUPS}
+    at = body.find("block: [")
+    if at < 0 or not (match := _BLOCK_ASSERT.match(body, at)):
+        return None
+    kernel = body[:at].rstrip(" :").rsplit(": ", 1)[-1].strip()
+    return {"file": None, "line": None, "func": kernel or None, "block": match["block"], "thread": match["thread"],
+            "cond": match["cond"]}
 
 
 # ---------------------------------------------------------------- cuBLAS / cuDNN
