@@ -14,6 +14,7 @@ process-hang has no cause of its own in the vocabulary and is shown as the first
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -77,6 +78,12 @@ class Waiter:
     path: str
     main: Wait
     threads: tuple[Wait, ...]
+    ppid: int | None = None
+    worker_of: int | None = None
+    """The pid of the rank this process is a child of (a DataLoader or multiprocessing worker, which inherits the
+    rank's RANK): not a rank of its own."""
+    lock_holders: tuple[int, ...] = ()
+    """The pids holding the file locks this process waits for (the snapshot's /proc/locks)."""
 
     @property
     def name(self) -> str:
@@ -84,12 +91,20 @@ class Waiter:
         return who + (f" (pid {self.pid}{' on ' + self.host if self.host else ''})" if self.rank is not None
                       else f" on {self.host}" if self.host else "")
 
+    @property
+    def voter(self) -> bool:
+        """A rank or a launcher: the processes whose waits say where the job stands (not a rank's worker, not a
+        helper such as multiprocessing's resource tracker)."""
+        return self.rank is not None or self.launcher is not None
+
 
 def thread_wait(thread: Mapping[str, Any]) -> Wait:
     """Where a thread waits: the first wait-place row matching one of its frames (a process file's `stacks`)."""
     python = [f for f in thread.get("python") or [] if isinstance(f, Mapping)]
     native = [str(f["symbol"]) for f in thread.get("frames") or [] if isinstance(f, Mapping) and f.get("symbol")]
-    candidates = {"python": [f"{f.get('function')}@{f.get('file')}" for f in python], "native": native}
+    kernel = [str(name) for name in thread.get("kernel") or []] if thread.get("state") != "R" else []
+    candidates = {"python": [f"{f.get('function')}@{f.get('file')}" for f in python], "native": native,
+                  "kernel": kernel}
     found = next((place for place in wait_places() if any(place.pattern.search(c) for c in candidates[place.frame])),
                  None)
     where = _python_place(python[0]) if python else (native[0] if native else "?")
@@ -115,9 +130,20 @@ def waiters(events: Iterable[Event]) -> list[Waiter]:
         main = next((w for w in threads if w.tid == pid), threads[0])
         if main.kind in DELEGATES:
             main = next((w for w in threads if w.kind in OTHERS), main)
+        holders = tuple(int(h) for lock in event.fields.get("file_locks") or []
+                        for h in lock.get("holders") or [] if isinstance(h, int))
         found.append(Waiter(pid, event.fields.get("host"), event.fields.get("rank"), event.fields.get("launcher"),
-                            event.where.path, main, threads))
+                            event.where.path, main, threads, event.fields.get("ppid"), None, holders))
+    found = _workers_apart(found)
     return sorted(found, key=lambda w: (w.rank is None, w.rank if w.rank is not None else 0, w.host or "", w.pid))
+
+
+def _workers_apart(found: list[Waiter]) -> list[Waiter]:
+    """A process whose parent is a rank of the same host is that rank's worker, whatever RANK it inherited: ranks
+    are the processes a launcher started."""
+    ranks: dict[tuple[str | None, int | None], Waiter] = {(w.host, w.pid): w for w in found if w.rank is not None}
+    return [dataclasses.replace(w, rank=None, worker_of=parent.pid)
+            if (parent := ranks.get((w.host, w.ppid))) is not None and parent is not w else w for w in found]
 
 
 def hang_events(events: Sequence[Event]) -> list[Event]:
@@ -130,12 +156,16 @@ def hang_events(events: Sequence[Event]) -> list[Event]:
 
 
 def _process_hang(waiter: Waiter) -> Event | None:
+    """Threads of one process waiting on each other's Python locks; or its only thread waiting for one, which no
+    thread of it can release (a lock another thread held when the process was forked: a worker's classic deadlock)."""
     locked = [w for w in waiter.threads if w.kind == "python-lock"]
-    if len(locked) < 2:
+    alone = len(locked) == 1 and len(waiter.threads) == 1
+    if len(locked) < 2 and not alone:
         return None
     places = "; ".join(f"thread {w.tid} at {w.where}" for w in locked)
-    return Event(kind="process-hang", where=Location(waiter.path), text=f"{waiter.name}: {len(locked)} threads "
-                 f"wait for Python locks: {places}",
+    told = (f"its only thread waits for a Python lock no thread of it can release (held by another thread when it "
+            f"was forked): {places}" if alone else f"{len(locked)} threads wait for Python locks: {places}")
+    return Event(kind="process-hang", where=Location(waiter.path), text=f"{waiter.name}: {told}",
                  fields={"pid": waiter.pid, "host": waiter.host, "who": waiter.name, "lock_waiters": len(locked),
                          "lock_places": places, "threads": len(waiter.threads)})
 
@@ -148,11 +178,27 @@ def _members(group: list[Waiter]) -> str:
     return " and ".join(parts)
 
 
-def _meaning(waiter: Waiter) -> str:
-    return f"the job's launcher, {waiter.launcher}" if waiter.launcher else waiter.main.meaning
+def _meaning(waiter: Waiter, everyone: Sequence[Waiter] = ()) -> str:
+    """What a process's wait means, with whom it waits for where the snapshot shows it: the holder of its file lock,
+    its worker stuck on a lock."""
+    if waiter.launcher:
+        return f"the job's launcher, {waiter.launcher}"
+    meaning = waiter.main.meaning
+    by_pid = {w.pid: w for w in everyone}
+    if waiter.main.kind == "file-lock" and waiter.lock_holders:
+        meaning += "; held by " + ", ".join(
+            by_pid[h].name + (" (the job's launcher)" if by_pid[h].launcher or by_pid[h].main.kind == "child" else "")
+            if h in by_pid else f"pid {h}, not of the job" for h in waiter.lock_holders)
+    stuck = [w for w in everyone if w.worker_of == waiter.pid and w.main.kind in ("python-lock", "native-lock")]
+    if stuck:
+        meaning += "; its worker " + ", ".join(f"pid {w.pid} waits for a lock in {w.main.where}" for w in stuck)
+    return meaning
 
 
-def _job_hang(found: list[Waiter], events: Sequence[Event]) -> Event:
+def _job_hang(everyone: list[Waiter], events: Sequence[Event]) -> Event:
+    voters = [w for w in everyone if w.voter]
+    found = voters if any(w.rank is not None for w in voters) else everyone
+    helpers = [w for w in everyone if w not in found]
     groups: dict[tuple[str, str], list[Waiter]] = {}
     for waiter in found:
         kind = "launcher" if waiter.launcher else waiter.main.kind
@@ -166,12 +212,14 @@ def _job_hang(found: list[Waiter], events: Sequence[Event]) -> Event:
     tool_hangs = [e for e in events if e.kind == "tool-hang"]
     gpu_side = kind == "gpu" or bool(blocked) or bool(tool_hangs)
     text = "; ".join(f"{_members(group)} {'wait' if len(group) > 1 else 'waits'} in {place} "
-                     f"({_meaning(group[0])})" for (_, place), group in ordered[:SHOWN_GROUPS])
+                     f"({_meaning(group[0], everyone)})" for (_, place), group in ordered[:SHOWN_GROUPS])
     fields: dict[str, Any] = {
-        "processes": len(found),
-        "hosts": sorted({w.host for w in found if w.host}),
-        "groups": [{"members": _members(group), "kind": k, "where": place, "meaning": _meaning(group[0])}
+        "processes": len(everyone),
+        "hosts": sorted({w.host for w in everyone if w.host}),
+        "groups": [{"members": _members(group), "kind": k, "where": place, "meaning": _meaning(group[0], everyone)}
                    for (k, place), group in ordered],
+        "others": "; ".join(f"{w.name}{f' (a worker of pid {w.worker_of})' if w.worker_of else ''} in "
+                            f"{w.main.where} ({w.main.meaning})" for w in helpers[:SHOWN_GROUPS]),
         "groups_text": text,
         "side": "gpu" if gpu_side else "host",
         "waiting_kind": kind,
@@ -186,7 +234,7 @@ def _job_hang(found: list[Waiter], events: Sequence[Event]) -> Event:
         if missing:
             fields["missing_ranks"] = ranks_text(missing)
     if suspects:
-        fields["suspects"] = "; ".join(f"{w.name} in {w.main.where} ({w.main.meaning})" for w in suspects)
+        fields["suspects"] = "; ".join(f"{w.name} in {w.main.where} ({_meaning(w, everyone)})" for w in suspects)
         fields["suspect"] = suspects[0].name
         fields["suspect_where"] = suspects[0].main.where
         fields["suspect_kind"] = suspects[0].main.kind

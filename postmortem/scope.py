@@ -15,6 +15,10 @@ What makes an event another process's or another time's:
   before the snapshot was taken, so it stays in scope.
 An event that says nothing of its host, time or process stays in scope: doubt goes to the job. Without a snapshot
 or a run record there is no job to scope to, and nothing changes.
+
+A guess about who ended a process (data/guesses.tsv: SIGKILL, "probably the host OOM killer") is refuted when the
+run read the kernel log of the job's window and that log holds none of the events that would confirm it: it is kept
+as context too, with that reason.
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 
+from .knowledge import data_rows
 from .model import Event, Finding, iso_time
 from .rank import LEAD, comparable
 from .signatures import Cause, moment
@@ -73,8 +79,29 @@ def mark_outside(findings: Sequence[Finding], events: Sequence[Event], causes: M
         reasons = [_outside(event, job, machine) for event in evidence]
         if evidence and all(reasons):
             finding = dataclasses.replace(finding, outside=reasons[0])
+        elif (refuted := _refuted(finding, events, job)) is not None:
+            finding = dataclasses.replace(finding, outside=refuted)
         marked.append(finding)
     return marked
+
+
+@cache
+def guesses() -> dict[str, frozenset[str]]:
+    """data/guesses.tsv: each guess's signature and the event kinds that would confirm it."""
+    return {row["signature"]: frozenset(row["confirmed_by"].split("|")) for row in data_rows("guesses.tsv")}
+
+
+def _refuted(finding: Finding, events: Sequence[Event], job: JobScope) -> str | None:
+    """Why a guess is wrong here: the run read the kernel log of the job's window, and no confirming event stands in
+    it after the job started (on the job's hosts)."""
+    confirming = guesses().get(finding.signature)
+    runs = [e for e in events if e.kind == "job-run" and e.fields.get("kernel_log")]
+    if confirming is None or not runs:
+        return None
+    if any(e.kind in confirming and _outside(e, job, machine=True) is None for e in events):
+        return None
+    return (f"a guess the job's kernel log refutes: {runs[0].fields['kernel_log']}, read over the job's window, "
+            f"holds no {' or '.join(sorted(confirming))} event")
 
 
 def _outside(event: Event, job: JobScope, machine: bool) -> str | None:

@@ -251,6 +251,18 @@ def barrier_deadlock() -> Iterator[Hung]:
 
 
 @contextmanager
+def rank_job(scenario: str, lock_file: Path) -> Iterator[Hung]:
+    """rank_job.py: four ranks, each exec'd with RANK and WORLD_SIZE set as a launcher sets them; ranks 0, 1, 3 wait
+    in a barrier and rank 2 is stuck by `scenario`: "mutex" (a native mutex it holds), "flock" (an fcntl lock on
+    `lock_file` that the launcher holds) or "worker" (its forked worker deadlocked on a lock held at fork; role
+    worker)."""
+    program = PROGRAMS / "rank_job.py"
+    roles = (*RANKS, "worker") if scenario == "worker" else RANKS
+    with hung_process(program, [sys.executable, str(program), scenario, str(lock_file)], roles) as hung:
+        yield hung
+
+
+@contextmanager
 def torch_gloo_hang() -> Iterator[Hung]:
     """A 4-rank Gloo job in which rank2 sleeps in skips_the_collective while the others wait in
     all_reduce; skips when torch does not import here."""

@@ -27,6 +27,7 @@ import pytest
 
 from postmortem.capture.redact import Redactor, environment_listing, secret_shapes
 from postmortem.capture.run import STREAMS
+from postmortem.sources.run_record import KERNEL_LOG_NOTE
 
 DATA = Path(__file__).parent / "data" / "capture"
 TIMEOUT_S = 60
@@ -274,6 +275,26 @@ def test_kernel_log_of_a_run_keeps_the_jobs_crashes_and_gpu_lines_only():
     kept, dropped = job_lines(log, {1005460})
     assert dropped == 1
     assert "zed-editor[11804]" not in kept and "zed-editor[1005460]" in kept and "Xid" in kept
+
+
+def test_a_sigkill_the_kernel_log_of_the_window_does_not_confirm_is_no_oom_verdict(programs: Path) -> None:
+    """A child that SIGKILLs itself under a parent that reports it (`died with <Signals.SIGKILL: 9>`): the usual
+    guess is the host OOM killer, and the kernel log run read over the job's window holds no OOM kill, so the guess
+    is context with that reason, never the verdict (data/guesses.tsv)."""
+    (programs / "parent.py").write_text("import subprocess, sys\n"
+                                        "subprocess.run([sys.executable, 'sigkill.py'], check=True)\n")
+    done = run_job(programs, "parent.py")
+    assert done.returncode == 1
+    record = json.loads((programs / "case" / "run.json").read_text())
+    if not any(note.startswith(KERNEL_LOG_NOTE) for note in record.get("collected", [])):
+        pytest.skip("the kernel log cannot be read on this machine: nothing refutes the guess")
+    report = analyze_json(programs / "case", programs)
+    assert "died with <Signals.SIGKILL: 9>" in (programs / "case" / "stderr.log").read_text()
+    if any(e["kind"] == "oom-kill" for e in report["events"]):
+        pytest.skip("this machine's kernel log holds an OOM kill in the job's window")
+    assert "host-oom" not in [f["cause"] for f in report["findings"]]
+    (guess,) = [f for f in report["context"] if f["signature"] == "sigkill-host-oom-guess"]
+    assert "kernel log refutes" in guess["outside"]
 
 
 RUN_ENDINGS = {"segfault.py": "killed by SIGSEGV (signal 11)", "aborts.py": "killed by SIGABRT (signal 6)",

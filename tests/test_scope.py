@@ -101,3 +101,41 @@ def test_without_a_snapshot_or_run_record_nothing_is_scoped(tmp_path):
     log.write_text(f"2026-12-01T16:36:12+0000 vm kernel: {(DATA / 'scope' / 'other-process-oom.txt').read_text()}")
     report = analyze([str(log)])
     assert report.verdict is not None and report.verdict.cause == "host-oom"
+
+
+RUN_STARTED = datetime.fromisoformat("2026-12-07T00:38:39+00:00")
+
+
+def _run_case(tmp_path: Path, kernel_lines: list[tuple[datetime, str]]) -> Path:
+    """A case as `postmortem run` leaves it after a job whose child was SIGKILLed (Python's own report of it in
+    stderr.log), with the kernel log of the job's window it read: `kernel_lines` (real lines, stamped), or none."""
+    case = tmp_path / "case"
+    case.mkdir()
+    kernel = "".join(f"{when.strftime('%Y-%m-%dT%H:%M:%S%z')} vm kernel: {(DATA / 'scope' / name).read_text()}"
+                     for when, name in kernel_lines)
+    if kernel:
+        (case / "kernel.log").write_text(kernel)
+    (case / "stderr.log").write_text(
+        "subprocess.CalledProcessError: Command '['/usr/bin/python3', 'sigkill.py']' died with <Signals.SIGKILL: 9>.\n")
+    (case / "stdout.log").write_text("")
+    (case / "run.json").write_text(json.dumps({
+        "command": ["python3", "parent.py"], "cwd": str(tmp_path), "pid": 10467,
+        "started": RUN_STARTED.isoformat(), "ended": (RUN_STARTED + timedelta(seconds=2)).isoformat(),
+        "exit_status": 1, "signal_number": None, "environment_set": {}, "streams": {"stdout": "stdout.log",
+                                                                                    "stderr": "stderr.log"},
+        "collected": [f"kernel log of the job's window: {'kernel.log' if kernel else '(read; no line in the window)'}"],
+    }))
+    return case
+
+
+def test_a_sigkill_guess_the_jobs_kernel_log_does_not_confirm_is_context(tmp_path):
+    report = analyze([str(_run_case(tmp_path, []))])
+    assert "host-oom" not in [f.cause for f in report.findings]
+    (guess,) = [f for f in report.context if f.signature == "sigkill-host-oom-guess"]
+    assert guess.outside is not None and "kernel log refutes" in guess.outside
+
+
+def test_a_sigkill_guess_stands_where_the_jobs_kernel_log_holds_an_oom_kill(tmp_path):
+    report = analyze([str(_run_case(tmp_path, [(RUN_STARTED + timedelta(seconds=1), "other-process-oom.txt")]))])
+    assert report.findings and report.findings[0].cause == "host-oom"
+    assert not [f for f in report.context if f.signature == "sigkill-host-oom-guess"]

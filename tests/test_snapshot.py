@@ -34,6 +34,7 @@ from hung import (
     pystack_remote,
     python_frame_differences,
     python_lock_deadlock,
+    rank_job,
     stopped_tasks,
     torch_gloo_hang,
 )
@@ -113,14 +114,21 @@ def _gdb_pairs(threads) -> dict[int, list[tuple[int, str | None]]]:
     return pairs(on_the_stack(threads), _spell)
 
 
-def _same_as_reference_tools(pid: int, state: dict) -> None:
+def _same_as_reference_tools(pid: int, state: dict, names: bool = True) -> None:
+    """Python frames equal to py-spy's and pystack's, native frames to gdb's; with `names` False, gdb's pcs only: where
+    glibc's detached debug file gives a function several local aliases, gdb's choice among them (`__GI___libc_fcntl64`
+    over `__GI___fcntl`) is one postmortem does not yet make (CI's machines have no such file)."""
     ours = _python(state)
     spy, pystack = py_spy_dump(pid), pystack_remote(pid)
     # py-spy lists only threads that run Python; pystack and postmortem also name threads with no Python frame
     assert python_frame_differences(ours, {t: f for t, f in spy.items() if f}) == []
     assert python_frame_differences(ours, {t: f for t, f in pystack.items() if f}) == []
     gdb = _gdb_pairs(gdb_attach_bt(pid))
-    assert gdb and _native(state) == gdb
+    if names:
+        assert gdb and _native(state) == gdb
+    else:
+        assert gdb and {t: [pc for pc, _ in f] for t, f in _native(state).items()} == \
+            {t: [pc for pc, _ in f] for t, f in gdb.items()}
 
 
 def test_python_deadlock_frames_equal_py_spy_pystack_and_gdb(tmp_path):
@@ -169,6 +177,50 @@ def test_barrier_job_every_process_equals_reference_tools_and_the_sleeper_is_the
     assert hang.fields["suspect"].startswith(f"pid {hung.roles['rank2']}")
     assert hang.fields["waiting_kind"] == "barrier"
     assert f"never_arrives ({Path(hung.program).name}" in hang.fields["suspect_where"]
+
+
+def _rank_job_hang(scenario: str, tmp_path: Path) -> tuple[object, dict, object]:
+    """rank_job.py in `scenario`, snapshot as `snapshot --job` takes it, every process's frames checked against
+    py-spy, pystack and gdb; the hung job, the job-hang event and the report (with another process's older OOM kill
+    beside it)."""
+    with rank_job(scenario, tmp_path / "lock") as hung:
+        members = job_processes([hung.pid])
+        manifest = snapshot(tmp_path / "case", members, Plan(since=_now(), telemetry_s=0, timeout_s=5))
+        for pid in members:
+            _same_as_reference_tools(pid, json.loads((tmp_path / "case" / f"process.{pid}.json").read_text()),
+                                     names=False)
+    assert [p["error"] for p in manifest["processes"]] == [None] * len(members)
+    report = analyze([str(tmp_path / "case")])
+    assert report.verdict is not None and report.verdict.signature == "hang-rank-not-in-collective"
+    hang = next(e for e in report.events if e.kind == "job-hang")
+    assert hang.fields["suspect_rank"] == 2 and hang.fields["waiting_members"] == "ranks 0-1, 3"
+    # the launcher and multiprocessing's resource tracker are listed apart: they are not ranks, nor suspects
+    assert "resource_tracker.py" in hang.fields["others"] and ";" not in hang.fields["suspect"]
+    return hung, hang.fields, report
+
+
+def test_a_rank_in_a_native_mutex_is_named_with_the_lock_it_waits_on(tmp_path):
+    hung, fields, _ = _rank_job_hang("mutex", tmp_path)
+    assert fields["suspect_kind"] == "native-lock"
+    assert fields["suspect_where"] == f"lock_twice (rank_job.py:{hang_line(hung.program, 'mutex')})"
+
+
+def test_a_rank_waiting_for_a_file_lock_is_named_with_its_holder(tmp_path):
+    hung, fields, _ = _rank_job_hang("flock", tmp_path)
+    assert fields["suspect_kind"] == "file-lock"
+    assert fields["suspect_where"] == f"wait_for_file_lock (rank_job.py:{hang_line(hung.program, 'flock')})"
+    assert f"held by pid {hung.pid} " in fields["suspects"] and "(the job's launcher)" in fields["suspects"]
+
+
+def test_a_rank_whose_forked_worker_deadlocked_names_the_worker_which_is_no_rank(tmp_path):
+    """The worker inherited RANK=2 and sits below rank 2: it is rank 2's worker, not a fifth rank, and the lock it
+    waits for was held by another thread of rank 2 when it was forked."""
+    hung, fields, report = _rank_job_hang("worker", tmp_path)
+    worker = hung.roles["worker"]
+    assert f"its worker pid {worker} waits for a lock in worker_main (rank_job.py:" in fields["suspects"]
+    assert f"pid {worker} on " in fields["others"] and "(a worker of pid" in fields["others"]
+    (alone,) = [e for e in report.events if e.kind == "process-hang"]
+    assert alone.fields["pid"] == worker and "no thread of it can release" in alone.text
 
 
 def test_deadlocked_threads_are_named_with_their_lines(tmp_path):

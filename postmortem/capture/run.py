@@ -31,7 +31,7 @@ from typing import BinaryIO
 from ..outputs import NO_LINK_FLAGS, OutputError, create_in, make_case_folder
 from ..programs import find_program
 from ..render.terminal import terminal_text
-from ..sources.run_record import run_settings
+from ..sources.run_record import EMPTY_WINDOW, KERNEL_LOG_NOTE, run_settings
 from .collect import (
     CHUNK,
     TELEMETRY_FIELDS,
@@ -314,6 +314,8 @@ def _gather(case: Path, started: datetime, t0: float, pid: int, family: set[int]
         notes.append(f"kernel log: {dropped} line(s) about other processes' crashes left out")
     saved = save_piece(kernel, case)
     notes.append(f"kernel log: {kernel.source}" if saved else f"kernel log: not collected ({kernel.why})")
+    if saved is not None or kernel.exit_status == 0:  # read over the window: saved, or nothing in it
+        notes.append(f"{KERNEL_LOG_NOTE}{saved.name if saved is not None else EMPTY_WINDOW}")
     if setup.handler and "systemd-coredump" in setup.handler:
         notes.extend(_systemd_cores(case, started, pid))
     elif setup.handler:

@@ -15,9 +15,11 @@ redacts text.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import errno
 import json
+import multiprocessing
 import os
 import socket
 import stat
@@ -196,6 +198,7 @@ def process_state(pid: int, redactor: Redactor, environ: dict[str, str]) -> dict
         pass
     fields = live.stat_fields(pid)
     return {
+        "file_locks": file_locks_awaited(pid, (_read("/proc/locks") or b"").decode("ascii", "replace")),
         "format": PROCESS_FORMAT,
         "pid": pid,
         "ppid": int(fields[1]) if len(fields) > 1 else None,
@@ -210,6 +213,29 @@ def process_state(pid: int, redactor: Redactor, environ: dict[str, str]) -> dict
         "threads": threads,
         "devices": sorted(devices),
     }
+
+
+_LOCK = regex.compile(r"^(?P<id>\d+):\s+(?P<waits>->\s+)?(?P<kind>\S+)\s+\S+\s+(?P<type>\S+)\s+(?P<pid>\d+)\s+"
+                      r"(?P<file>[0-9a-f]+:[0-9a-f]+:\d+)")
+"""A line of /proc/locks (proc(5)): `1: POSIX  ADVISORY  WRITE 4567 08:01:1311 0 EOF`; a request blocked on it follows
+with its own id and `->` (`1: -> POSIX  ADVISORY  WRITE 7890 08:01:1311 0 EOF`)."""
+
+
+def file_locks_awaited(pid: int, table: str) -> list[dict]:
+    """The file locks `pid` waits for, each with the pids that hold it: who a process stuck in fcntl or flock waits
+    for."""
+    held: dict[str, list[int]] = {}
+    awaited: list[tuple[str, str, str, str]] = []
+    for line in table.splitlines():
+        if not (lock := _LOCK.match(line)):
+            continue
+        if lock["waits"]:
+            if int(lock["pid"]) == pid:
+                awaited.append((lock["id"], lock["kind"], lock["type"], lock["file"]))
+        else:
+            held.setdefault(lock["id"], []).append(int(lock["pid"]))
+    return [{"kind": kind, "type": kind_type, "file": file, "holders": held.get(number, [])}
+            for number, kind, kind_type, file in awaited]
 
 
 STAT_STARTTIME = 19
@@ -267,10 +293,28 @@ def _write_at(taken: live.Stopped, addr: int, data: bytes) -> None:
         addr, data = addr + cut, data[cut:]
 
 
+@dataclass
+class _Taken:
+    """A process stopped, copied and let go: what is left to do is to read its core's stacks and write its file."""
+
+    result: ProcessResult
+    state: dict
+    core: Path | None = None
+    read_as: ReadAs | None = None
+    never_stopped: tuple[int, ...] = ()
+
+
 def snapshot_process(pid: int, folder: Path, redactor: Redactor, budget: live.ByteBudget | None = None
                      ) -> ProcessResult:
     """The process's core and state in `folder`; a process that cannot be read is an error line, not an end.
     `budget`: the bytes of process memory the snapshot may still keep (the job's, shared by its processes)."""
+    taken = _take_process(pid, folder, redactor, budget)
+    return _finish_process(taken, folder, read_stacks(taken.core, taken.read_as) if taken.core else None)
+
+
+def _take_process(pid: int, folder: Path, redactor: Redactor, budget: live.ByteBudget | None) -> _Taken:
+    """Stop the process, copy it, let it go, write its core (and ask it for a flight-recorder dump): the part a
+    process waits for, done for every process of a job before any stack is read."""
     result = ProcessResult(pid)
     try:
         environ = environment(pid)
@@ -278,19 +322,19 @@ def snapshot_process(pid: int, folder: Path, redactor: Redactor, budget: live.By
         uid, groups = _ids(pid)
     except OSError as exc:
         result.error = f"process {pid}: {exc.strerror or exc}"
-        return result
+        return _Taken(result, {})
     result.rank = state["rank"]
-    read_as = None if uid == os.geteuid() else ReadAs(uid, groups)
+    taken = _Taken(result, state, read_as=None if uid == os.geteuid() else ReadAs(uid, groups))
     try:
-        taken = live.capture(pid, budget, read_as)
+        copied = live.capture(pid, budget, taken.read_as)
     except live.LiveError as exc:
         result.error = str(exc)
         state["diagnostics"] = [str(exc)]
     else:
-        result.stopped_ms = round(taken.stopped_s * 1000, 2)
-        result.threads, result.python_threads = len(taken.threads), len(taken.python)
-        result.never_stopped = taken.never_stopped
-        blanked, in_arguments = _blank_secrets(taken, pid)
+        result.stopped_ms = round(copied.stopped_s * 1000, 2)
+        result.threads, result.python_threads = len(copied.threads), len(copied.python)
+        result.never_stopped = copied.never_stopped
+        blanked, in_arguments = _blank_secrets(copied, pid)
         command = state["command"]
         note = core_writer.ProcessNote(pid, state["ppid"] or 0, state["uid"], state["gid"],
                                        (command[0] if command else "?")[-15:], " ".join(command))
@@ -299,11 +343,32 @@ def snapshot_process(pid: int, folder: Path, redactor: Redactor, budget: live.By
             handle = create_in(folder, core.name, 0o600)  # never over an earlier snapshot's
         except OutputError as exc:
             result.error = f"process {pid}: {exc}"
-            return result
+            taken.state = {}
+            return taken
         with handle:
-            core_writer.write(handle, taken, note)
+            core_writer.write(handle, copied, note)
         result.files.append(core.name)
-        stacks, notes = read_stacks(core, read_as)
+        taken.core, taken.never_stopped = core, tuple(copied.never_stopped)
+        state.update(stopped_ms=result.stopped_ms, core=core.name, environment_blanked=blanked,
+                     arguments_blanked=in_arguments, diagnostics=list(copied.diagnostics))
+    dump, refusal = _flight_recorder_dump(environ, folder, uid)
+    if dump:
+        result.files.append(dump)
+        state["flight_recorder_dump"] = dump
+    if refusal:
+        state.setdefault("diagnostics", []).append(refusal)
+    return taken
+
+
+def _finish_process(taken: _Taken, folder: Path, stacks_read: tuple[list[dict], list[str]] | None
+                    ) -> ProcessResult:
+    """The process file: its state with the stacks read from its core, and where its main thread waits."""
+    result, state = taken.result, taken.state
+    if not state:
+        return result
+    if stacks_read is not None:
+        stacks, notes = stacks_read
+        pid = result.pid
         main = next((s for s in stacks if s["tid"] == pid),
                     stacks[0] if stacks and pid not in taken.never_stopped else None)  # a main thread gone: another
         if main is not None:
@@ -311,22 +376,37 @@ def snapshot_process(pid: int, folder: Path, redactor: Redactor, budget: live.By
 
             wait = thread_wait(main)
             result.waits = f"{wait.where}: {wait.meaning}"
-        state.update(stopped_ms=result.stopped_ms, core=core.name, environment_blanked=blanked,
-                     arguments_blanked=in_arguments, diagnostics=taken.diagnostics + notes, stacks=stacks)
-    dump, refusal = _flight_recorder_dump(environ, folder, uid)
-    if dump:
-        result.files.append(dump)
-        state["flight_recorder_dump"] = dump
-    if refusal:
-        state.setdefault("diagnostics", []).append(refusal)
-    name = f"process.{pid}.json"
+        state["diagnostics"] = state.get("diagnostics", []) + notes
+        state["stacks"] = stacks
+    name = f"process.{result.pid}.json"
     try:
         _write_json(folder, name, state)
     except OutputError as exc:
-        result.error = f"process {pid}: {exc}"
+        result.error = f"process {result.pid}: {exc}"
         return result
     result.files.append(name)
     return result
+
+
+def _stacks_of(taken: list[_Taken]) -> dict[Path, tuple[list[dict], list[str]]]:
+    """Every core's stacks, read in parallel once every process runs again (each core takes a second or so of DWARF
+    reading; a job's processes share nothing while it is read); one at a time where a pool cannot start."""
+    jobs = [(t.core, t.read_as) for t in taken if t.core is not None]
+    if len(jobs) > 1:
+        from ..core import analysis  # noqa: F401 - imported once here, inherited by every worker the pool forks
+
+        try:
+            workers = min(len(jobs), os.cpu_count() or 1)
+            context = multiprocessing.get_context("fork")
+            with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
+                return dict(zip([core for core, _ in jobs], pool.map(_read_stacks_of, jobs), strict=True))
+        except (OSError, concurrent.futures.process.BrokenProcessPool):
+            pass
+    return {core: read_stacks(core, read_as) for core, read_as in jobs}
+
+
+def _read_stacks_of(job: tuple[Path, ReadAs | None]) -> tuple[list[dict], list[str]]:
+    return read_stacks(*job)
 
 
 def read_stacks(core: Path, read_as: ReadAs | None) -> tuple[list[dict], list[str]]:
@@ -462,11 +542,14 @@ def snapshot(folder: Path, pids: list[int], plan: Plan, progress: Progress = lam
         raise OutputError(f"{folder} already holds a snapshot ({MANIFEST}): choose another folder")
     folder = make_case_folder(folder)
     redactor = Redactor(plan.environ)
-    results = []
     budget = live.ByteBudget()
+    taken = []
     for pid in pids:
         progress(f"process {pid}")
-        results.append(snapshot_process(pid, folder, redactor, budget))
+        taken.append(_take_process(pid, folder, redactor, budget))
+    progress(f"the stacks of {sum(t.core is not None for t in taken)} process(es)")
+    stacks = _stacks_of(taken)
+    results = [_finish_process(t, folder, stacks.get(t.core) if t.core else None) for t in taken]
     progress("GPU state, telemetry and kernel log")
     pieces, gpu_state = gpu_pieces(plan)
     kernel, dropped = job_kernel_log(datetime.now() - KERNEL_LOG_WINDOW, set(pids), plan.timeout_s)

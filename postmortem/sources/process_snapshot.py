@@ -69,7 +69,10 @@ def _process(record: Mapping[str, Any], where: Location) -> Iterator[Event]:
         "devices": [str(d) for d in record.get("devices") or []],
         "stopped_ms": record.get("stopped_ms") if isinstance(record.get("stopped_ms"), int | float) else None,
         "core": _text(record.get("core")),
-        "stacks": [s for s in record.get("stacks") or [] if isinstance(s, dict)][:MAX_STACKS],
+        "stacks": _with_kernel_waits([s for s in record.get("stacks") or [] if isinstance(s, dict)][:MAX_STACKS],
+                                     threads),
+        "ppid": record.get("ppid") if isinstance(record.get("ppid"), int) else None,
+        "file_locks": [lock for lock in record.get("file_locks") or [] if isinstance(lock, dict)][:MAX_STACKS],
     }
     who = f"rank {rank['rank']} " if isinstance(rank.get("rank"), int) else ""
     text = (f"{who}pid {record['pid']} on {fields['host'] or '?'}: {fields['state'] or '?'}, {len(threads)} threads"
@@ -92,6 +95,23 @@ def _process(record: Mapping[str, Any], where: Location) -> Iterator[Event]:
                     text=f"{who}pid {record['pid']} thread {thread['tid']} ({thread_fields['thread_name'] or '?'}) "
                          f"in uninterruptible sleep in {place}" + (f" [{', '.join(modules)}]" if modules else ""),
                     fields={k: v for k, v in thread_fields.items() if v not in (None, [], "")})
+
+
+def _with_kernel_waits(stacks: list[dict], threads: list[dict]) -> list[dict]:
+    """Each thread's stack with where /proc saw it wait in the kernel: its state, and its wait channel then the
+    functions of its kernel stack (`futex_do_wait`, `fcntl_setlk`) as `kernel`, for hang.thread_wait."""
+    by_tid = {t["tid"]: t for t in threads}
+    merged = []
+    for stack in stacks:
+        thread = by_tid.get(stack.get("tid"))
+        if thread is None:
+            merged.append(stack)
+            continue
+        names = [str(line).split("+", 1)[0].strip() for line in thread.get("kernel_stack") or []]
+        wchan = _text(thread.get("wchan"))
+        merged.append({**stack, "state": _text(thread.get("state")),
+                       "kernel": [name for name in ([wchan] if wchan and wchan != "0" else []) + names if name]})
+    return merged
 
 
 def _node(record: Mapping[str, Any], where: Location) -> Iterator[Event]:

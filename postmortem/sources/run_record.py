@@ -21,6 +21,12 @@ from ..knowledge import data_rows, signal_name
 from ..model import Event, Location, iso_time
 from ..text import Line, TextDoc
 
+KERNEL_LOG_NOTE = "kernel log of the job's window: "
+"""How a record's `collected` names the kernel log `postmortem run` saved over the job's window: scope.py refutes a
+guess about who killed the job (data/guesses.tsv) that this log does not confirm."""
+EMPTY_WINDOW = "(read; no line in the window)"
+"""The note's file name when the kernel log was read and held no line of the job's window."""
+
 NAME = "run-record"
 ANCHORS = (b'"environment_set":',)
 """The key every run record has held since `run` was written (json.dumps with indent puts it on a line of its own)."""
@@ -79,8 +85,14 @@ def _fields(record: Mapping[str, Any], path: str) -> dict[str, Any]:
         "environment_set": added,
         "set_by_run": set_by_run_words(added),
         "streams": {str(name): posixpath.join(here, str(file)) for name, file in streams.items()},
+        "kernel_log": next((_kernel_log(here, note[len(KERNEL_LOG_NOTE):]) for note in record.get("collected") or []
+                            if isinstance(note, str) and note.startswith(KERNEL_LOG_NOTE)), None),
     }
     return {key: value for key, value in fields.items() if value not in (None, "", {})}
+
+
+def _kernel_log(here: str, name: str) -> str:
+    return f"the kernel log {name}" if name == EMPTY_WINDOW else posixpath.join(here, name)
 
 
 def set_by_run_words(added: Mapping[str, str]) -> str:
