@@ -121,11 +121,11 @@ def stopped_tasks(pid: int) -> list[int]:
 
 
 @contextmanager
-def hung_process(program: Path, argv: Sequence[str], roles: Collection[str], *, blocked: bool = True
-                 ) -> Iterator[Hung]:
+def hung_process(program: Path, argv: Sequence[str], roles: Collection[str], *, blocked: bool = True,
+                 spinning: Collection[str] = ()) -> Iterator[Hung]:
     """Start `argv` (running `program`) in a process group of its own, wait for the ready line of each
-    of `roles` (and with `blocked`, until each of their threads sleeps in the kernel), yield it, and
-    kill the group."""
+    of `roles` (and with `blocked`, until each of their threads but the `spinning` ones sleeps in the kernel),
+    yield it, and kill the group."""
     read_end, write_end = os.pipe()
     try:
         with tempfile.TemporaryFile() as log:
@@ -138,7 +138,7 @@ def hung_process(program: Path, argv: Sequence[str], roles: Collection[str], *, 
             try:
                 said = ready_roles(read_end, roles, log)
                 if blocked:
-                    settle(said)
+                    settle({role: tid for role, tid in said.items() if role not in spinning})
                 yield Hung(process.pid, said, descendants(process.pid), program)
             finally:
                 kill_group(process)
@@ -255,10 +255,11 @@ def rank_job(scenario: str, lock_file: Path) -> Iterator[Hung]:
     """rank_job.py: four ranks, each exec'd with RANK and WORLD_SIZE set as a launcher sets them; ranks 0, 1, 3 wait
     in a barrier and rank 2 is stuck by `scenario`: "mutex" (a native mutex it holds), "flock" (an fcntl lock on
     `lock_file` that the launcher holds) or "worker" (its forked worker deadlocked on a lock held at fork; role
-    worker)."""
+    worker); or, in "spin", rank 2 waits for rank 3, which spins in a Python loop."""
     program = PROGRAMS / "rank_job.py"
     roles = (*RANKS, "worker") if scenario == "worker" else RANKS
-    with hung_process(program, [sys.executable, str(program), scenario, str(lock_file)], roles) as hung:
+    with hung_process(program, [sys.executable, str(program), scenario, str(lock_file)], roles,
+                      spinning=("rank3",) if scenario == "spin" else ()) as hung:
         yield hung
 
 

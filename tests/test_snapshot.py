@@ -114,7 +114,7 @@ def _gdb_pairs(threads) -> dict[int, list[tuple[int, str | None]]]:
     return pairs(on_the_stack(threads), _spell)
 
 
-def _same_as_reference_tools(pid: int, state: dict, names: bool = True) -> None:
+def _same_as_reference_tools(pid: int, state: dict, names: bool = True, native: bool = True) -> None:
     """Python frames equal to py-spy's and pystack's, native frames to gdb's; with `names` False, gdb's pcs only: where
     glibc's detached debug file gives a function several local aliases, gdb's choice among them (`__GI___libc_fcntl64`
     over `__GI___fcntl`) is one postmortem does not yet make (CI's machines have no such file)."""
@@ -123,6 +123,8 @@ def _same_as_reference_tools(pid: int, state: dict, names: bool = True) -> None:
     # py-spy lists only threads that run Python; pystack and postmortem also name threads with no Python frame
     assert python_frame_differences(ours, {t: f for t, f in spy.items() if f}) == []
     assert python_frame_differences(ours, {t: f for t, f in pystack.items() if f}) == []
+    if not native:  # a process that runs on: gdb attaches at another instant than the snapshot's stop
+        return
     gdb = _gdb_pairs(gdb_attach_bt(pid))
     if names:
         assert gdb and _native(state) == gdb
@@ -179,24 +181,35 @@ def test_barrier_job_every_process_equals_reference_tools_and_the_sleeper_is_the
     assert f"never_arrives ({Path(hung.program).name}" in hang.fields["suspect_where"]
 
 
-def _rank_job_hang(scenario: str, tmp_path: Path) -> tuple[object, dict, object]:
+def _rank_job_hang(scenario: str, tmp_path: Path, suspect: int = 2) -> tuple[object, dict, object]:
     """rank_job.py in `scenario`, snapshot as `snapshot --job` takes it, every process's frames checked against
     py-spy, pystack and gdb; the hung job, the job-hang event and the report (with another process's older OOM kill
     beside it)."""
     with rank_job(scenario, tmp_path / "lock") as hung:
         members = job_processes([hung.pid])
         manifest = snapshot(tmp_path / "case", members, Plan(since=_now(), telemetry_s=0, timeout_s=5))
+        spinning = hung.roles["rank3"] if scenario == "spin" else None
         for pid in members:
             _same_as_reference_tools(pid, json.loads((tmp_path / "case" / f"process.{pid}.json").read_text()),
-                                     names=False)
+                                     names=False, native=pid != spinning)
     assert [p["error"] for p in manifest["processes"]] == [None] * len(members)
     report = analyze([str(tmp_path / "case")])
     assert report.verdict is not None and report.verdict.signature == "hang-rank-not-in-collective"
     hang = next(e for e in report.events if e.kind == "job-hang")
-    assert hang.fields["suspect_rank"] == 2 and hang.fields["waiting_members"] == "ranks 0-1, 3"
+    assert hang.fields["suspect_rank"] == suspect
+    assert suspect != 2 or hang.fields["waiting_members"] == "ranks 0-1, 3"
     # the launcher and multiprocessing's resource tracker are listed apart: they are not ranks, nor suspects
     assert "resource_tracker.py" in hang.fields["others"] and ";" not in hang.fields["suspect"]
     return hung, hang.fields, report
+
+
+def test_a_rank_spinning_in_python_is_the_suspect_not_the_rank_waiting_for_it(tmp_path):
+    """Rank 2 waits for rank 3's signal in a wait of its own; rank 3 spins in a Python loop: the job stopped at rank
+    3, and rank 2 waits with the others."""
+    hung, fields, _ = _rank_job_hang("spin", tmp_path, suspect=3)
+    assert fields["suspect_kind"] == "running" and fields["waiting_members"] == "ranks 0-2"
+    loop = hang_line(hung.program, "spin")  # the loop's line or its body's: where the snapshot stopped it
+    assert fields["suspect_where"] in (f"spin (rank_job.py:{loop})", f"spin (rank_job.py:{loop + 1})")
 
 
 def test_a_rank_in_a_native_mutex_is_named_with_the_lock_it_waits_on(tmp_path):

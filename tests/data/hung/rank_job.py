@@ -4,7 +4,9 @@ ranks 0, 1 and 3 waiting in a barrier of four, rank 2 stuck elsewhere, by the sc
 - mutex: rank 2 locks a native mutex it already holds (through ctypes): a self-deadlock in pthread_mutex_lock;
 - flock: rank 2 waits for an fcntl lock on argv[2] that the launcher holds;
 - worker: rank 2 forks a worker (which inherits RANK=2) while a thread of rank 2 holds a lock; the worker's only
-  thread waits for that lock forever, and rank 2 waits for the worker's result.
+  thread waits for that lock forever, and rank 2 waits for the worker's result;
+- spin: rank 2 waits for rank 3's signal (a subgroup's wait of its own), and rank 3 spins in a Python loop and never
+  gives it: rank 3 is where the job stopped, rank 2 only waits for it.
 """
 import ctypes
 import fcntl
@@ -58,9 +60,23 @@ def wait_for_a_worker():
     results.get()  # HANG waits_for_worker
 
 
-def rank_main(scenario, barrier, path):
+def wait_for_partner(partner):
+    ready("rank2")
+    partner.wait()  # HANG partner
+
+
+def spin():
+    ready("rank3")
+    total = 0
+    while True:  # HANG spin
+        total += 1
+
+
+def rank_main(scenario, barrier, path, partner):
     os.environ["HUNG_READY_FD"] = str(os.open(os.environ["HUNG_READY_PATH"], os.O_WRONLY))
     rank = int(os.environ["RANK"])
+    if scenario == "spin" and rank in (STUCK, STUCK + 1):
+        wait_for_partner(partner) if rank == STUCK else spin()
     if rank == STUCK:
         {"mutex": lock_twice, "flock": lambda: wait_for_file_lock(path), "worker": wait_for_a_worker}[scenario]()
     ready(f"rank{rank}")
@@ -70,7 +86,7 @@ def rank_main(scenario, barrier, path):
 if __name__ == "__main__":
     scenario, path = sys.argv[1], sys.argv[2]
     spawn = multiprocessing.get_context("spawn")  # each rank execs a fresh interpreter, as a launcher's do
-    barrier = spawn.Barrier(4)
+    barrier, partner = spawn.Barrier(4), spawn.Event()
     os.environ["HUNG_READY_PATH"] = f"/proc/{os.getpid()}/fd/{os.environ['HUNG_READY_FD']}"
     os.environ["WORLD_SIZE"] = "4"
     with open(path, "a") as held:
@@ -79,7 +95,7 @@ if __name__ == "__main__":
         ranks = []
         for rank in range(4):
             os.environ["RANK"] = str(rank)
-            ranks.append(spawn.Process(target=rank_main, args=(scenario, barrier, path)))
+            ranks.append(spawn.Process(target=rank_main, args=(scenario, barrier, path, partner)))
             ranks[-1].start()
         ready("parent")
         for process in ranks:
