@@ -31,6 +31,8 @@ OTHERS = frozenset({"collective", "barrier"})
 DELEGATES = frozenset({"autograd"})
 """Wait kinds of a main thread that waits for threads of its own process (the autograd engine's): the process
 waits where the first of those waits for other processes, when one does (a gradient collective)."""
+DEAD = "dead"
+"""The wait kind of a process that has ended (a zombie of its launcher): where the job stopped, if it was a rank."""
 LAUNCHERS = frozenset({"child", "launcher"})
 """Wait kinds of a job's launcher or parent (torchrun, mpirun, a multiprocessing parent): never a suspect."""
 GPU_MODULES = regex.compile(r"^nvidia")
@@ -93,9 +95,10 @@ class Waiter:
 
     @property
     def voter(self) -> bool:
-        """A rank or a launcher: the processes whose waits say where the job stands (not a rank's worker, not a
-        helper such as multiprocessing's resource tracker)."""
-        return self.rank is not None or self.launcher is not None
+        """A rank, a launcher or a process of the job that ended (a rank whose environment died with it): the
+        processes whose waits say where the job stands (not a rank's worker, not a helper such as
+        multiprocessing's resource tracker)."""
+        return self.rank is not None or self.launcher is not None or self.main.kind == DEAD
 
 
 def thread_wait(thread: Mapping[str, Any]) -> Wait:
@@ -109,6 +112,8 @@ def thread_wait(thread: Mapping[str, Any]) -> Wait:
                  None)
     where = _python_place(python[0]) if python else (native[0] if native else "?")
     tid = thread["tid"] if isinstance(thread.get("tid"), int) else 0
+    if thread.get("ended"):
+        return Wait(tid, DEAD, f"{thread['ended']}, before the snapshot; its parent has not reaped it", "its end")
     if found is None:
         return Wait(tid, "running", "not in a known wait (running, or in code the table does not know)", where)
     return Wait(tid, found.kind, found.meaning, where)
@@ -123,6 +128,8 @@ def waiters(events: Iterable[Event]) -> list[Waiter]:
     found = []
     for event in events:
         stacks = event.fields.get("stacks") if event.kind == "process-snapshot" else None
+        if event.kind == "process-snapshot" and event.fields.get("ended"):
+            stacks = [{"tid": event.fields["pid"], "ended": event.fields["ended"]}]
         if not stacks:
             continue
         threads = tuple(thread_wait(thread) for thread in stacks if isinstance(thread, Mapping))
@@ -195,6 +202,13 @@ def _meaning(waiter: Waiter, everyone: Sequence[Waiter] = ()) -> str:
     return meaning
 
 
+def _placed(who: str, count: int, kind: str, place: str, meaning: str) -> str:
+    """`who waits in place (meaning)`; a process that ended has no place: `who ended (meaning)`."""
+    if kind == DEAD:
+        return f"{who} ended ({meaning})"
+    return f"{who} {'wait' if count > 1 else 'waits'} in {place} ({meaning})"
+
+
 def _job_hang(everyone: list[Waiter], events: Sequence[Event]) -> Event:
     voters = [w for w in everyone if w.voter]
     found = voters if any(w.rank is not None for w in voters) else everyone
@@ -207,12 +221,13 @@ def _job_hang(everyone: list[Waiter], events: Sequence[Event]) -> Event:
     (kind, where), largest = ordered[0]
     suspects = [w for (k, _), group in ordered[1:] if k not in LAUNCHERS for w in group] \
         if kind in OTHERS and len(found) > 1 else []
+    suspects.sort(key=lambda w: w.main.kind != DEAD)  # a rank that ended is where the job stopped
     blocked = [e for e in events if e.kind == "thread-blocked"
                and any(GPU_MODULES.search(m) for m in e.fields.get("kernel_modules", []))]
     tool_hangs = [e for e in events if e.kind == "tool-hang"]
     gpu_side = kind == "gpu" or bool(blocked) or bool(tool_hangs)
-    text = "; ".join(f"{_members(group)} {'wait' if len(group) > 1 else 'waits'} in {place} "
-                     f"({_meaning(group[0], everyone)})" for (_, place), group in ordered[:SHOWN_GROUPS])
+    text = "; ".join(_placed(_members(group), len(group), k, place, _meaning(group[0], everyone))
+                     for (k, place), group in ordered[:SHOWN_GROUPS])
     fields: dict[str, Any] = {
         "processes": len(everyone),
         "hosts": sorted({w.host for w in everyone if w.host}),
@@ -234,7 +249,8 @@ def _job_hang(everyone: list[Waiter], events: Sequence[Event]) -> Event:
         if missing:
             fields["missing_ranks"] = ranks_text(missing)
     if suspects:
-        fields["suspects"] = "; ".join(f"{w.name} in {w.main.where} ({_meaning(w, everyone)})" for w in suspects)
+        fields["suspects"] = "; ".join(_placed(w.name, 1, w.main.kind, w.main.where, _meaning(w, everyone))
+                                       for w in suspects)
         fields["suspect"] = suspects[0].name
         fields["suspect_where"] = suspects[0].main.where
         fields["suspect_kind"] = suspects[0].main.kind

@@ -255,11 +255,12 @@ def rank_job(scenario: str, lock_file: Path) -> Iterator[Hung]:
     """rank_job.py: four ranks, each exec'd with RANK and WORLD_SIZE set as a launcher sets them; ranks 0, 1, 3 wait
     in a barrier and rank 2 is stuck by `scenario`: "mutex" (a native mutex it holds), "flock" (an fcntl lock on
     `lock_file` that the launcher holds) or "worker" (its forked worker deadlocked on a lock held at fork; role
-    worker); or, in "spin", rank 2 waits for rank 3, which spins in a Python loop."""
+    worker); or, in "spin", rank 2 waits for rank 3, which spins in a Python loop; or, in "dead", rank 2 has exited
+    (status 3) and the launcher has not reaped it."""
     program = PROGRAMS / "rank_job.py"
     roles = (*RANKS, "worker") if scenario == "worker" else RANKS
     with hung_process(program, [sys.executable, str(program), scenario, str(lock_file)], roles,
-                      spinning=("rank3",) if scenario == "spin" else ()) as hung:
+                      spinning={"spin": ("rank3",), "dead": ("rank2",)}.get(scenario, ())) as hung:
         yield hung
 
 

@@ -221,6 +221,23 @@ def test_a_rank_spinning_in_python_is_the_suspect_not_the_rank_waiting_for_it(tm
     assert fields["suspect_where"] in (f"spin (rank_job.py:{loop})", f"spin (rank_job.py:{loop + 1})")
 
 
+def test_a_rank_that_ended_is_the_suspect_with_how_it_ended(tmp_path):
+    """Rank 2 exited with status 3; the launcher, joining rank 0 first, has not reaped it: the snapshot writes how it
+    ended (its memory and environment are gone), and it is where the job stopped; rank 2 is the rank not captured."""
+    with rank_job("dead", tmp_path / "lock") as hung:
+        members = job_processes([hung.pid])
+        dead = hung.roles["rank2"]
+        assert dead in members
+        manifest = snapshot(tmp_path / "case", members, Plan(since=_now(), telemetry_s=0, timeout_s=5))
+    assert [p["error"] for p in manifest["processes"]] == [None] * len(members)
+    assert json.loads((tmp_path / "case" / f"process.{dead}.json").read_text())["ended"] == "exit status 3"
+    report = analyze([str(tmp_path / "case")])
+    assert report.verdict is not None and report.verdict.signature == "hang-rank-not-in-collective"
+    hang = next(e for e in report.events if e.kind == "job-hang")
+    assert hang.fields["suspect_kind"] == "dead" and hang.fields["suspect"].startswith(f"pid {dead} ")
+    assert "ended (exit status 3" in hang.fields["suspects"] and hang.fields["missing_ranks"] == "rank 2"
+
+
 def test_a_rank_in_a_native_mutex_is_named_with_the_lock_it_waits_on(tmp_path):
     hung, fields, _ = _rank_job_hang("mutex", tmp_path)
     assert fields["suspect_kind"] == "native-lock"

@@ -312,10 +312,35 @@ def snapshot_process(pid: int, folder: Path, redactor: Redactor, budget: live.By
     return _finish_process(taken, folder, read_stacks(taken.core, taken.read_as) if taken.core else None)
 
 
+STAT_EXIT_CODE = 49
+"""Index in live.stat_fields of proc(5)'s field 52, exit_code: the status a dead process ended with, as waitpid(2)
+reports it."""
+
+
+def dead_process(pid: int) -> dict | None:
+    """A process of the job that has ended but that its parent has not reaped (state Z): how it ended, from
+    /proc/PID/stat (its memory, environment and command line are gone). None for a live process."""
+    fields = live.stat_fields(pid)
+    if not fields or fields[0] != "Z":
+        return None
+    status = int(fields[STAT_EXIT_CODE]) if len(fields) > STAT_EXIT_CODE and fields[STAT_EXIT_CODE].isdigit() else None
+    ended = None
+    if status is not None:
+        ended = (f"killed by signal {status & 0x7F}" + (" (core dumped)" if status & 0x80 else "")
+                 if status & 0x7F else f"exit status {status >> 8}")
+    return {"format": PROCESS_FORMAT, "pid": pid, "ppid": int(fields[1]) if len(fields) > 1 else None,
+            "started": _started(fields), "host": socket.gethostname(), "state": "Z (zombie)", "ended": ended,
+            "rank": {}, "threads": [], "devices": []}
+
+
 def _take_process(pid: int, folder: Path, redactor: Redactor, budget: live.ByteBudget | None) -> _Taken:
     """Stop the process, copy it, let it go, write its core (and ask it for a flight-recorder dump): the part a
-    process waits for, done for every process of a job before any stack is read."""
+    process waits for, done for every process of a job before any stack is read. A process that has already ended
+    (a rank its launcher has not reaped yet) is written as how it ended."""
     result = ProcessResult(pid)
+    if (dead := dead_process(pid)) is not None:
+        result.waits = f"ended ({dead['ended'] or 'how is unknown'}); its parent has not reaped it"
+        return _Taken(result, dead)
     try:
         environ = environment(pid)
         state = process_state(pid, redactor, environ)

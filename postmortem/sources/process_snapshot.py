@@ -72,6 +72,7 @@ def _process(record: Mapping[str, Any], where: Location) -> Iterator[Event]:
         "stacks": _with_kernel_waits([s for s in record.get("stacks") or [] if isinstance(s, dict)][:MAX_STACKS],
                                      threads),
         "ppid": record.get("ppid") if isinstance(record.get("ppid"), int) else None,
+        "ended": _text(record.get("ended")),
         "file_locks": [lock for lock in record.get("file_locks") or [] if isinstance(lock, dict)][:MAX_STACKS],
     }
     who = f"rank {rank['rank']} " if isinstance(rank.get("rank"), int) else ""

@@ -6,7 +6,8 @@ ranks 0, 1 and 3 waiting in a barrier of four, rank 2 stuck elsewhere, by the sc
 - worker: rank 2 forks a worker (which inherits RANK=2) while a thread of rank 2 holds a lock; the worker's only
   thread waits for that lock forever, and rank 2 waits for the worker's result;
 - spin: rank 2 waits for rank 3's signal (a subgroup's wait of its own), and rank 3 spins in a Python loop and never
-  gives it: rank 3 is where the job stopped, rank 2 only waits for it.
+  gives it: rank 3 is where the job stopped, rank 2 only waits for it;
+- dead: rank 2 exits with status 3; the launcher, joining rank 0 first, has not reaped it.
 """
 import ctypes
 import fcntl
@@ -72,13 +73,19 @@ def spin():
         total += 1
 
 
+def exit_early():
+    ready("rank2")
+    os._exit(3)  # HANG dead
+
+
 def rank_main(scenario, barrier, path, partner):
     os.environ["HUNG_READY_FD"] = str(os.open(os.environ["HUNG_READY_PATH"], os.O_WRONLY))
     rank = int(os.environ["RANK"])
     if scenario == "spin" and rank in (STUCK, STUCK + 1):
         wait_for_partner(partner) if rank == STUCK else spin()
     if rank == STUCK:
-        {"mutex": lock_twice, "flock": lambda: wait_for_file_lock(path), "worker": wait_for_a_worker}[scenario]()
+        {"mutex": lock_twice, "flock": lambda: wait_for_file_lock(path), "worker": wait_for_a_worker,
+         "dead": exit_early}[scenario]()
     ready(f"rank{rank}")
     barrier.wait()  # HANG barrier
 
