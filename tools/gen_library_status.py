@@ -16,6 +16,8 @@ import csv
 import sys
 from pathlib import Path
 
+from generated import write_or_check
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "postmortem" / "data" / "library-status.tsv"
 NVMATH = "https://docs.nvidia.com/cuda/nvmath-python/0.1.0/bindings/generated/nvmath.bindings.{}.html"
@@ -82,11 +84,7 @@ def main() -> int:
     parser.add_argument("--reference", type=Path, default=ROOT.parent / "shared" / "reference")
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args()
-    text = render(args.reference)
-    if args.check:
-        return 0 if OUT.read_text(encoding="utf-8") == text else 1
-    OUT.write_text(text, encoding="utf-8")
-    return 0
+    return write_or_check(OUT, render(args.reference), args.check)
 
 
 if __name__ == "__main__":

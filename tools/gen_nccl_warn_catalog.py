@@ -22,6 +22,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from generated import write_or_check
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "data" / "nccl-warn-catalog.tsv"
 SOURCE = re.compile(r"(?:src|plugins|ext-net)/.*\.(?:cc|c|h|cu|cuh|cpp|hpp)")
@@ -236,11 +238,7 @@ def main() -> int:
     parser.add_argument("repo", type=Path, help="a git checkout (or bare clone) of github.com/NVIDIA/nccl")
     parser.add_argument("--check", action="store_true", help="fail when the checked-in catalog differs")
     options = parser.parse_args()
-    text = render(options.repo)
-    if options.check:
-        return 0 if OUT.read_text(encoding="utf-8") == text else 1
-    OUT.write_text(text, encoding="utf-8")
-    return 0
+    return write_or_check(OUT, render(options.repo), options.check)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from generated import write_or_check
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "data" / "nvrm-catalog.tsv"
 SOURCE_DIRS = ("kernel-open/nvidia/", "kernel-open/common/inc/", "src/nvidia/arch/nvalloc/unix/")
@@ -162,11 +164,9 @@ def main() -> int:
     parser.add_argument("--check", action="store_true", help="fail when the checked-in catalog differs")
     args = parser.parse_args()
     text = render(args.repo, catalog(args.repo))
-    if args.check:
-        return 0 if OUT.read_text() == text else 1
-    OUT.write_text(text)
-    print(f"{OUT}: {text.count(chr(10)) - 5} rows", file=sys.stderr)
-    return 0
+    if not args.check:
+        print(f"{OUT}: {text.count(chr(10)) - 5} rows", file=sys.stderr)
+    return write_or_check(OUT, text, args.check)
 
 
 if __name__ == "__main__":
