@@ -44,9 +44,9 @@ def compile_postmortem() -> None:
 
 def anchors() -> list[bytes]:
     """Every literal postmortem's prefilter scans for: grep gets the same work."""
-    from postmortem.sources import text_sources
+    from postmortem.sources import source_cards
 
-    return sorted({a for source in text_sources() for a in source.ANCHORS})
+    return sorted({a for source in source_cards() for a in source.anchors})
 
 
 @dataclass(frozen=True)

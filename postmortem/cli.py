@@ -6,6 +6,7 @@ asked for it and a finding that severe is present, 2 for usage errors.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -17,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 import click
-import yaml
 
 from . import __version__
 from .model import SEVERITIES, Options, Report, severity_rank, to_plain
@@ -40,22 +40,48 @@ if TYPE_CHECKING:
     from .explain import Explanation
 
 
+_FEATURE_COMMANDS = {
+    "gpu-arch": "binaries.commands:gpu_arch_command",
+    "collect": "capture.commands:collect_command",
+    "run": "capture.commands:run_command",
+    "snapshot": "capture.commands:snapshot_command",
+    "triage": "triage.commands:triage_command",
+    "scan": "fleet.commands:scan_command",
+    "buckets": "fleet.commands:buckets_command",
+    "report": "fleet.commands:report_command",
+}
+"""Commands that live beside their feature, imported when named (or when --help lists them): `analyze` of one log
+does not pay for the fleet's, triage's or capture's modules (issue 28)."""
+
+
 class _Main(click.Group):
     """The command group: SQLite's error on a store that a command met unguarded (a damaged page under
     `triage --store`) is one sentence, exit 2, never a traceback; every error message passes the terminal
-    gate."""
+    gate. The feature commands are found by name (_FEATURE_COMMANDS)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *_FEATURE_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in _FEATURE_COMMANDS:
+            return super().get_command(ctx, cmd_name)
+        module, name = _FEATURE_COMMANDS[cmd_name].split(":")
+        command = getattr(importlib.import_module(f"{__package__}.{module}"), name)
+        assert isinstance(command, click.Command) and command.name == cmd_name, cmd_name
+        return command
 
     def invoke(self, ctx: click.Context) -> object:
-        from sqlite3 import DatabaseError
-
         try:
             return super().invoke(ctx)
-        except DatabaseError as exc:
-            why = f"a SQLite store cannot be read or written ({exc}): is it damaged?"
-            raise StoreProblem(terminal_text(why)) from None
         except click.ClickException as exc:  # its message may quote an input (a path, a foreign store's table)
             exc.message = terminal_text(exc.message)  # type: ignore[misc]  # Final in typeshed only: show() reads it
             raise
+        except Exception as exc:  # only a command that opened a store imported sqlite3 and can raise its errors
+            sqlite = sys.modules.get("sqlite3")
+            if sqlite is None or not isinstance(exc, sqlite.DatabaseError):
+                raise
+            why = f"a SQLite store cannot be read or written ({exc}): is it damaged?"
+            raise StoreProblem(terminal_text(why)) from None
 
 
 class StoreProblem(click.ClickException):
@@ -66,8 +92,15 @@ class StoreProblem(click.ClickException):
 
 @click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="postmortem")
-def main() -> None:
+@click.option("--cache", "cache_dir", metavar="DIR|off", default=None,
+              help="Where to keep what start-up would rebuild every run (the parsed signatures, the prefilter's "
+                   "database), or 'off'. Default: $POSTMORTEM_CACHE, else $XDG_CACHE_HOME/postmortem.")
+def main(cache_dir: str | None) -> None:
     """Tell why a GPU job died, from the files it left behind."""
+    if cache_dir is not None:
+        from .user_cache import ENV
+
+        os.environ[ENV] = cache_dir
 
 
 @main.command()
@@ -211,6 +244,8 @@ def signatures_show(signature_id: str, signature_dirs: tuple[Path, ...]) -> None
     signature = _signature(signature_id, _database(signature_dirs))
     echo(f"{signature.id}: {signature.title}\n  cause {signature.cause}, severity {signature.severity}, "
          f"confidence {signature.confidence}\n  defined in {signature.origin}")
+    import yaml
+
     rule = yaml.safe_dump(dict(signature.match), sort_keys=False, allow_unicode=True, width=100,
                           default_flow_style=None)
     echo(f"  match ({signature.source}:{signature.lines['match']}):\n"
@@ -342,11 +377,3 @@ def _with_spinner(work: Callable[[Progress | None], Report]) -> Report:
     return result[0]
 
 
-# Commands that live beside their feature; each module imports nothing heavy until its command runs.
-from .binaries.commands import gpu_arch_command  # noqa: E402
-from .capture.commands import collect_command, run_command, snapshot_command  # noqa: E402
-from .fleet.commands import COMMANDS as FLEET_COMMANDS  # noqa: E402
-from .triage.commands import triage_command  # noqa: E402
-
-for _command in (gpu_arch_command, collect_command, run_command, snapshot_command, triage_command, *FLEET_COMMANDS):
-    main.add_command(_command)

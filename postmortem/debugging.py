@@ -13,6 +13,8 @@ from typing import Any
 
 import regex
 
+from . import later
+
 CUDA_EXCEPTIONS: dict[int, str] = {
     1: "Lane Illegal Address", 2: "Lane User Stack Overflow", 3: "Device Hardware Stack Overflow",
     4: "Warp Illegal Instruction", 5: "Warp Out-of-range Address", 6: "Warp Misaligned Address",
@@ -33,11 +35,11 @@ CUDA_EXCEPTIONS: dict[int, str] = {
 
 _EXCEPTION_NUMBERS = {name.lower(): number for number, name in CUDA_EXCEPTIONS.items()}
 
-EXCEPTION_NAMES = regex.compile(
+EXCEPTION_NAMES = later.compile(
     "|".join(regex.escape(name) for name in sorted(CUDA_EXCEPTIONS.values(), key=len, reverse=True)))
 """Any exception display name, longest first (memcheck prints them bare as report headers)."""
 
-RUNTIME_MODULES = regex.compile(
+RUNTIME_MODULES = later.compile(
     r"(?:^|/)(?:libc|libpthread|libdl|librt|libm|ld-linux[\w.-]{0,32}|ld64|libstdc\+\+|libgcc_s|libc\+\+abi|libc\+\+)"
     r"(?:[.-][\w.]{0,32})?\.so(?:\.[\w.]{1,32})?$")
 """Modules of the C/C++ runtime: where a crash surfaces (raise, abort, memcpy), rarely why. The name's three

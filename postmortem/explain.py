@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-import regex
-
-from . import knowledge
+from . import knowledge, later
 from .knowledge import CudaError, cuda_error
 from .model import Event, Finding, Location, Report
 from .pipeline import analyze_text
@@ -20,7 +18,7 @@ from .rank import rank
 from .render.i18n import LANGUAGES, Translator
 from .signatures import Database, load_default, match
 
-_XID = regex.compile(r"(?i)^\s*+(s?xid)\s*+[:#]?\s*+(\d{1,6})\s*$")
+_XID = later.compile(r"(?i)^\s*+(s?xid)\s*+[:#]?\s*+(\d{1,6})\s*$")
 
 
 @dataclass(frozen=True)

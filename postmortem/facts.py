@@ -150,12 +150,14 @@ def with_driver_support(events: Sequence[Event]) -> list[Event]:
     """The events that name the driver, with why it runs nothing on the GPU the inputs name when its branch is
     older than that GPU's architecture (data/arch-drivers.tsv): such a driver does not know the GPU at all, so
     no build, however complete, runs there. Judged only when the inputs name one GPU model and one driver."""
-    from .binaries.fatbin import driver_predates, first_branches
-
     name, sm = _sole_gpu(events)
     number = sm_number(sm) if sm is not None else getattr(gpu_arch(name), "number", None)
     drivers = {str(e.fields["driver_version"]) for e in events if e.fields.get("driver_version")}
-    if number is None or len(drivers) != 1 or (why := driver_predates(number, next(iter(drivers)))) is None:
+    if number is None or len(drivers) != 1:
+        return list(events)
+    from .binaries.fatbin import driver_predates, first_branches  # the driver tables: only when one GPU and driver
+
+    if (why := driver_predates(number, next(iter(drivers)))) is None:
         return list(events)
     known = {"driver_predates": why, "first_branch": first_branches()[number], "gpu_name": name,
              **describe_arch(name, f"sm_{number}")}

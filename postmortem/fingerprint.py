@@ -12,10 +12,11 @@ from collections.abc import Sequence
 
 import regex
 
+from . import later
 from .model import Event, Finding
 
 _MASKS: tuple[tuple[regex.Pattern, str], ...] = tuple(
-    (regex.compile(pattern), replacement)
+    (later.compile(pattern), replacement)
     for pattern, replacement in (
         (r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b", "<uuid>"),
         (r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?", "<time>"),

@@ -23,6 +23,7 @@ from typing import Any
 
 import regex
 
+from . import later
 from .knowledge import data_rows
 from .model import Event, Location, ranks_text
 
@@ -35,7 +36,7 @@ DEAD = "dead"
 """The wait kind of a process that has ended (a zombie of its launcher): where the job stopped, if it was a rank."""
 LAUNCHERS = frozenset({"child", "launcher"})
 """Wait kinds of a job's launcher or parent (torchrun, mpirun, a multiprocessing parent): never a suspect."""
-GPU_MODULES = regex.compile(r"^nvidia")
+GPU_MODULES = later.compile(r"^nvidia")
 """Kernel modules of the NVIDIA driver (nvidia, nvidia_uvm, nvidia_modeset): a thread blocked in one of them
 waits for the driver."""
 SHOWN_GROUPS = 8
@@ -53,7 +54,7 @@ class WaitPlace:
 
 @cache
 def wait_places() -> tuple[WaitPlace, ...]:
-    return tuple(WaitPlace(row["frame"], regex.compile(row["pattern"]), row["kind"], row["meaning"])
+    return tuple(WaitPlace(row["frame"], later.compile(row["pattern"]), row["kind"], row["meaning"])
                  for row in data_rows("wait-places.tsv"))
 
 

@@ -15,12 +15,14 @@ found in the same line wins over a number.
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 from typing import Any
 
 import regex
+
+from . import later
 
 
 @dataclass(frozen=True)
@@ -73,10 +75,13 @@ def _index() -> dict[str, CudaError]:
                 index.setdefault(key.lower(), record)
         if record.message:  # "device side assert triggered": a hyphen typed as a blank (cuda_message_pattern)
             index.setdefault(record.message.lower().replace("-", " "), record)
+    for row in data_rows("cuda-errors-legacy.tsv"):  # CUDA 10.0's numbers where today's runtime has none
+        index.setdefault(row["number"], replace(index[row["runtime_name"].lower()],
+                                                            number=int(row["number"])))
     return index
 
 
-_NUMBERED = regex.compile(
+_NUMBERED = later.compile(
     r"(?i)(?:cuda\s++failure|cuda\s++error|runtime\s++error|error\s++code|error|code)"
     r"\s*+[:=]?+\s*+\(?(\d{1,5})(?!\d)\)?"
     r"|==\s*cudaSuccess\s*\((\d{1,5}) vs\. 0\)"
@@ -84,9 +89,9 @@ _NUMBERED = regex.compile(
 """A number after words that name it, or glog's CHECK_EQ (Caffe, MXNet): `error == cudaSuccess (46 vs. 0)`. The
 blanks around `:`/`=` are taken whole (possessive): the two optional runs once split a long blank run every way."""
 _SUCCESS = frozenset({"cudasuccess", "cuda_success"})
-_COMPARED = regex.compile(r"[=!]=\s*$")
+_COMPARED = later.compile(r"[=!]=\s*$")
 """A name right after `==` is part of a CHECK's condition (`err == cudaErrorInvalidValue`), not the error."""
-_NAME = regex.compile(r"\b(cudaError[A-Za-z]+|CUDA_ERROR_[A-Z_]+)\b")
+_NAME = later.compile(r"\b(cudaError[A-Za-z]+|CUDA_ERROR_[A-Z_]+)\b")
 
 
 @cache
@@ -94,7 +99,7 @@ def cuda_message_pattern() -> regex.Pattern:
     """One alternation of every message, longest first, so the most specific wins; a hyphen of a message matches a
     blank too (`CUDA error: device side assert triggered`, as people and some runtimes write it)."""
     messages = sorted({r.message for r in cuda_errors() if r.message and len(r.message) > 8}, key=len, reverse=True)
-    return regex.compile("|".join(regex.escape(m).replace("\\-", "[- ]") for m in messages), regex.IGNORECASE)
+    return later.compile("|".join(regex.escape(m).replace("\\-", "[- ]") for m in messages), regex.IGNORECASE)
 
 
 def cuda_error(token: str | int) -> CudaError | None:
@@ -121,7 +126,7 @@ def cuda_error_fields(record: CudaError) -> dict[str, Any]:
     return fields
 
 
-NEGATION = regex.compile(r"(?i)\b(?:no|not|without|zero|never|none)\b[\w\s,/-]{0,24}$")
+NEGATION = later.compile(r"(?i)\b(?:no|not|without|zero|never|none)\b[\w\s,/-]{0,24}$")
 """The end of a text that denies what follows it: "Regular log content without Xid errors" and "no XID error"
 (gpud's own test data, ../shared/peer-data), "no Xid in dmesg", "No MCE, panic, OOM" (a list after one "no").
 Searched up to the start of a hit."""
@@ -175,7 +180,7 @@ def find_cuda_error(text: str) -> tuple[CudaError | None, int | None]:
     return None, None
 
 
-_CUT_MESSAGE = regex.compile(r"(?i)\bCUDA error:\s*+(?P<start>[a-z][a-z' ]{11,80}?)\s*$")
+_CUT_MESSAGE = later.compile(r"(?i)\bCUDA error:\s*+(?P<start>[a-z][a-z' ]{11,80}?)\s*$")
 """A CUDA error whose message the line cuts off: a paste wrapped at the terminal's width ("... illegal memory access
 was" / "encountered") or cut where the reporter's copy ended."""
 
@@ -194,7 +199,7 @@ def message_starting(start: str) -> CudaError | None:
     return _index()[found.pop()] if len(found) == 1 else None
 
 
-_SHORT_NAME = regex.compile(
+_SHORT_NAME = later.compile(
     r"(?:CUDA error(?: at cu\w+)?:\s*)?\b(?P<short>[A-Z][A-Za-z]*(?:[ _][A-Za-z]+){0,4})"
     r" in (?:CUDA queue\b|cu[A-Z]\w*\()"
     r"|CUDA error at cu\w+: (?P<short>[A-Z][A-Za-z]*(?:[ _][A-Za-z]+){0,4})\s*$"
@@ -359,7 +364,7 @@ def architectures() -> tuple[Arch, ...]:
     )
 
 
-_SM = regex.compile(r"(?i)^(?:sm_?|compute_)?(\d+)([a-z]?)$")
+_SM = later.compile(r"(?i)^(?:sm_?|compute_)?(\d+)([a-z]?)$")
 
 
 def sm_number(value: object) -> int | None:
@@ -378,7 +383,7 @@ def arch(value: object) -> Arch | None:
     return next((a for a in architectures() if a.number == number), None) if number is not None else None
 
 
-_NAME_NOISE = regex.compile(r"(?i)\b(?:nvidia|geforce|tesla)\b|[-_(),]")
+_NAME_NOISE = later.compile(r"(?i)\b(?:nvidia|geforce|tesla)\b|[-_(),]")
 
 
 def _tokens(name: str) -> tuple[str, ...]:
@@ -500,7 +505,7 @@ class DriverMessage:
 @cache
 def driver_messages() -> tuple[DriverMessage, ...]:
     """The families in table order (the first that matches a message names it)."""
-    return tuple(DriverMessage(row["family"], regex.compile(row["regex"], regex.IGNORECASE), dash(row["cause"]))
+    return tuple(DriverMessage(row["family"], later.compile(row["regex"], regex.IGNORECASE), dash(row["cause"]))
                  for row in data_rows("nvrm-messages.tsv"))
 
 

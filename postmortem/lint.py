@@ -15,6 +15,7 @@ from pathlib import Path
 
 import regex
 
+from . import later
 from .inputs import Blob
 from .model import Report
 from .pipeline import analyze, analyze_blobs, analyze_text
@@ -129,12 +130,12 @@ def check_translations(database: Database, languages: Sequence[str] | None = Non
     return Result(problems, warnings)
 
 
-_QUANTIFIER = regex.compile(r"(?:(?P<base>[*+?])|\{\d*+(?:(?P<comma>,)(?P<high>\d*+))?\})(?P<mode>[?+]?)")
-_GROUP_OPEN = regex.compile(r"\((?:\?(?P<atomic>>|<?[=!])|\?(?:P?<\w+>|[a-zA-Z-]*:|\||P=\w+\)))?")
-_NOT_A_GROUP = regex.compile(r"\(\?(?:#[^)(]*+|[a-zA-Z-]*+)\)")
+_QUANTIFIER = later.compile(r"(?:(?P<base>[*+?])|\{\d*+(?:(?P<comma>,)(?P<high>\d*+))?\})(?P<mode>[?+]?)")
+_GROUP_OPEN = later.compile(r"\((?:\?(?P<atomic>>|<?[=!])|\?(?:P?<\w+>|[a-zA-Z-]*:|\||P=\w+\)))?")
+_NOT_A_GROUP = later.compile(r"\(\?(?:#[^)(]*+|[a-zA-Z-]*+)\)")
 """Inline flags (`(?i)`) and comments (without a parenthesis of their own): nothing to quantify."""
-_ESCAPE = regex.compile(r"\\(?:[pPN]\{[^}]*\}|x\{[^}]*\}|.)", regex.DOTALL)
-_CLASS = regex.compile(r"\[\^?\]?(?:[^\]\\\[]++|\\.|\[:\w{1,16}:\]){0,64}+\]", regex.DOTALL)
+_ESCAPE = later.compile(r"\\(?:[pPN]\{[^}]*\}|x\{[^}]*\}|.)", regex.DOTALL)
+_CLASS = later.compile(r"\[\^?\]?(?:[^\]\\\[]++|\\.|\[:\w{1,16}:\]){0,64}+\]", regex.DOTALL)
 """A character class: runs of plain characters, escapes and POSIX names, 64 of them at the most. A bare `[`
 inside is read as the start of another class, so a text of many `[` that never close is scanned once, not once
 from each `[`: the walk below stays linear in the pattern's length."""

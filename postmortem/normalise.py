@@ -22,7 +22,9 @@ from collections.abc import Iterator
 
 import regex
 
-TRANSPORT = regex.compile(
+from . import later
+
+TRANSPORT = later.compile(
     r"""
     \G(?:                                                   # only where the last layer ended (linear under search)
       [ \t]*+(?:>[ \t]?)+                          # quote markers, also nested (">> ")

@@ -11,7 +11,6 @@ import dataclasses
 import hashlib
 from collections.abc import Callable, Iterable
 from functools import cache
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from . import __version__
@@ -24,27 +23,23 @@ from .rank import rank
 from .reader import BytesReader, core_digest
 from .scope import mark_outside
 from .signatures import Database, load_default, match
-from .sources import text_sources
+from .sources import SourceCard, card, source_cards
 from .text import Line, TextDoc, detect_encoding
 
 if TYPE_CHECKING:
     from .prefilter import Prefilter
 
 
-READS = ("text", "prose")
-"""The input kinds a text source reads unless it says otherwise (its READS): logs, and what people wrote. A
-source of what only people write (reporter_words) reads prose alone: the text of an issue, never a log."""
-
-
-def sources_for(kind: str = "text") -> tuple[ModuleType, ...]:
-    """The text sources that read inputs of `kind` (a Blob's kind: "text", or "prose" for an issue's text)."""
-    return _reading(kind, text_sources())
+def sources_for(kind: str = "text") -> tuple[SourceCard, ...]:
+    """The cards of the text sources that read inputs of `kind` (a Blob's kind: "text", or "prose" for an issue's
+    text; `sources.READS`)."""
+    return _reading(kind, source_cards())
 
 
 @cache
-def _reading(kind: str, sources: tuple[ModuleType, ...]) -> tuple[ModuleType, ...]:
+def _reading(kind: str, sources: tuple[SourceCard, ...]) -> tuple[SourceCard, ...]:
     """Cached per kind and set of sources: asked twice for every input, and an archive may hold 100,000."""
-    return tuple(source for source in sources if kind in getattr(source, "READS", READS))
+    return tuple(source for source in sources if kind in source.reads)
 
 
 @cache
@@ -53,20 +48,20 @@ def text_prefilter(kind: str = "text") -> Prefilter:
     it)."""
     from .prefilter import Prefilter
 
-    return Prefilter({source.NAME: source.ANCHORS for source in sources_for(kind)})
+    return Prefilter({source.name: source.anchors for source in sources_for(kind)})
 
 
 def text_repeats(kind: str = "text") -> frozenset[bytes]:
     """Anchors whose identical lines fold as they are read (a source's REPEATS): only those that no source
     without them shares, since another source may need every line of them. Cached per set of sources, so it
-    follows `text_sources` as it is now yet costs nothing per input (uncached, some 0.2 ms: 20 s over the
+    follows `source_cards` as it is now yet costs nothing per input (uncached, some 0.2 ms: 20 s over the
     100,000 members of one tar)."""
     return _repeats(sources_for(kind))
 
 
 @cache
-def _repeats(sources: tuple[ModuleType, ...]) -> frozenset[bytes]:
-    anchors = [(frozenset(source.ANCHORS), frozenset(getattr(source, "REPEATS", ()))) for source in sources]
+def _repeats(sources: tuple[SourceCard, ...]) -> frozenset[bytes]:
+    anchors = [(frozenset(source.anchors), frozenset(source.repeats)) for source in sources]
     folding = frozenset().union(*(repeats for _, repeats in anchors))
     return frozenset(a for a in folding if all(a in repeats for owned, repeats in anchors if a in owned))
 
@@ -166,18 +161,19 @@ def read_blob(blob: Blob) -> tuple[InputInfo, list[Event]]:
     try:
         lines = doc.scan(text_prefilter(blob.kind), text_repeats(blob.kind))
         for source in sources_for(blob.kind):
-            mine = [line for line in lines if source.NAME in line.groups]
-            if getattr(source, "READS_UNCLAIMED", False):
+            mine = [line for line in lines if source.name in line.groups]
+            if source.reads_unclaimed:
                 found = _run_source(source, doc, mine, diagnostics, earlier=events, unread=unread)
             else:
                 found = _run_source(source, doc, mine, diagnostics)
             if found:
-                formats.append(source.NAME)
+                formats.append(source.name)
                 events.extend(found)
-        from .sources import bug_report  # with the text sources: a core alone never imports it
+        if report_lines := [line for line in lines if card("bug_report").name in line.groups]:
+            from .sources import bug_report  # only where its anchors stand: its sections place the events
 
-        events, notes = bug_report.name_sections(doc, [l for l in lines if bug_report.NAME in l.groups], events)
-        diagnostics.extend(notes)
+            events, notes = bug_report.name_sections(doc, report_lines, events)
+            diagnostics.extend(notes)
         events = [_in_context(doc, event) for event in events]
     except OSError as exc:
         diagnostics.append(f"read error: {exc}")
@@ -211,7 +207,7 @@ def _in_context(doc: TextDoc, event: Event) -> Event:
     return dataclasses.replace(event, context_before=before, context_after=after)
 
 
-def _run_source(source: ModuleType, doc: TextDoc, lines: list[Line], diagnostics: list[str],
+def _run_source(source: SourceCard, doc: TextDoc, lines: list[Line], diagnostics: list[str],
                 **extra: Any) -> list[Event]:
     """One source over its candidate lines (bounded by text.MAX_HELD_LINES); its failure is a diagnostic,
     not the end of the analysis. `extra`: what a source of last resort is told (sources.mentions)."""
@@ -221,7 +217,7 @@ def _run_source(source: ModuleType, doc: TextDoc, lines: list[Line], diagnostics
         return list(source.parse(doc, lines, **extra))
     except Exception as exc:  # noqa: BLE001 - a parser bug must not cost the other sources
         diagnostics.append(
-            f"{source.NAME} parser failed on this input "
+            f"{source.name} parser failed on this input "
             f"({type(exc).__name__}: {exc}); the other formats were still read")
         return []
 

@@ -37,12 +37,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache, partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import regex
-import yaml
 
+from . import later
 from .model import LOOSE, LOOSE_FACTOR, SEVERITIES, Event, Finding, written_span
+
+if TYPE_CHECKING:
+    import yaml
 
 Condition = Callable[[Event], bool]
 
@@ -53,8 +56,6 @@ ROLES = ("root", "consequence")
 (Xid 154, "reset required", a failed probe); it never stands as the root while a root is known."""
 
 
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-"""The C loader when PyYAML has it (several times faster at start-up); both are safe loaders."""
 
 
 MATCH_WINDOW = 64 * 1024
@@ -134,6 +135,27 @@ class Signature:
     role: str = "root"
     patterns: tuple[regex.Pattern, ...] = ()
     """Every regex the condition runs (`text` and field `regex`), for lint and the matching-time tests."""
+    kinds: frozenset[str] | None = None
+    """The only event kinds the condition can hold for (`condition_kinds`), or None for any: `match` tries the
+    signature on events of those kinds alone."""
+
+
+def condition_kinds(spec: Any) -> frozenset[str] | None:
+    """The event kinds a YAML condition can hold for, None where it does not say: every key of a condition must
+    hold, so its `kind` and an `all` narrow it; an `any` holds for the kinds of each of its branches; `not`,
+    `text`, `fields` and `count` say nothing of the kind."""
+    if not isinstance(spec, dict):
+        return None
+    found: frozenset[str] | None = frozenset(map(str, _as_list(spec["kind"]))) if "kind" in spec else None
+    for sub in _as_list(spec.get("all") or []):
+        if (narrowed := condition_kinds(sub)) is not None:
+            found = narrowed if found is None else found & narrowed
+    if "any" in spec:
+        branches = [condition_kinds(sub) for sub in _as_list(spec["any"])]
+        if all(branch is not None for branch in branches):
+            either = frozenset().union(*(b for b in branches if b is not None))
+            found = either if found is None else found & either
+    return found
 
 
 @dataclass(frozen=True)
@@ -213,14 +235,31 @@ def load(*directories: Path) -> Database:
 
 def load_checked(*directories: Path) -> tuple[Database, list[Flaw]]:
     """The sound entries of every `*.yaml` of each directory, and every problem found on the way (file:line)."""
-    signatures: list[Signature] = []
-    causes: dict[str, Cause] = {}
-    flaws: list[Flaw] = []
     files = [path for directory in directories for path in sorted(Path(directory).glob("*.yaml"))]
     if not files:
         raise SignatureError(f"{', '.join(map(str, directories))}: no signature files")
-    for path in files:
-        document, node, flaw = _read_yaml(path)
+    contents = [path.read_bytes() for path in files]
+    if (cached := _cached_documents(files, contents)) is not None:
+        documents, lines = cached
+        database, flaws = _checked(files, contents, [(document, None, None) for document in documents], lines)
+        if not flaws:
+            return database, flaws
+    read = [_read_yaml(path, content) for path, content in zip(files, contents, strict=True)]
+    database, flaws = _checked(files, contents, read)
+    if not flaws:
+        lines = [[dict(s.lines) for s in database.signatures if s.source == path] for path in files]
+        _cache_documents(files, contents, [document for document, _, _ in read], lines)
+    return database, flaws
+
+
+def _checked(files: list[Path], contents: list[bytes], read: list[tuple[dict, yaml.Node | None, Flaw | None]],
+             known_lines: list[list[dict[str, int]]] | None = None) -> tuple[Database, list[Flaw]]:
+    """The sound entries of the read files and every problem (at its line where the file's node tree is known: a
+    database read from the cache is one that had no problem, and its signatures' lines are those it kept)."""
+    signatures: list[Signature] = []
+    causes: dict[str, Cause] = {}
+    flaws: list[Flaw] = []
+    for number, (path, (document, node, flaw)) in enumerate(zip(files, read, strict=True)):
         if flaw is not None:
             flaws.append(flaw)
             continue
@@ -232,17 +271,55 @@ def load_checked(*directories: Path) -> tuple[Database, list[Flaw]]:
             else:
                 causes[name] = cause
         for index, entry in enumerate(document.get("signatures") or []):
-            signature, problems = _signature(path, index, entry, _child(node, "signatures", index))
+            lines = known_lines[number][index] if known_lines else None
+            signature, problems = _signature(path, index, entry, _child(node, "signatures", index), lines)
             signatures.extend([signature] if signature is not None else [])
             flaws.extend(problems)
     flaws.extend(_check_references(signatures, causes))
-    digest = hashlib.sha256(b"".join(path.read_bytes() for path in files)).hexdigest()[:12]
+    digest = hashlib.sha256(b"".join(contents)).hexdigest()[:12]
     return Database(tuple(signatures), causes, f"{len(signatures)} signatures, {digest}"), flaws
 
 
-def _read_yaml(path: Path) -> tuple[dict, yaml.Node | None, Flaw | None]:
+def _cache_key(files: list[Path], contents: list[bytes]) -> str:
+    from . import user_cache
+
+    parts = (part for path, content in zip(files, contents, strict=True) for part in (path.name, content))
+    return user_cache.key(*parts)
+
+
+def _cached_documents(files: list[Path], contents: list[bytes]) -> tuple[list[dict], list[list[dict]]] | None:
+    """The YAML documents of these exact files as an earlier run parsed them, with the line of each signature's
+    parts (JSON in the user cache: parsing the YAML was a tenth of a one-line log's run), or None. What the cache
+    holds is checked as any YAML is, and its shape before that."""
+    from . import user_cache
+
+    kept = user_cache.read_json("signatures", _cache_key(files, contents))
+    if not isinstance(kept, dict):
+        return None
+    documents, lines = kept.get("documents"), kept.get("lines")
+    if not isinstance(documents, list) or not isinstance(lines, list) or not len(documents) == len(lines) == len(files):
+        return None
+    for document, found in zip(documents, lines, strict=True):
+        entries = document.get("signatures") if isinstance(document, dict) else None
+        if not isinstance(found, list) or len(found) != len(entries if isinstance(entries, list) else []):
+            return None
+        if not all(isinstance(at, dict) and all(isinstance(n, int) for n in at.values()) for at in found):
+            return None
+    return documents, lines
+
+
+def _cache_documents(files: list[Path], contents: list[bytes], documents: list[dict], lines: list[list[dict]]) -> None:
+    from . import user_cache
+
+    user_cache.write_json("signatures", _cache_key(files, contents), {"documents": documents, "lines": lines})
+
+
+def _read_yaml(path: Path, content: bytes) -> tuple[dict, yaml.Node | None, Flaw | None]:
     """The document and its node tree (the lines of every value) in one parse, or the flaw that stops the file."""
-    loader = _YAML_LOADER(path.read_text(encoding="utf-8"))
+    import yaml  # here only: a database read from the cache needs no YAML (issue 28)
+
+    # the C loader when PyYAML has it (several times faster at start-up); both are safe loaders
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(content.decode("utf-8"))
     try:
         node = loader.get_single_node()
         document = loader.construct_document(node) if node is not None else {}
@@ -259,7 +336,11 @@ def _read_yaml(path: Path) -> tuple[dict, yaml.Node | None, Flaw | None]:
 
 
 def _child(node: yaml.Node | None, *keys: str | int) -> yaml.Node | None:
-    """The node under `node` at mapping keys and sequence indexes `keys`; None where the path ends early."""
+    """The node under `node` at mapping keys and sequence indexes `keys`; None where the path ends early (or where
+    no node tree was read: a database from the cache)."""
+    if node is None:
+        return None
+    import yaml
     for key in keys:
         if isinstance(node, yaml.MappingNode):
             node = next((value for name, value in node.value if name.value == key), None)
@@ -286,8 +367,10 @@ def _cause(name: str, entry: Any) -> Cause | None:
                  str(entry.get("reach", "process")))
 
 
-def _signature(path: Path, index: int, entry: Any, node: yaml.Node | None) -> tuple[Signature | None, list[Flaw]]:
-    """The compiled entry, or None and every problem it has (each at its own line)."""
+def _signature(path: Path, index: int, entry: Any, node: yaml.Node | None,
+               known_lines: dict[str, int] | None = None) -> tuple[Signature | None, list[Flaw]]:
+    """The compiled entry, or None and every problem it has (each at its own line). `known_lines`: the lines of its
+    parts when no node tree was read (a database from the cache)."""
     ident = str(entry.get("id", f"entry {index}")) if isinstance(entry, dict) else f"entry {index}"
     flaws: list[Flaw] = []
 
@@ -332,9 +415,10 @@ def _signature(path: Path, index: int, entry: Any, node: yaml.Node | None) -> tu
                 parsed[kind].append(example)
     if flaws or rule is None:
         return None, flaws
-    lines = {"id": _line(node), "match": _line(node, "match")}
-    lines.update({f"examples.{kind}.{i}": _line(node, "examples", kind, i)
-                  for kind in ("positive", "negative") for i in range(len(parsed[kind]))})
+    lines = known_lines or {"id": _line(node), "match": _line(node, "match")}
+    if known_lines is None:
+        lines.update({f"examples.{kind}.{i}": _line(node, "examples", kind, i)
+                      for kind in ("positive", "negative") for i in range(len(parsed[kind]))})
     return Signature(
         id=ident,
         title=str(entry["title"]),
@@ -353,6 +437,7 @@ def _signature(path: Path, index: int, entry: Any, node: yaml.Node | None) -> tu
         lines=lines,
         role=role,
         patterns=tuple(patterns),
+        kinds=condition_kinds(entry["match"]),
     ), []
 
 
@@ -548,7 +633,7 @@ def _count_rule(bounds: Any) -> Rule:
     return Rule(lambda e: low <= e.count <= high, f"count {label}", lambda e: f"the event's count is {e.count}")
 
 
-_CONSTRAINT = regex.compile(r"^\s*(>=|<=|>|<|==)\s*(\d+(?:\.\d+)*)\s*$")
+_CONSTRAINT = later.compile(r"^\s*(>=|<=|>|<|==)\s*(\d+(?:\.\d+)*)\s*$")
 _COMPARE: dict[str, Callable[[tuple, tuple], bool]] = {
     ">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, "<": lambda a, b: a < b,
     "==": lambda a, b: a == b,
@@ -608,7 +693,7 @@ class _Blank(dict):
         return ""
 
 
-_OPTIONAL = regex.compile(r"\[\[((?:(?!\[\[|\]\]).)*)\]\]", regex.DOTALL)
+_OPTIONAL = later.compile(r"\[\[((?:(?!\[\[|\]\]).)*)\]\]", regex.DOTALL)
 """An innermost `[[...]]` part of a template."""
 
 
@@ -650,13 +735,23 @@ def _known(template: str, fields: Mapping[str, Any]) -> bool:
 def match(database: Database, events: Iterable[Event]) -> list[Finding]:
     """One Finding per signature that matched, with every matching event as evidence."""
     events = list(events)
+    by_kind: dict[str, list[int]] = {}
+    for at, event in enumerate(events):
+        by_kind.setdefault(event.kind, []).append(at)
     findings: list[Finding] = []
     for signature in database.signatures:
-        hits = [e for e in events if signature.condition(e)]
+        tried = events if signature.kinds is None else _of_kinds(events, by_kind, signature.kinds)
+        hits = [e for e in tried if signature.condition(e)]
         if not hits:
             continue
         findings.append(finding_for(signature, hits))
     return findings
+
+
+def _of_kinds(events: list[Event], by_kind: Mapping[str, list[int]], kinds: frozenset[str]) -> list[Event]:
+    """The events of these kinds, in the order they were given (`by_kind`: each kind's places in `events`)."""
+    places = [at for kind in kinds for at in by_kind.get(kind, ())]
+    return [events[at] for at in (places if len(kinds) < 2 else sorted(places))]
 
 
 def finding_for(signature: Signature, hits: Sequence[Event]) -> Finding:

@@ -25,8 +25,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-import regex
-
+from . import later
 from .model import Event, Location
 from .normalise import strip_transport
 from .reader import ByteReader
@@ -52,7 +51,7 @@ would otherwise be half a gigabyte before any parsing."""
 LINE_OVERHEAD = 600
 """Bytes a held line costs beyond its text (the Line, its fold entry, the parser's share), for MAX_HELD_BYTES."""
 
-_ANSI = regex.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Za-z0-9]")
+_ANSI = later.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Za-z0-9]")
 _BREAK = re.compile(rb"\n|\r(?!\n)")
 _STAMP = re.compile(
     rb"\[\s*\d+\.\d+\]"  # dmesg uptime

@@ -17,7 +17,7 @@ import yaml
 from helpers import parse_alone
 from postmortem import model, pipeline
 from postmortem.model import Event, to_plain
-from postmortem.sources import kernel_log
+from postmortem.sources import card_of, kernel_log
 from shared_checkout import SHARED, needs
 
 DATA = Path(__file__).parent / "data" / "kernel_log"
@@ -286,7 +286,7 @@ CASES = sorted({p.name.split(".")[0] for p in DATA.glob("*-0[0-9].*.txt")})
 @needs(CORPUS)
 @pytest.mark.parametrize("case", CASES)
 def test_corpus_case_top1_and_mentions(case, monkeypatch):
-    monkeypatch.setattr(pipeline, "text_sources", lambda: (kernel_log,))
+    monkeypatch.setattr(pipeline, "source_cards", lambda: (card_of(kernel_log),))
     pipeline.text_prefilter.cache_clear()
     try:
         spec = yaml.safe_load((CORPUS / case / "case.yaml").read_text(encoding="utf-8"))

@@ -432,6 +432,39 @@ RND13_WORDINGS = {
     "soctherm: OC ALARM 0x00000001": "gpu-thermal-power",
 }
 
+RND14_WORDINGS = {
+    # nvcc names its option gpu-architecture, ptxas gpu-name (openmm/openmm#2599, inducer/pycuda#440)
+    "nvcc fatal   : Value 'sm_75' is not defined for option 'gpu-architecture'": "arch-mismatch",
+    "[stderr:\nnvcc fatal   : Value 'sm_86' is not defined for option 'gpu-architecture'\n]": "arch-mismatch",
+    # XLA's linker and its BLAS-less stream executor (marin-community/levanter#113, jax-ml/jax#16063, jax-ml/jax#13504)
+    "2023-05-18 E external/xla/xla/service/gpu/gpu_compiler.cc:1592] The CUDA linking API did not work. Please use "
+    "XLA_FLAGS=--xla_gpu_force_compilation_parallelism=1 to bypass it, but expect to get longer compilation time due "
+    "to the lack of multi-threading. Original error: INTERNAL: nvlink exited with non-zero error code 256, output: "
+    "nvlink fatal   : Input file '/tmp/tempfile-8ba750b0.cubin' newer than toolkit (118 vs 117)": "driver-mismatch",
+    "jaxlib.xla_extension.XlaRuntimeError: INTERNAL: Attempting to perform BLAS operation using StreamExecutor without "
+    "BLAS support": "library-failure",
+    # CUDA 10.0's runtime numbers (canonical/lxd#5618): 30 was the unknown error, at initialisation a driver problem
+    "cudaGetDeviceCount returned 30\n-> unknown error\nResult = FAIL": "driver-mismatch",
+    # a driver the application calls unsupported (isaac-sim/IsaacAutomator#40), AliceVision without a CUDA device
+    # (alicevision/Meshroom#203)
+    "[Error] [gpu.foundation.plugin] The currently installed NVIDIA graphics driver is unsupported or has known "
+    "issues.": "driver-mismatch",
+    "[18:38:10.598817][error] This program needs a CUDA-Enabled GPU (with at least compute capablility 2.0).":
+        "driver-mismatch",
+    # a rank that gave up waiting for rank 0's NCCL id, in both of PyTorch's spellings (NVIDIA/nccl#708,
+    # bytedance/HLLM#20)
+    "RuntimeError: [1] is setting up NCCL communicator and retreiving ncclUniqueId from [0] via c10d key-value store "
+    "by key '0', but store->get('0') got error: Timeout waiting for key: default_pg/0/0 after": "nccl-timeout",
+    "torch.distributed.DistBackendError: [3] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via "
+    "c10d key-value store by key '0', but store->get('0') got error: Socket Timeout": "nccl-timeout",
+}
+
+
+def test_an_architecture_option_typed_wrong_is_not_a_gpu_too_new():
+    """multimodallearning/pytorch-mask-rcnn#38: `-arch=[sm_61]` typed with its brackets; the compiler knows sm_61."""
+    text = "nvcc fatal   : Value '[sm_61]' is not defined for option 'gpu-architecture'\n"
+    assert "arch-mismatch" not in [f.cause for f in analyze_text(text).findings]
+
 
 def test_a_list_of_possible_causes_is_not_a_report_of_one():
     """Ray's actor-death message names the OOM killer among causes it cannot tell apart (vllm-project/vllm#586)."""
@@ -458,6 +491,7 @@ CORPUS_WORDINGS = {
                                              *RND8_WORDINGS.items(), *RND9_WORDINGS.items(),
                                              *RND10_WORDINGS.items(), *RND11_WORDINGS.items(),
                                              *RND12_WORDINGS.items(), *RND13_WORDINGS.items(),
+                                             *RND14_WORDINGS.items(),
                                              *CORPUS_WORDINGS.items()])
 def test_held_out_rounds_wordings_are_read_by_general_rules(text, cause):
     report = analyze_text(text + "\n")

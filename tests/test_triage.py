@@ -327,7 +327,7 @@ def test_attachments_join_the_issue_as_inputs(tmp_path):
 
 
 def test_an_issue_past_its_time_budget_is_refused(monkeypatch):
-    import postmortem.triage as triage_module
+    import postmortem.triage.verdict as triage_module
 
     real = triage_module.analyze_blobs
 

@@ -25,8 +25,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-import regex
-
+from .. import later
 from ..core import elf
 from ..core.elf import ElfError, Read
 from ..debugging import CUDA_EXCEPTIONS
@@ -63,7 +62,7 @@ _BASE_SIZE = {DEV_TABLE: 72, CTX_TABLE: 40, MOD_TABLE: 8, GRID_TABLE: 104, SM_TA
 """Row sizes of the first driver that wrote each table: a shorter row is not this layout."""
 _NAMES = {DEV_TABLE: "device", CTX_TABLE: "context", MOD_TABLE: "module", GRID_TABLE: "grid", SM_TABLE: "SM",
           CTA_TABLE: "block", WP_TABLE: "warp", LN_TABLE: "lane", META_DATA: "metadata"}
-_FILE_NAME = regex.compile(r"core_(?P<time>\d+)_(?P<host>.{1,255})_(?P<pid>\d+)\.nvcudmp$")  # a host name: 255 at most
+_FILE_NAME = later.compile(r"core_(?P<time>\d+)_(?P<host>.{1,255})_(?P<pid>\d+)\.nvcudmp$")  # a host name: 255 at most
 
 
 @dataclass(frozen=True)

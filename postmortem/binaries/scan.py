@@ -13,8 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 
-import regex
-
+from .. import later
 from ..inputs import (
     CODEC_ERRORS,
     MAX_MEMBERS,
@@ -38,7 +37,7 @@ ARCHIVE_BUDGET = 8 << 30
 """Most bytes inflated from one wheel or zip: a CUDA wheel holds a few GiB of libraries."""
 RUN_BUDGET = 32 << 30
 """Most bytes inflated from all the archives of one `gpu-arch` run (a virtualenv's worth of wheels)."""
-_DRIVER_FILE = regex.compile(r"(?:^|/)libcuda\.so\.(\d{3}\.\d+(?:\.\d+)?)$")
+_DRIVER_FILE = later.compile(r"(?:^|/)libcuda\.so\.(\d{3}\.\d+(?:\.\d+)?)$")
 
 
 @dataclass(frozen=True)

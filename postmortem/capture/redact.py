@@ -24,6 +24,8 @@ from functools import cache, partial
 
 import regex
 
+from .. import later
+
 
 @dataclass(frozen=True)
 class SecretShape:
@@ -41,12 +43,12 @@ def secret_shapes() -> tuple[SecretShape, ...]:
     """The table of secret families, compiled once."""
     from ..knowledge import data_rows
 
-    return tuple(SecretShape(row["kind"], tuple(row["keywords"].split(",")), regex.compile(row["pattern"]))
+    return tuple(SecretShape(row["kind"], tuple(row["keywords"].split(",")), later.compile(row["pattern"]))
                  for row in data_rows("secret-shapes.tsv"))
 
 
-_KEY_BEGIN = regex.compile(r"-----BEGIN [A-Z ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
-_KEY_END = regex.compile(r"-----END [A-Z ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+_KEY_BEGIN = later.compile(r"-----BEGIN [A-Z ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+_KEY_END = later.compile(r"-----END [A-Z ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
 PLACEHOLDERS = frozenset({"", "None", "none", "null", "***", "xxx", "<redacted>"})
 """Values of a secret-named key that are no secret (and already-redacted markers, which start with `<redacted:`)."""
 
@@ -59,7 +61,7 @@ ENV_ALLOWED_NAMES = frozenset({
     "GROUP_RANK", "ROLE_RANK", "NODE_RANK", "HF_HOME", "TRANSFORMERS_CACHE", "HOME", "USER", "HOSTNAME",
 })
 """Environment variables shown by value; every other one is listed by name only."""
-_SECRET_NAME = regex.compile(r"(?i)TOKEN|SECRET|PASSW|PASSPHRASE|CREDENTIAL"
+_SECRET_NAME = later.compile(r"(?i)TOKEN|SECRET|PASSW|PASSPHRASE|CREDENTIAL"
                              r"|API_?KEY|ACCESS_?KEY|PRIVATE|AUTH|COOKIE|SESSION"
                              r"|(?:^|_)(?:PASS|KEY)(?:$|_)|_PWD(?:$|_)")
 """Environment variable names that say "secret" (DB_PASS and DB_PWD too, but not PWD, the working directory)."""
@@ -74,7 +76,7 @@ LOOKBEHIND = 64
 40 and `passphrase`)."""
 
 
-BASE64_RUN = regex.compile(r"(?<![\w+/-])[A-Za-z0-9+/_-]{16,8192}+={0,2}(?![\w+/=-])")
+BASE64_RUN = later.compile(r"(?<![\w+/-])[A-Za-z0-9+/_-]{16,8192}+={0,2}(?![\w+/=-])")
 """A run of base64 (standard or URL-safe alphabet) long enough to hide a secret: a Kubernetes Secret's `data:`
 values, `.dockerconfigjson`, a basic-auth pair or a token encoded once more. Each is decoded and its text
 redacted as any other; a run whose text holds a secret is the secret."""
@@ -263,9 +265,9 @@ def _stars(match: regex.Match, kind: str, counts: Counter[str]) -> str:
     return keep + "*" * len(value.encode("utf-8", "surrogateescape"))
 
 
-_IPV4 = regex.compile(r"(?<![\w.])(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)(?![\w.])")
-_IPV6 = regex.compile(r"(?<![\w:])(?=[0-9a-fA-F:]*\d)(?:[0-9a-fA-F]{0,4}:){2,7}[0-9a-fA-F]{0,4}(?![\w:])")
-_HOME = regex.compile(r"(?<=/(?:home|Users)/)(?P<user>[^/\s:'\"]+)")
+_IPV4 = later.compile(r"(?<![\w.])(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}(?:25[0-5]|2[0-4]\d|1?\d?\d)(?![\w.])")
+_IPV6 = later.compile(r"(?<![\w:])(?=[0-9a-fA-F:]*\d)(?:[0-9a-fA-F]{0,4}:){2,7}[0-9a-fA-F]{0,4}(?![\w:])")
+_HOME = later.compile(r"(?<=/(?:home|Users)/)(?P<user>[^/\s:'\"]+)")
 KEPT_ADDRESSES = frozenset({"127.0.0.1", "0.0.0.0", "255.255.255.255", "::1"})
 """Addresses that say nothing about the machine."""
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import regex
 
-from .. import __version__
+from .. import __version__, later
 from ..core import core_writer, live
 from ..core.modules import ReadAs
 from ..knowledge import data_rows
@@ -53,7 +53,7 @@ DEFAULT_DUMP_PREFIX = "/tmp/nccl_trace_rank_"
 MAX_DUMP = MAX_INPUT_BYTES
 """Largest flight-recorder dump copied into a case: the largest the reader takes (sources/flight_recorder.py)."""
 MAX_KERNEL_STACK = 64
-GPU_DEVICE = regex.compile(r"^/dev/(?:nvidia|dri/|infiniband/)")
+GPU_DEVICE = later.compile(r"^/dev/(?:nvidia|dri/|infiniband/)")
 """Device files whose holders use a GPU or an RDMA NIC (the evidence a driver hang needs)."""
 
 Progress = Callable[[str], None]
@@ -72,7 +72,7 @@ def rank_variables() -> tuple[RankVariable, ...]:
 
 @cache
 def launchers() -> tuple[tuple[regex.Pattern, str], ...]:
-    return tuple((regex.compile(row["pattern"]), row["launcher"]) for row in data_rows("launchers.tsv"))
+    return tuple((later.compile(row["pattern"]), row["launcher"]) for row in data_rows("launchers.tsv"))
 
 
 @dataclass
@@ -215,7 +215,7 @@ def process_state(pid: int, redactor: Redactor, environ: dict[str, str]) -> dict
     }
 
 
-_LOCK = regex.compile(r"^(?P<id>\d+):\s+(?P<waits>->\s+)?(?P<kind>\S+)\s+\S+\s+(?P<type>\S+)\s+(?P<pid>\d+)\s+"
+_LOCK = later.compile(r"^(?P<id>\d+):\s+(?P<waits>->\s+)?(?P<kind>\S+)\s+\S+\s+(?P<type>\S+)\s+(?P<pid>\d+)\s+"
                       r"(?P<file>[0-9a-f]+:[0-9a-f]+:\d+)")
 """A line of /proc/locks (proc(5)): `1: POSIX  ADVISORY  WRITE 4567 08:01:1311 0 EOF`; a request blocked on it follows
 with its own id and `->` (`1: -> POSIX  ADVISORY  WRITE 7890 08:01:1311 0 EOF`)."""

@@ -13,8 +13,7 @@ import struct
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-import regex
-
+from .. import later
 from . import elf, gpu, link_map, notes
 from .arch import AARCH64, BY_MACHINE, Arch
 from .elf import ElfError, Read
@@ -37,7 +36,7 @@ from .unwind import (
 if TYPE_CHECKING:
     from .python_stack import PythonThread, Read as PythonRead
 
-SHOWN_ENV = regex.compile(r"^(?:CUDA_\w*|NCCL_\w*|TORCH_\w*|PYTORCH_\w*|LD_LIBRARY_PATH|NVIDIA_\w*|OMP_NUM_THREADS|"
+SHOWN_ENV = later.compile(r"^(?:CUDA_\w*|NCCL_\w*|TORCH_\w*|PYTORCH_\w*|LD_LIBRARY_PATH|NVIDIA_\w*|OMP_NUM_THREADS|"
                           r"TF_CPP_\w*|TF_GPU_\w*|TF_FORCE_GPU_\w*|XLA_FLAGS|XLA_PYTHON_CLIENT_\w*|CUBLAS_\w*|CUDNN_\w*|"
                           r"RANK|LOCAL_RANK|WORLD_SIZE|MASTER_ADDR|MASTER_PORT)$")
 """Environment variables shown by value: they steer GPU jobs and rarely hold secrets."""

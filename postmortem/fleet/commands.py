@@ -136,6 +136,3 @@ def _reading(db: str) -> Iterator[sqlite3.Connection]:
         finally:
             conn.close()
 
-
-COMMANDS = (scan_command, buckets_command, report_command)
-"""What `postmortem.cli` registers on the main group."""

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import html
 
-import regex
-
+from .. import later
 from ..model import Event, Finding, Report
 from . import view
 from .frames import frame_line
@@ -29,14 +28,14 @@ GitHub comment holds at most 65,536 characters and a GitLab note a million; the 
 OTHER_THREADS = 8
 """Threads besides the crashing one listed (folded); the rest are counted."""
 
-_PUNCTUATION = regex.compile(r"([\\`*_\[\]|~])")
+_PUNCTUATION = later.compile(r"([\\`*_\[\]|~])")
 """Characters that start emphasis, code, links or table cells anywhere in a line."""
-_BLOCK_START = regex.compile(r"^(\d*)([#+=.)-])")
+_BLOCK_START = later.compile(r"^(\d*)([#+=.)-])")
 """A line starting like a heading, quote, list or setext underline."""
-_BACKTICKS = regex.compile(r"`+")
+_BACKTICKS = later.compile(r"`+")
 
 
-_LIVE = regex.compile(r"@|[#!]\w|(?i:gh-\d|[a-z]:[^\s\d]|www\.)")
+_LIVE = later.compile(r"@|[#!]\w|(?i:gh-\d|[a-z]:[^\s\d]|www\.)")
 """What makes a word live somewhere on a tracker: any `@` (GitHub's mentions start after any punctuation, and
 e-mail addresses autolink), `#` or `!` before a name or number (#123, owner/repo#1, GitLab's !123), GH-123, a
 scheme in any case (HTTPS://, mailto:, xmpp:, javascript:, file:) and www. Deliberately wider than any tracker's

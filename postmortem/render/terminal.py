@@ -12,12 +12,12 @@ import sys
 from typing import TextIO
 
 import click
-import regex
 
+from .. import later
 from ..names import escaped_bytes
 from .view import safe
 
-OWN_STYLES = regex.compile(r"(\x1b\[(?:0|1|22|3[0-79]|9[0-7])m)")
+OWN_STYLES = later.compile(r"(\x1b\[(?:0|1|22|3[0-79]|9[0-7])m)")
 """The SGR codes `click.style` writes for the tool's own colours and bold (and their resets): they change
 colour only, never hide text (SGR 8), move the cursor or open a link; kept when the text is `styled`."""
 

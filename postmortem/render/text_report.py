@@ -14,8 +14,8 @@ import unicodedata
 from collections.abc import Callable
 
 import click
-import regex
 
+from .. import later
 from ..model import YEARLESS, Event, Finding, Report
 from .frames import frame_line
 from .i18n import Translator
@@ -135,7 +135,7 @@ def _counted(words: str) -> str:
     return f" — {words}" if words else ""
 
 
-_TOKENS = regex.compile(r"[!-~]+|\s+|.")
+_TOKENS = later.compile(r"[!-~]+|\s+|.")
 """Wrapping units: a run of printable ASCII (a word, a path, a flag) stays whole; any other character stands alone."""
 
 

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
-import regex
-
+from .. import later
 from ..model import to_plain
 from . import view
 from .i18n import Translator
@@ -25,7 +24,7 @@ if TYPE_CHECKING:
 
 MARKER = "<!-- postmortem-triage -->"
 """The first line of every comment triage writes: how the GitHub Action finds it to update it."""
-_LABEL_STATE = regex.compile(r"<!-- postmortem-triage labels applied=(?P<applied>[^\s>]*+) "
+_LABEL_STATE = later.compile(r"<!-- postmortem-triage labels applied=(?P<applied>[^\s>]*+) "
                              r"declined=(?P<declined>[^\s>]*+) -->")
 """The second line of the Action's comment (LabelState), hidden like the marker: label names percent-encoded, so
 none can end the HTML comment."""

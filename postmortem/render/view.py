@@ -13,15 +13,18 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import regex
 
-from ..core.report import Thread
+from .. import later
 from ..join import gpu_key
 from ..knowledge import data_rows
 from ..model import YEARLESS, Event, Finding, Report, driver_code
 from .i18n import Translator
+
+if TYPE_CHECKING:
+    from ..core.report import Thread
 
 GPU_KINDS = ("nvidia-driver", "cuda-library", "framework")
 EXTENSION_KINDS = ("user-extension",)
@@ -36,7 +39,7 @@ def module_groups(modules: Sequence[Any]) -> list[tuple[str, list[Any]]]:
     return [(key, found) for key, found in groups if found]
 """Module kinds that belong to the GPU stack; highlighted in core sections."""
 
-_CONTROL = regex.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_CONTROL = later.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 """C0 and C1 controls (ESC starts CSI, OSC 8 links and title changes) and the bidirectional marks and overrides
 (U+202E turns `gnp.exe` into what looks like `exe.png`): nothing from an input may reorder or drive the display."""
 
@@ -121,9 +124,9 @@ def marked(text: str) -> tuple[tuple[str, bool], ...]:
 
 @cache
 def _anchor_pattern() -> regex.Pattern:
-    from ..sources import text_sources
+    from ..sources import source_cards
 
-    literals = sorted({a.decode("utf-8", "replace").strip() for s in text_sources() for a in s.ANCHORS}, key=len,
+    literals = sorted({a.decode("utf-8", "replace").strip() for s in source_cards() for a in s.anchors}, key=len,
                       reverse=True)
     return regex.compile("|".join(regex.escape(lit) for lit in literals if len(lit) >= 4))
 
@@ -521,7 +524,7 @@ def _datetimes(values: Iterable[Any]) -> list[datetime | None]:
     return moments
 
 
-_NUMBER = regex.compile(r"-?\d+(?:\.\d+)?")
+_NUMBER = later.compile(r"-?\d+(?:\.\d+)?")
 
 
 def _number(value: Any) -> float | None:

@@ -22,6 +22,7 @@ from typing import Any
 
 import regex
 
+from .. import later
 from ..model import Event
 from ..text import Line, TextDoc
 
@@ -50,19 +51,19 @@ EXPECTED = (
 )
 """Sections a complete report has: (what is lost without it, header substrings that provide it)."""
 
-_DEVICE = regex.compile(  # an lspci device line, also with a label in front (`Card: 01:00.0 VGA ...`)
+_DEVICE = later.compile(  # an lspci device line, also with a label in front (`Card: 01:00.0 VGA ...`)
     r"^(?:\w+:\s+)?(?P<pci>(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]) (?P<what>[^:]+): (?P<name>.*)$")
-_NVIDIA = regex.compile(r"\[10de:[0-9a-fA-F]{4}\]|NVIDIA Corporation")
-_SECONDARY = regex.compile(r"Bus: primary=\w+, secondary=(?P<bus>[0-9a-fA-F]+)")
-_LINK = regex.compile(r"Speed (?P<speed>[\d.]+)GT/s(?: \((?P<speed_note>\w+)\))?, Width x(?P<width>\d+)"
+_NVIDIA = later.compile(r"\[10de:[0-9a-fA-F]{4}\]|NVIDIA Corporation")
+_SECONDARY = later.compile(r"Bus: primary=\w+, secondary=(?P<bus>[0-9a-fA-F]+)")
+_LINK = later.compile(r"Speed (?P<speed>[\d.]+)GT/s(?: \((?P<speed_note>\w+)\))?, Width x(?P<width>\d+)"
                       r"(?: \((?P<width_note>\w+)\))?")
-_DL_ACTIVE = regex.compile(r"\bDLActive(?P<state>[+-])")
-_NVRM = regex.compile(
+_DL_ACTIVE = later.compile(r"\bDLActive(?P<state>[+-])")
+_NVRM = later.compile(
     r"NVRM version: NVIDIA UNIX (?P<flavour>Open )?(?:\S+ )?Kernel Module"
     r"(?: for \S+)?\s+(?P<version>\d+\.\d+(?:\.\d+)?)")
-_GCC = regex.compile(r"^\s*+GCC version:\s*+(?:gcc version )?(?P<gcc>\S(?:.*\S)?)\s*$")
-_BANNER = regex.compile(r"nvidia-bug-report\.sh Version: (?P<version>\d+)")
-_UNAME = regex.compile(r"^uname: Linux (?P<host>\S+) (?P<kernel_version>\d+\.\d+\S*)")
+_GCC = later.compile(r"^\s*+GCC version:\s*+(?:gcc version )?(?P<gcc>\S(?:.*\S)?)\s*$")
+_BANNER = later.compile(r"nvidia-bug-report\.sh Version: (?P<version>\d+)")
+_UNAME = later.compile(r"^uname: Linux (?P<host>\S+) (?P<kernel_version>\d+\.\d+\S*)")
 
 
 @dataclass(frozen=True)

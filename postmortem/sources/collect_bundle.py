@@ -20,8 +20,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-import regex
-
+from .. import later
 from ..capture.redact import env_value_allowed
 from ..model import Event
 from ..text import Line, TextDoc
@@ -53,12 +52,12 @@ FRAMEWORK_PACKAGES = {"torch": "pytorch", "pytorch": "pytorch", "tensorflow": "t
 torch `pytorch`."""
 TORCH_PACKAGES = ("torch", "pytorch")
 
-_FORMAT = regex.compile(r'"format": "(postmortem-bundle/[^"]*)')
-_KEY_VALUE = regex.compile(r"^(?P<key>[\w.() -]+?): ?(?P<value>.*)$")
-_PACKAGE = regex.compile(r"^(?:\[(?:pip3?|conda)\] +)?(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>\d[\w.+!-]*)$")
+_FORMAT = later.compile(r'"format": "(postmortem-bundle/[^"]*)')
+_KEY_VALUE = later.compile(r"^(?P<key>[\w.() -]+?): ?(?P<value>.*)$")
+_PACKAGE = later.compile(r"^(?:\[(?:pip3?|conda)\] +)?(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>\d[\w.+!-]*)$")
 """A pip list line; torch.utils.collect_env prefixes it with the tool that listed it (`[pip3] torch==2.5.1`)."""
-_VARIABLE = regex.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)$")
-_DEVICE_SM = regex.compile(r" (sm_\d+[af]?)(?: |$)")
+_VARIABLE = later.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)$")
+_DEVICE_SM = later.compile(r" (sm_\d+[af]?)(?: |$)")
 """What ends each device of torch.txt's `devices:` line ("NAME sm_XY", joined by spaces)."""
 _ABSENT = ("", "None", "[]")
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import regex
 
+from .. import later
 from ..debugging import crash_site, functions_of
 from ..knowledge import signal_name
 from ..model import Event
@@ -29,16 +30,16 @@ FIELD_LINES = 25
 """Lines above the message that may hold `coredumpctl info` fields."""
 MAX_FRAMES = 200
 
-_DUMPED = regex.compile(r"Process (?P<pid>\d+) \((?P<process>[^)]*)\) of user (?P<uid>\d+) dumped core\.")
-_STACK = regex.compile(r"Stack trace of thread (?P<tid>\d+):")
-_FRAME = regex.compile(
+_DUMPED = later.compile(r"Process (?P<pid>\d+) \((?P<process>[^)]*)\) of user (?P<uid>\d+) dumped core\.")
+_STACK = later.compile(r"Stack trace of thread (?P<tid>\d+):")
+_FRAME = later.compile(
     r"#(?P<index>\d+)\s+(?P<pc>0x[0-9a-fA-F]+) (?P<function>.+?) \("
     r"(?P<module>[^()]+?)(?: \+ (?P<offset>0x[0-9a-fA-F]+))?\)\s*$")
-_INFO = regex.compile(r"^\s*(?P<key>[A-Z][A-Za-z ]{1,20}): (?P<value>.*)$")
-_MODULE = regex.compile(r"^\s*(?:Module |ELF object binary|Found module )")
-_SYSLOG = regex.compile(r"^(?:\S+\s+){2,3}(?P<host>\S+) systemd-coredump\[\d+\]: ")
-_INFO_SIGNAL = regex.compile(r"(?P<number>\d+)(?: \((?P<name>\w+)\))?")
-_ABORT_MESSAGES = regex.compile(r"terminate called (?:after throwing|without an active exception|recursively)|"
+_INFO = later.compile(r"^\s*(?P<key>[A-Z][A-Za-z ]{1,20}): (?P<value>.*)$")
+_MODULE = later.compile(r"^\s*(?:Module |ELF object binary|Found module )")
+_SYSLOG = later.compile(r"^(?:\S+\s+){2,3}(?P<host>\S+) systemd-coredump\[\d+\]: ")
+_INFO_SIGNAL = later.compile(r"(?P<number>\d+)(?: \((?P<name>\w+)\))?")
+_ABORT_MESSAGES = later.compile(r"terminate called (?:after throwing|without an active exception|recursively)|"
                                 r"Assertion `.*' failed|free\(\): invalid|double free or corruption|"
                                 r"malloc\(\): |corrupted size vs\. prev_size|stack smashing detected")
 _INFO_KEYS = {"PID": "pid", "UID": "uid", "Signal": "signal", "Executable": "executable",

@@ -23,7 +23,7 @@ from functools import cache
 
 import regex
 
-from .. import knowledge
+from .. import knowledge, later
 from ..model import LOOSE, Event, Unread
 from ..text import Line, TextDoc
 from .mentions import DOCUMENTED, causeless, lines_read
@@ -75,7 +75,7 @@ def _alternatives(cell: str) -> regex.Pattern:
         tokens = [t for t in regex.split(r"(\{[a-z]+\})|\s+", wording.strip()) if t]
         body = r"[\s_-]*+".join(_PLACEHOLDERS.get(t) or knowledge.typed(t) for t in tokens)
         wordings.append(_EDGE_BEFORE + body + _EDGE_AFTER)
-    return regex.compile("|".join(wordings), regex.IGNORECASE)
+    return later.compile("|".join(wordings), regex.IGNORECASE)
 
 
 @cache
@@ -107,11 +107,11 @@ REPEATS = ANCHORS
 storms (nvidia-smi's rows of ERR!) keeps folding where it shares an anchor with this one."""
 
 
-_PROMPT = regex.compile(r"^[\s>]*+(?:[\w.-]++@[\w.-]++)?(?::\S*?)?[ \t]*+[$#%][ \t]++[a-z]")
+_PROMPT = later.compile(r"^[\s>]*+(?:[\w.-]++@[\w.-]++)?(?::\S*?)?[ \t]*+[$#%][ \t]++[a-z]")
 """A command at a shell prompt (`core@gpu-node:~ $ dmesg -T | grep oom`): what a person typed, not what went wrong."""
 
 
-_HEDGE = regex.compile(
+_HEDGE = later.compile(
     r"(?i)\b(?:potential|possible)\s++(?:root\s++)?(?:causes|reasons)\b|\bone of the following\b"
     r"|\b(?:could|might|may)\s++(?:be\s++)?(?:caused\s++by|due\s++to)\b|\bit is possible that\b"
     r"|\bthis (?:might|may|could) be\b")

@@ -23,9 +23,7 @@ from datetime import UTC, datetime
 from functools import cache
 from typing import Any
 
-import regex
-
-from .. import safe_pickle
+from .. import later, safe_pickle
 from ..knowledge import data_rows
 from ..model import Event, Location
 from ..text import Line, TextDoc
@@ -38,23 +36,23 @@ MAX_DUMP = safe_pickle.MAX_INPUT_BYTES
 """Largest dump read; the default 2,000 entries per rank are a few MB."""
 PICKLE_START = b"\x80"
 """PROTO, the first opcode of every pickle of protocol 2 or later (the recorder writes protocol 2)."""
-RANK_IN_NAME = regex.compile(r"_rank_([0-9]+)(?:\.json)?$")
+RANK_IN_NAME = later.compile(r"_rank_([0-9]+)(?:\.json)?$")
 """The rank PyTorch appends to the dump's file name (`nccl_trace_rank_3`, `fr_json_rank_3.json`)."""
 MAX_RANK_DIGITS = 9
 """A rank of more digits belongs to no job (the largest have some 10**5 ranks); an archive member's name may
 carry thousands, which int() refuses past 4,300."""
-VERSION = regex.compile(r"([0-9]{1,9})\.([0-9]{1,9})")
+VERSION = later.compile(r"([0-9]{1,9})\.([0-9]{1,9})")
 """A dump's version as the recorder writes it: "2.10". ASCII digits only: "2.\u00b2" is digits to str.isdigit."""
 WHOLE = range(-(2**63), 2**64)
 """The numbers the recorder writes: int64 times, sizes and counters, size_t sequence numbers. Past them a value
 is no recorder's (a 20,000-bit sequence number), and str() of one of over 4,300 digits raises."""
 WHOLE_DIGITS = 20
 """Digits of the longest number in WHOLE (2**64 - 1)."""
-WHOLE_TEXT = regex.compile(rf"-?[0-9]{{1,{WHOLE_DIGITS}}}")
+WHOLE_TEXT = later.compile(rf"-?[0-9]{{1,{WHOLE_DIGITS}}}")
 """A whole number as JSON dumps quote it (pg_status counters)."""
 SHOWN = 40
 """Characters of a dump's value shown in a diagnostic or a field before it is cut."""
-TORCH_FRAME = regex.compile(r"(?:^|/)torch/")
+TORCH_FRAME = later.compile(r"(?:^|/)torch/")
 """Frames in torch's own code: the user's call is the innermost frame outside them."""
 NO_ENTRY = -1
 """What pg_status says before a group's first collective."""

@@ -80,7 +80,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"GPUs or newer", b"Your GPU does not support ", b"only supports devices of CUDA Capability",
     b") is not supported on CUDA", b"The GPU architecture in your current machine",
     b"ran into an error", b"for compute capability",
-    b"is not defined for option 'gpu-name'",
+    b"is not defined for option 'gpu-name'", b"is not defined for option 'gpu-architecture'",
     b"Unsupported gpu architecture", b"Unsupported .version", b"is higher than default SM version",
     b"unable to write to file </torch", b"unable to open shared memory object </torch",
     b"LargestFreeBlock:",  # TensorFlow's allocator statistics (cuda_runtime.allocator_stats)

@@ -16,6 +16,7 @@ from typing import Any
 
 import regex
 
+from .. import later
 from ..debugging import CUDA_EXCEPTIONS, crash_site, exception_number, functions_of, short_name
 from ..knowledge import signal_name
 from ..model import Event
@@ -38,31 +39,31 @@ MAX_FRAMES = 200
 EXCEPTION_LINES = 12
 """Lines after a CUDA exception that may still describe it (PC, signal, focus, location)."""
 
-_FRAME = regex.compile(
+_FRAME = later.compile(
     r"(?<![\w#(])#(?P<index>\d+)\s+(?P<body>0x[0-9a-fA-F]+ in \S.*|<signal handler called>"
     r"|(?!0x)[^\s(][^(]*\(.*\)(?: at \S+:\d+| from \S+)?)\s*$")
-_STOP = regex.compile(r"^(?P<pc>0x[0-9a-fA-F]+) in (?P<call>.+?)"
+_STOP = later.compile(r"^(?P<pc>0x[0-9a-fA-F]+) in (?P<call>.+?)"
                       r"(?: at (?P<file>\S+):(?P<line>\d+)| from (?P<module>\S+))?\s*$")
-_CALL = regex.compile(r"^(?:(?P<pc>0x[0-9a-fA-F]+) in )?(?P<call>.+?)"
+_CALL = later.compile(r"^(?:(?P<pc>0x[0-9a-fA-F]+) in )?(?P<call>.+?)"
                       r"(?: at (?P<file>\S+):(?P<line>\d+)| from (?P<module>\S+))?$")
 """A frame's text after its number, stripped first: a trailing blank-matcher under the lazy `call` would rescan
 every blank run."""
-_THREAD = regex.compile(r"\bThread (?P<num>\d+) \((?P<what>.*)\)\s*:?\s*$")
-_LWP = regex.compile(r"LWP (?P<lwp>\d+)")
-_QUOTED = regex.compile(r"\"(?P<name>[^\"]*)\"")
-_SIGNAL = regex.compile(
+_THREAD = later.compile(r"\bThread (?P<num>\d+) \((?P<what>.*)\)\s*:?\s*$")
+_LWP = later.compile(r"LWP (?P<lwp>\d+)")
+_QUOTED = later.compile(r"\"(?P<name>[^\"]*)\"")
+_SIGNAL = later.compile(
     r"(?:(?:Thread (?P<thread>\d+)(?: \"(?P<process>[^\"]*)\")?"
     r"(?: \([^)]*\)*)?|Program) received|Program terminated with)"
     r" signal (?P<signal>SIG\w+|CUDA_EXCEPTION_\d+|\d+|\?)(?:, (?P<text>[^.]+))?\.?")
-_CURRENT = regex.compile(r"\[Current thread is (?P<num>\d+)")
-_CUDA_EXCEPTION = regex.compile(r"CUDA Exception: (?P<name>[A-Za-z][\w -]*[\w])")
-_TRIGGER = regex.compile(r"exception was triggered at PC (?P<pc>0x[0-9a-fA-F]+)")
-_FOCUS = regex.compile(r"\[Switching focus to CUDA (?P<what>[^\]]+)\]")
-_FOCUS_PART = regex.compile(r"\b(?P<key>kernel|grid|cluster|block|thread|device|sm|warp|lane) "
+_CURRENT = later.compile(r"\[Current thread is (?P<num>\d+)")
+_CUDA_EXCEPTION = later.compile(r"CUDA Exception: (?P<name>[A-Za-z][\w -]*[\w])")
+_TRIGGER = later.compile(r"exception was triggered at PC (?P<pc>0x[0-9a-fA-F]+)")
+_FOCUS = later.compile(r"\[Switching focus to CUDA (?P<what>[^\]]+)\]")
+_FOCUS_PART = later.compile(r"\b(?P<key>kernel|grid|cluster|block|thread|device|sm|warp|lane) "
                             r"(?P<value>\([\d, ]+\)|\d+)")
-_PC_SOURCE = regex.compile(r"^(?P<pc>0x[0-9a-fA-F]+)\s+(?P<line>\d+)\s+(?P<source>\S.*)$")
-_SOURCE = regex.compile(r"^(?P<line>\d+)\t(?P<source>.*)$")
-_KERNEL_ROW = regex.compile(
+_PC_SOURCE = later.compile(r"^(?P<pc>0x[0-9a-fA-F]+)\s+(?P<line>\d+)\s+(?P<source>\S.*)$")
+_SOURCE = later.compile(r"^(?P<line>\d+)\t(?P<source>.*)$")
+_KERNEL_ROW = later.compile(
     r"^\s*+(?P<focus>\*)?\s*+(?P<kernel_id>\d+)\s+(?P<parent>-|\d+)\s+(?P<device>\d+)\s+(?P<grid>-?\d+)\s+"
     r"(?P<status>[A-Za-z]+)\s+(?P<sms_mask>0x[0-9a-fA-F]+)\s+(?P<grid_dim>\([\d,]+\))\s+(?P<block_dim>\([\d,]+\))"
     r"\s+(?P<invocation>\S(?:.*\S)?)\s*$")

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import regex
 
+from .. import later
 from ..model import Event, GpuSeries, Location
 from ..text import Line, TextDoc
 from .gpu_tools import HealthField, health_fields, pci_of, unhealthy
@@ -83,8 +84,8 @@ DMON_INTERVAL_S = 1.0
 """Seconds between dmon samples when its output carries no time column (the default of `dmon -d`)."""
 
 _FIELD = r"[a-z_][A-Za-z_.0-9]*(?: \[[^\]]+\])?"
-_CSV_HEADER = regex.compile(rf"^\s*(?:{_FIELD}, )+{_FIELD}\s*$")
-_DMON_HEADER = regex.compile(r"^#\s*(?:Date\s+)?(?:Time\s+)?gpu\s+\w")
+_CSV_HEADER = later.compile(rf"^\s*(?:{_FIELD}, )+{_FIELD}\s*$")
+_DMON_HEADER = later.compile(r"^#\s*(?:Date\s+)?(?:Time\s+)?gpu\s+\w")
 _LOST = r"GPU is lost|Unknown Error|GPU requires reset|Unable to determine"
 
 _QUERY_NAMES = {

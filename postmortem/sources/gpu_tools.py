@@ -25,6 +25,7 @@ from typing import Any
 
 import regex
 
+from .. import later
 from ..join import gpu_key
 from ..knowledge import APOSTROPHE, data_rows, nvml_error_fields, nvml_return, nvml_returns, typed, xid
 from ..model import Event
@@ -73,42 +74,42 @@ TABLE_LINES = 2000
 REPORT_LINES = 20000
 """Most lines read for one nvidia-smi -q report (8 GPUs with process lists stay far below)."""
 
-_GPU_HEADER = regex.compile(r"^\s*GPU (?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$")
-_KEY_VALUE = regex.compile(r"^(?P<indent>\s*+)(?P<key>[^:\s](?:[^:]*[^:\s])?)\s*:\s?(?P<value>(?:.*\S)?)\s*$")
-_SECTION = regex.compile(r"^(?P<indent>\s*+)(?P<key>\S(?:.*\S)?)\s*$")
-_NUMBER = regex.compile(r"^-?\d+")
-_TABLE_VERSIONS = regex.compile(
+_GPU_HEADER = later.compile(r"^\s*GPU (?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$")
+_KEY_VALUE = later.compile(r"^(?P<indent>\s*+)(?P<key>[^:\s](?:[^:]*[^:\s])?)\s*:\s?(?P<value>(?:.*\S)?)\s*$")
+_SECTION = later.compile(r"^(?P<indent>\s*+)(?P<key>\S(?:.*\S)?)\s*$")
+_NUMBER = later.compile(r"^-?\d+")
+_TABLE_VERSIONS = later.compile(
     r"NVIDIA-SMI (?P<smi>[\d.]+)\s+Driver Version: (?P<driver>[\d.]+)(?:\s+CUDA Version: (?P<cuda>[\d.]+))?")
 """The table's banner; drivers before 410 print no CUDA Version in it."""
-_BUS_ID = regex.compile(r"(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])")
+_BUS_ID = later.compile(r"(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])")
 
-_ROW_NAME = regex.compile(r"^\s*(?P<index>\d+)\s+(?P<name>\S.*?)\s+(?P<persistence>On|Off|N/A|ERR!|WDDM|TCC)\s*$")
-_ROW_BUS = regex.compile(r"^\s*(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]|ERR!)\s+"
+_ROW_NAME = later.compile(r"^\s*(?P<index>\d+)\s+(?P<name>\S.*?)\s+(?P<persistence>On|Off|N/A|ERR!|WDDM|TCC)\s*$")
+_ROW_BUS = later.compile(r"^\s*(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]|ERR!)\s+"
                          r"(?P<display>\S+)\s*$")
-_ROW_ONE = regex.compile(r"^\s*(?P<ecc>\S+)\s*$")
-_ROW_POWER = regex.compile(
+_ROW_ONE = later.compile(r"^\s*(?P<ecc>\S+)\s*$")
+_ROW_POWER = later.compile(
     r"^\s*(?P<fan>\S+)\s+(?P<temp>\S+)\s+(?P<perf>\S+)\s+(?P<power>\S+?)\s*/\s*(?P<power_cap>\S+)\s*$")
-_ROW_MEMORY = regex.compile(r"^\s*(?P<memory_used>\S+?)\s*/\s*(?P<memory_total>\S+)\s*$")
-_ROW_UTIL = regex.compile(r"^\s*(?P<util>\S+)\s+(?P<compute_mode>\S.*?)\s*$")
+_ROW_MEMORY = later.compile(r"^\s*(?P<memory_used>\S+?)\s*/\s*(?P<memory_total>\S+)\s*$")
+_ROW_UTIL = later.compile(r"^\s*(?P<util>\S+)\s+(?P<compute_mode>\S.*?)\s*$")
 _ROW_CELLS = ((_ROW_NAME, _ROW_BUS, _ROW_ONE), (_ROW_POWER, _ROW_MEMORY, _ROW_UTIL))
 """The cells of a GPU row's first and second line, the same in every layout (only widths change)."""
 _ROW_FIELDS = {"fan": "fan_pct", "temp": "temp_c", "power": "power_w", "power_cap": "power_cap_w",
                "memory_used": "memory_used_mib", "memory_total": "memory_total_mib", "util": "util_pct"}
 
 _NVML_ERRORS = (
-    regex.compile(r"Failed to initialize NVML: (?P<error>.*\S|\s)\s*$"),
-    regex.compile(r"NVIDIA-SMI has failed because it (?P<error>" + typed("couldn't communicate with the NVIDIA driver")
+    later.compile(r"Failed to initialize NVML: (?P<error>.*\S|\s)\s*$"),
+    later.compile(r"NVIDIA-SMI has failed because it (?P<error>" + typed("couldn't communicate with the NVIDIA driver")
                   + ")"),
-    regex.compile(r"NVIDIA-SMI (?P<error>" + typed("couldn't find libnvidia-ml.so library") + ")"),
-    regex.compile(r"(?P<error>could not load NVML library)"),  # the device plugin and other NVML clients
+    later.compile(r"NVIDIA-SMI (?P<error>" + typed("couldn't find libnvidia-ml.so library") + ")"),
+    later.compile(r"(?P<error>could not load NVML library)"),  # the device plugin and other NVML clients
     # nvidia-container-cli ("nvml error: ..."), nvidia-docker 1 and other Go NVML clients ("Error: nvml: ...")
-    regex.compile(r"\bnvml(?: error)?: (?P<error>[^:\n]+?)\s*(?::|$)"),
-    regex.compile(r"Unable to determine the device handle for (?:GPU|gpu)\s*"
+    later.compile(r"\bnvml(?: error)?: (?P<error>[^:\n]+?)\s*(?::|$)"),
+    later.compile(r"Unable to determine the device handle for (?:GPU|gpu)\s*"
                   r"(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]):\s*(?P<error>.+?)\s*$"),
-    regex.compile(r"(?P<error>No devices were found)"),
+    later.compile(r"(?P<error>No devices were found)"),
 )
-_NVML_VERSION = regex.compile(r"NVML library version: (?P<version>[\d.]+)")
-_NVML_RETURN = regex.compile(
+_NVML_VERSION = later.compile(r"NVML library version: (?P<version>[\d.]+)")
+_NVML_RETURN = later.compile(
     r"\bNVML_ERROR_(?P<name>[A-Z_]+)\b|\bNVMLError_(?P<camel>[A-Za-z]+)\b"
     r"|(?i:\bnvml\b)[^\n]{0,160}?(?:(?i:status|code)[:= ]+(?P<camel>[A-Z][A-Za-z]{2,40})\b"
     r"|(?i:error code|code|error|status|returned)[:= ]*\(?(?P<number>\d{1,3})\)?(?![\d.])|\((?P<number>\d{1,3})\):)"
@@ -116,25 +117,25 @@ _NVML_RETURN = regex.compile(
 """An NVML return code as NVML's clients print it: by name (NVML_ERROR_GPU_IS_LOST), as pynvml's exception
 (NVMLError_GpuIsLost), in CamelCase after a status (NiceHash: `status: GPUIsLost`), or by number on a line that
 names NVML (T-Rex: `NVML: can't get GPU #0, error code 15`; Slurm: `NVML: Failed to get usage(15): GPU is lost`)."""
-_NVML_TEXT = regex.compile(r"(?i)\b(?P<text>" + "|".join(
+_NVML_TEXT = later.compile(r"(?i)\b(?P<text>" + "|".join(
     regex.escape(r.message) for r in nvml_returns() if r.cause and r.message and len(r.message) >= 10) + r")\b")
 """nvmlErrorString's text of a code that points at a cause, printed without a code (PhoenixMiner: `unable to get
 fan speed - GPU is lost (15)`)."""
 
-_DCGM = regex.compile(
+_DCGM = later.compile(
     r"Detected an? (?P<level>\w+) in health system (?P<system>[\w-]+):\s*'?(?P<message>.*?)'?\s*$")
-_DCGM_GPU = regex.compile(r"\bGPU (\d+)\b")
+_DCGM_GPU = later.compile(r"\bGPU (\d+)\b")
 
-_DAEMON_XID = regex.compile(r"\bXID (?P<xid>[0-9]{1,4}) ?\((?P<name>[^)\n]{0,120})\) detected on PCI:"
+_DAEMON_XID = later.compile(r"\bXID (?P<xid>[0-9]{1,4}) ?\((?P<name>[^)\n]{0,120})\) detected on PCI:"
                            r"(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-9A-Fa-f])?)")
 """gpud's verdict on an Xid it read from the kernel or NVML (`XID 79(GPU has fallen off the bus) detected on
 PCI:0000:04:00`, in its states' reason and its events' message)."""
 
-_FM_ERROR = regex.compile(
+_FM_ERROR = later.compile(
     r"detected NVSwitch (?P<severity>non-fatal|fatal) error (?P<sxid>\d+)"
     r"(?: on fid (?P<fid>\d+))?(?: on NVSwitch pci bus id (?P<bus>\S+))?"
     r"(?: physical id (?P<switch>\d+))?(?: port (?P<port>\d+))?")
-_FM_SETUP = regex.compile(r"failed to configure all the available GPUs or NVSwitches"
+_FM_SETUP = later.compile(r"failed to configure all the available GPUs or NVSwitches"
                           r"|not all local fabric manager instances finished their configuration")
 """Fabric Manager's words when it could not set up the NVSwitch fabric at start (the GPUs then fail CUDA's start
 with 802, "system not yet initialized")."""
@@ -176,22 +177,22 @@ def unhealthy(field: HealthField, cell: str) -> int | bool | str | None:
     return value if value not in HEALTHY_ACTIONS else None
 
 
-_COUNT = regex.compile(r"[0-9]{1,18}")
+_COUNT = later.compile(r"[0-9]{1,18}")
 """A count as the tools print it (ASCII digits; a longer run is no counter of theirs)."""
-_DMON_HEADER = regex.compile(r"^#Entity\s+\S")
-_DMON_ROW = regex.compile(r"^GPU (?P<gpu>[0-9]{1,6})\s")
+_DMON_HEADER = later.compile(r"^#Entity\s+\S")
+_DMON_ROW = later.compile(r"^GPU (?P<gpu>[0-9]{1,6})\s")
 DMON_LINES = 20000
 """Most lines of one `dcgmi dmon` run read after its first header (its header repeats every 14 rows)."""
 
-_TREE_ROW = regex.compile(r"^\s*+\|(?P<key>[^|]*+)\|(?P<value>[^|]*+)\|\s*+$")
-_TREE_ENTITY = regex.compile(r"^-> (?P<id>[0-9]{1,6})$")
-_TREE_SYSTEM = regex.compile(r"^-> (?![0-9]+$)(?P<system>.+?)(?: system)?$")
+_TREE_ROW = later.compile(r"^\s*+\|(?P<key>[^|]*+)\|(?P<value>[^|]*+)\|\s*+$")
+_TREE_ENTITY = later.compile(r"^-> (?P<id>[0-9]{1,6})$")
+_TREE_SYSTEM = later.compile(r"^-> (?![0-9]+$)(?P<system>.+?)(?: system)?$")
 HEALTH_REPORT_LINES = 2000
 """Most lines of one `dcgmi health -c` report read (each incident takes a few; DCGM keeps at most 64 per check)."""
 INCIDENT_LEVELS = {"Warning": "warning", "Failure": "failure"}
 """dcgmHealthWatchResults_t as dcgmi prints it -> the level of a dcgm-health event (Healthy is no incident)."""
 
-_FM_TIME = regex.compile(r"^\[(?P<stamp>[A-Z][a-z]{2} +\d{1,2} \d{4} \d{2}:\d{2}:\d{2})\]")
+_FM_TIME = later.compile(r"^\[(?P<stamp>[A-Z][a-z]{2} +\d{1,2} \d{4} \d{2}:\d{2}:\d{2})\]")
 
 ACTIVE_IGNORED = frozenset({"Idle", "Applications Clocks Setting", "Display Clock Setting", "Sync Boost"})
 """Clock event reasons that are normal operation, not a finding."""
@@ -257,13 +258,13 @@ def _one_line(doc: TextDoc, line: Line) -> Event | None:
     return None
 
 
-_DCGM_METRIC = regex.compile(
+_DCGM_METRIC = later.compile(
     r"\b(?P<field>DCGM_FI_DEV_[A-Z0-9_]{2,60}+)(?:\{(?P<labels>[^{}\n]{0,800}+)\})?"
     r"(?:[ \t|:=`*]++(?P<value>\d{1,20}+)(?![\w.]))?")
 """A DCGM field by its name, as dcgm-exporter exposes it to Prometheus (`DCGM_FI_DEV_XID_ERRORS{gpu="0",
 UUID="GPU-...",err_code="79",err_msg="GPU has fallen off the bus"} 79`) or as a person copies it into a table
 (`| DCGM_FI_DEV_ROW_REMAP_FAILURE | 1 |`); the health fields of data/gpu-health-fields.tsv (tool dcgm-exporter)."""
-_LABEL = regex.compile(r'\b(?P<name>\w{1,40}+)="(?P<value>[^"\n]{0,200}+)"')
+_LABEL = later.compile(r'\b(?P<name>\w{1,40}+)="(?P<value>[^"\n]{0,200}+)"')
 
 
 def _dcgm_metric(doc: TextDoc, line: Line, match: regex.Match) -> Event | None:
@@ -441,7 +442,7 @@ def _report(doc: TextDoc, start: Line) -> tuple[list[Event], int]:
     return events, last.number
 
 
-_SECTION_START = regex.compile(
+_SECTION_START = later.compile(
     r"^(?P<indent>\s*)(?:Remapped Rows|ECC Errors|Retired Pages|Clocks Event Reasons|Clocks Throttle Reasons)\s*$")
 """A health section of `nvidia-smi -q` that people paste on its own, without the report around it."""
 EXCERPT_LINES = 120
@@ -485,7 +486,7 @@ def _tree(section: list[Line]) -> dict[tuple[str, ...], Line]:
         while stack and stack[-1][0] >= indent:
             stack.pop()
         path = (*(name for _, name in stack), match["key"])
-        if match.re is _KEY_VALUE:
+        if match.re.pattern == _KEY_VALUE.pattern:
             tree.setdefault(path, line)
         else:
             stack.append((indent, match["key"]))

@@ -21,8 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import regex
-
+from .. import later
 from ..model import Event
 from ..text import Line, TextDoc
 
@@ -34,13 +33,13 @@ some wrapped by the terminal."""
 FULL = 0.9
 """Share of a heap's budget at which it counts as full (the allocator asks for chunks of tens of megabytes)."""
 
-_PREFIX = regex.compile(r"^\s*+(?:[0-9a-f]{4}:)?(?:err|warn|info):\s*+")
+_PREFIX = later.compile(r"^\s*+(?:[0-9a-f]{4}:)?(?:err|warn|info):\s*+")
 """DXVK's level tag (after Wine's thread id), which starts each line it writes; a line without one is the terminal's
 wrap of the line before, joined to it as it was cut (`11670 MB` / ` budget (driver)`, `0 MB bu` / `dget`)."""
-_REPORT_KEY = regex.compile(r"(?:Size|Alignment|Mem flags|Mem types|Heap \d)")
+_REPORT_KEY = later.compile(r"(?:Size|Alignment|Mem flags|Mem types|Heap \d)")
 """What the lines of one report begin with, after their tag."""
-_SIZE = regex.compile(r"\bSize:\s*+(?P<size>\d{1,15})\b")
-_HEAP = regex.compile(
+_SIZE = later.compile(r"\bSize:\s*+(?P<size>\d{1,15})\b")
+_HEAP = later.compile(
     r"Heap\s++(?P<heap>\d{1,2}):\s*+(?P<allocated>\d{1,9})\s++MB\s++allocated,\s*+\d{1,9}\s++MB\s++used,\s*+"
     r"(?:(?P<driver>\d{1,9})\s++MB\s++allocated\s++\(driver\),\s*+)?"
     r"(?P<budget>\d{1,9})\s++MB\s++(?:budget|available)\s++\(driver\),\s*+(?P<total>\d{1,9})\s++MB\s++total")

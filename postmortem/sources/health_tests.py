@@ -33,6 +33,7 @@ from functools import cache
 
 import regex
 
+from .. import later
 from ..knowledge import dash, data_rows
 from ..model import Event
 from ..text import Line, TextDoc
@@ -88,7 +89,7 @@ def reason_named(name: str) -> FailureReason | None:
     return next((r for r in failure_reasons().values() if r.name == name), None)
 
 
-_FORMAT = regex.compile(r"%%|%[-+ #0]*+\d*+(?:\.\d+)?(?:hh|h|ll|l|z|j|t|L)?[diouxXfeEgGsc]")
+_FORMAT = later.compile(r"%%|%[-+ #0]*+\d*+(?:\.\d+)?(?:hh|h|ll|l|z|j|t|L)?[diouxXfeEgGsc]")
 _NUMBER = r"-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 _FIXED = r"(?:-?\d+\.\d+|-?nan|-?inf)"
 """%f and %.Nf always print a decimal point: "Detected 2 ... for GPU 0" is the %ld format, not the %.1f one."""
@@ -145,10 +146,10 @@ def _message_patterns() -> tuple[tuple[regex.Pattern, FailureReason], ...]:
             pattern, literal = _format_regex(reason.message)
             if literal >= MIN_LITERAL:
                 by_pattern.setdefault(pattern, []).append(reason)
-    return tuple((regex.compile(p), found[0]) for p, found in by_pattern.items() if len(found) == 1)
+    return tuple((later.compile(p), found[0]) for p, found in by_pattern.items() if len(found) == 1)
 
 
-_CODE = regex.compile(r"\bDCGM_FR_[A-Z0-9_]+\b")
+_CODE = later.compile(r"\bDCGM_FR_[A-Z0-9_]+\b")
 
 
 def reasons_in(message: str) -> list[FailureReason]:
@@ -190,18 +191,18 @@ def _event(doc: TextDoc, first: Line, fields: dict, last: Line | None = None) ->
     return doc.event(KIND, first, {k: v for k, v in fields.items() if v is not None}, last=last)
 
 
-_GPU_IN_TEXT = regex.compile(r"\bGPU\s?(\d{1,3})\b")
+_GPU_IN_TEXT = later.compile(r"\bGPU\s?(\d{1,3})\b")
 
 
 # ---------------------------------------------------------------- dcgmi diag (text table)
 
-_SECTION = regex.compile(r"^\s*[+|]-{5}\s+(?P<section>[A-Za-z][\w /]*?)\s+-+[+|]")
-_HEADER = regex.compile(r"^\s*\|\s*Diagnostic\s*\|\s*Result\s*\|")
-_ROW = regex.compile(r"^\s*\|(?P<name>[^|]*)\|(?P<info>.*?)\s*$")
-_RESULT = regex.compile(r"^(?P<result>Pass|Fail|Warn|Skip|Not Run)(?:\s*-\s*(?:GPU:?\s*(?P<gpus>\d+(?:\s*,\s*\d+)*)"
+_SECTION = later.compile(r"^\s*[+|]-{5}\s+(?P<section>[A-Za-z][\w /]*?)\s+-+[+|]")
+_HEADER = later.compile(r"^\s*\|\s*Diagnostic\s*\|\s*Result\s*\|")
+_ROW = later.compile(r"^\s*\|(?P<name>[^|]*)\|(?P<info>.*?)\s*$")
+_RESULT = later.compile(r"^(?P<result>Pass|Fail|Warn|Skip|Not Run)(?:\s*-\s*(?:GPU:?\s*(?P<gpus>\d+(?:\s*,\s*\d+)*)"
                         r"|(?P<all>All)))?$")
-_RESULT_PER_GPU = regex.compile(r"^GPU\s?(?P<gpu>\d+):\s*(?P<result>Pass|Fail|Warn|Skip)$")
-_NOTE = regex.compile(r"^(?P<kind>Warning|Error|Info)\b")
+_RESULT_PER_GPU = later.compile(r"^GPU\s?(?P<gpu>\d+):\s*(?P<result>Pass|Fail|Warn|Skip)$")
+_NOTE = later.compile(r"^(?P<kind>Warning|Error|Info)\b")
 _RESULTS = {"Fail": "fail", "Warn": "warn", "Pass": "pass", "Skip": "skip", "Not Run": "skip"}
 
 
@@ -327,8 +328,8 @@ def _gpu_of(text: str) -> int | None:
 
 # ---------------------------------------------------------------- dcgmi diag -j, and lines naming DCGM_FR_*
 
-_JSON_ID = regex.compile(r'"error_id"\s*:\s*(?P<id>\d+)')
-_JSON_KEY = {key: regex.compile(rf'"{key}"\s*:\s*"(?P<value>[^"]*)') for key in ("gpu_id", "status", "name", "warning")}
+_JSON_ID = later.compile(r'"error_id"\s*:\s*(?P<id>\d+)')
+_JSON_KEY = {key: later.compile(rf'"{key}"\s*:\s*"(?P<value>[^"]*)') for key in ("gpu_id", "status", "name", "warning")}
 
 
 def _dcgm_json(doc: TextDoc, lines: list[Line], covered: set[int]) -> Iterator[Event]:
@@ -360,9 +361,9 @@ def _nearest(key: str, candidates: list[Line]) -> tuple[str | None, Line | None]
     return None, None
 
 
-_PCI = regex.compile(r"\bPCI:(?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-9a-fA-F])")
-_UUID = regex.compile(r"\b(?P<uuid>GPU-[0-9a-fA-F]{8}-[0-9a-fA-F-]{27})\b")
-_GPU_FIELD = regex.compile(r"\bGPU:\s?(?P<gpu>\d+)\b")
+_PCI = later.compile(r"\bPCI:(?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-9a-fA-F])")
+_UUID = later.compile(r"\b(?P<uuid>GPU-[0-9a-fA-F]{8}-[0-9a-fA-F-]{27})\b")
+_GPU_FIELD = later.compile(r"\bGPU:\s?(?P<gpu>\d+)\b")
 
 
 def _dcgm_reason_lines(doc: TextDoc, lines: list[Line], covered: set[int]) -> Iterator[Event]:
@@ -387,12 +388,12 @@ def _dcgm_reason_lines(doc: TextDoc, lines: list[Line], covered: set[int]) -> It
 
 # ---------------------------------------------------------------- gpu-burn
 
-_BURN_GPU = regex.compile(r"^\s*GPU (?P<gpu>\d+): (?P<name>.+?) \(UUID: (?P<uuid>GPU-[0-9a-fA-F-]+)\)")
-_BURN_PROGRESS = regex.compile(r"proc'd:(?P<procd>.*?)errors:(?P<errors>.*?)(?=temps:|power:|$)")
-_BURN_COUNT = regex.compile(r"(?P<n>-?\d+)\s*(?:\((?P<flag>WARNING|DIED)!\))?")
-_BURN_TESTED = regex.compile(r"\bTested (?P<n>\d+) GPUs:")
-_BURN_RESULT = regex.compile(r"^\s*GPU (?P<gpu>\d+): (?P<result>OK|FAULTY)\s*$")
-_BURN_FAILURE = regex.compile(r"(?P<what>Failure during compute|Couldn't init a GPU test): (?P<detail>.*?)\s*$")
+_BURN_GPU = later.compile(r"^\s*GPU (?P<gpu>\d+): (?P<name>.+?) \(UUID: (?P<uuid>GPU-[0-9a-fA-F-]+)\)")
+_BURN_PROGRESS = later.compile(r"proc'd:(?P<procd>.*?)errors:(?P<errors>.*?)(?=temps:|power:|$)")
+_BURN_COUNT = later.compile(r"(?P<n>-?\d+)\s*(?:\((?P<flag>WARNING|DIED)!\))?")
+_BURN_TESTED = later.compile(r"\bTested (?P<n>\d+) GPUs:")
+_BURN_RESULT = later.compile(r"^\s*GPU (?P<gpu>\d+): (?P<result>OK|FAULTY)\s*$")
+_BURN_FAILURE = later.compile(r"(?P<what>Failure during compute|Couldn't init a GPU test): (?P<detail>.*?)\s*$")
 
 
 @dataclass
@@ -457,13 +458,13 @@ def _burn_unfinished(doc: TextDoc, state: _Burn) -> Iterator[Event]:
 
 # ---------------------------------------------------------------- cuda_memtest
 
-_MEMTEST_LINE = regex.compile(r"^\[(?P<when>\d\d/\d\d/\d{4} \d\d:\d\d:\d\d)\]\[(?P<host>[^\]]*)\]\[(?P<gpu>\d+)\]:"
+_MEMTEST_LINE = later.compile(r"^\[(?P<when>\d\d/\d\d/\d{4} \d\d:\d\d:\d\d)\]\[(?P<host>[^\]]*)\]\[(?P<gpu>\d+)\]:"
                               r"(?P<msg>.*?)\s*$")
-_MEMTEST_DEVICE = regex.compile(r"^Device name=(?P<name>.+?), global memory size=\d+, serial=(?P<serial>.+)$")
-_MEMTEST_TEST = regex.compile(r"^(?P<test>Test\d+ \[[^\]]+\])$")
-_MEMTEST_FINISHED = regex.compile(r"^Test\d+ finished in ")
-_MEMTEST_ERRORS = regex.compile(r"^ERROR: \((?P<kernel>\w+)\) (?P<n>\d+) errors found in block (?P<block>\d+)")
-_MEMTEST_SERIAL = regex.compile(r"^ERROR: The unit serial number is (?P<serial>.+)$")
+_MEMTEST_DEVICE = later.compile(r"^Device name=(?P<name>.+?), global memory size=\d+, serial=(?P<serial>.+)$")
+_MEMTEST_TEST = later.compile(r"^(?P<test>Test\d+ \[[^\]]+\])$")
+_MEMTEST_FINISHED = later.compile(r"^Test\d+ finished in ")
+_MEMTEST_ERRORS = later.compile(r"^ERROR: \((?P<kernel>\w+)\) (?P<n>\d+) errors found in block (?P<block>\d+)")
+_MEMTEST_SERIAL = later.compile(r"^ERROR: The unit serial number is (?P<serial>.+)$")
 
 
 def _cuda_memtest(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
@@ -509,11 +510,11 @@ def _cuda_memtest(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
 
 # ---------------------------------------------------------------- memtestG80 / memtestCL
 
-_G80_HEADER = regex.compile(r"Running (?P<iters>\d+) iterations of tests over (?P<mb>\d+) MB of (?P<gpu_word>GPU )?"
+_G80_HEADER = later.compile(r"Running (?P<iters>\d+) iterations of tests over (?P<mb>\d+) MB of (?P<gpu_word>GPU )?"
                             r"memory on (?P<where>card|device) (?P<gpu>\d+): (?P<name>.+?)\s*$")
-_G80_TEST = regex.compile(r"^\s*(?P<test>[A-Z][^:]*?): (?P<n>\d+) errors \((?P<ms>\d+) ms\)\s*$")
-_G80_FINAL = regex.compile(r"Final error count.{0,200}?: (?P<n>\d+) errors")  # bounded: no rescan per copy
-_G80_PROGRESS = regex.compile(r"Test iteration (?P<iteration>\d+) \((?:GPU|card|device) (?P<gpu>\d+), "
+_G80_TEST = later.compile(r"^\s*(?P<test>[A-Z][^:]*?): (?P<n>\d+) errors \((?P<ms>\d+) ms\)\s*$")
+_G80_FINAL = later.compile(r"Final error count.{0,200}?: (?P<n>\d+) errors")  # bounded: no rescan per copy
+_G80_PROGRESS = later.compile(r"Test iteration (?P<iteration>\d+) \((?:GPU|card|device) (?P<gpu>\d+), "
                               r"(?P<mb>\d+) MiB\): (?P<n>\d+) errors so far")
 """memtestG80's running count, printed after each iteration (`Test iteration 50 (GPU 0, 128 MiB): 45528 errors so far`,
 openmm/openmm#2026): a paste of these alone, without the run's header, still tells the card's memory."""
@@ -569,12 +570,12 @@ def _memtest_g80(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
 
 # ---------------------------------------------------------------- nccl-tests
 
-_NCCL_BOUNDS = regex.compile(r"Out of bounds values\s*:\s*(?P<n>\d+)\s+(?P<verdict>OK|FAILED)")
-_NCCL_BUSBW = regex.compile(r"Avg bus bandwidth\s*:\s*(?P<bw>-?[\d.]+(?:e[-+]?\d+)?|-?nan|inf)", regex.IGNORECASE)
-_NCCL_BINARY = regex.compile(r"\b(?P<test>[a-z][a-z_]*_perf)(?:_mpi)?\b")
-_NCCL_FAILURE = regex.compile(
+_NCCL_BOUNDS = later.compile(r"Out of bounds values\s*:\s*(?P<n>\d+)\s+(?P<verdict>OK|FAILED)")
+_NCCL_BUSBW = later.compile(r"Avg bus bandwidth\s*:\s*(?P<bw>-?[\d.]+(?:e[-+]?\d+)?|-?nan|inf)", regex.IGNORECASE)
+_NCCL_BINARY = later.compile(r"\b(?P<test>[a-z][a-z_]*_perf)(?:_mpi)?\b")
+_NCCL_FAILURE = later.compile(
     r"(?:(?P<host>[\w.\-]+): )?Test (?P<lib>NCCL|CUDA) failure (?P<src>\S+:\d+) '(?P<message>[^']*)'")
-_NCCL_UNWIND = regex.compile(r"Test failure (?P<file>[a-z_]+)\.cu:\d+")
+_NCCL_UNWIND = later.compile(r"Test failure (?P<file>[a-z_]+)\.cu:\d+")
 
 
 def _nccl_tests(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:

@@ -15,6 +15,7 @@ from functools import cache
 
 import regex
 
+from .. import later
 from ..knowledge import dash, data_rows
 from ..model import Event
 from ..text import Line, TextDoc
@@ -35,7 +36,7 @@ class HostMessage:
 @cache
 def families() -> tuple[HostMessage, ...]:
     """The table, loaded once."""
-    return tuple(HostMessage(row["family"], row["anchor"], regex.compile(row["regex"]), dash(row["cause"]))
+    return tuple(HostMessage(row["family"], row["anchor"], later.compile(row["regex"]), dash(row["cause"]))
                  for row in data_rows("host-messages.tsv"))
 
 

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 
 import regex
 
+from .. import later
 from ..model import Event
 from ..text import Line, TextDoc
 from .collect_bundle import TORCH_PACKAGES, normalised_names, package_fields
@@ -35,16 +36,16 @@ MAX_ROWS = 5000
 CUDA_PACKAGES = ("pytorch-cuda", "cudatoolkit", "cuda-toolkit", "cuda-version")
 """conda packages whose version is the environment's CUDA, most telling first."""
 
-_PIP_HEADER = regex.compile(r"^\s*Package\s+Version(?:\s+(?:Editable project location|Location|Installer))*\s*$")
-_RULE = regex.compile(r"^\s*-{3,}(?:\s+-{3,})+\s*$")
-_PIP_ROW = regex.compile(r"^\s*(?P<name>[A-Za-z0-9][\w.-]*)\s+(?P<version>\d[\w.+!-]*)(?:\s+\S.*)?$")
-_CONDA_HEADER = regex.compile(r"^\s*#\s*Name\s+Version\s+Build(?:\s+Channel)?\s*$")
-_CONDA_ROW = regex.compile(
+_PIP_HEADER = later.compile(r"^\s*Package\s+Version(?:\s+(?:Editable project location|Location|Installer))*\s*$")
+_RULE = later.compile(r"^\s*-{3,}(?:\s+-{3,})+\s*$")
+_PIP_ROW = later.compile(r"^\s*(?P<name>[A-Za-z0-9][\w.-]*)\s+(?P<version>\d[\w.+!-]*)(?:\s+\S.*)?$")
+_CONDA_HEADER = later.compile(r"^\s*#\s*Name\s+Version\s+Build(?:\s+Channel)?\s*$")
+_CONDA_ROW = later.compile(
     r"^\s*(?P<name>[A-Za-z0-9_][\w.-]*)\s+(?P<version>[\w.+!-]+)\s+(?P<build>\S+)(?:\s+\S+){0,2}\s*$")
 """name, version, build, then the channel, and before it an old conda's track feature (`[vc14]`)."""
-_COMMENT = regex.compile(r"^\s*#")
-_BUILD_CUDA = regex.compile(r"(?:^|_)cuda(?P<cuda>\d+\.\d+(?:\.\d+)?)(?:_|$)")
-_NVCC = regex.compile(r"Cuda compilation tools, release (?P<release>\d+\.\d+), V(?P<version>\d+\.\d+\.\d+)")
+_COMMENT = later.compile(r"^\s*#")
+_BUILD_CUDA = later.compile(r"(?:^|_)cuda(?P<cuda>\d+\.\d+(?:\.\d+)?)(?:_|$)")
+_NVCC = later.compile(r"Cuda compilation tools, release (?P<release>\d+\.\d+), V(?P<version>\d+\.\d+\.\d+)")
 
 
 def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:

@@ -16,8 +16,7 @@ import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
-import regex
-
+from .. import later
 from ..knowledge import signal_name
 from ..model import Event
 from ..text import Line, TextDoc
@@ -40,23 +39,23 @@ ANCHORS: tuple[bytes, ...] = (
 )
 
 _OOM_REPORTS = (
-    ("slurm", regex.compile(r"Detected (?P<count>\d+) oom[-_ ]kill events?(?:\(s\))?"
+    ("slurm", later.compile(r"Detected (?P<count>\d+) oom[-_ ]kill events?(?:\(s\))?"
                             r"(?: in (?P<step>(?:StepId=|step )\S+))?")),
     ("systemd",
-     regex.compile(r"(?<![\w@.\-])(?P<unit>[\w@.\-]+\.(?:service|scope)): (?:A process of this unit has been "
+     later.compile(r"(?<![\w@.\-])(?P<unit>[\w@.\-]+\.(?:service|scope)): (?:A process of this unit has been "
                               r"killed by the OOM killer|Failed with result 'oom-kill')")),
-    ("kubernetes", regex.compile(r"\bOOMKilled\b|The node was low on resource: memory")),
-    ("lsf", regex.compile(r"TERM_MEMLIMIT: job killed after reaching LSF memory usage limit")),
-    ("pbs", regex.compile(r"exceeded (?:MEM|mem|vmem|pmem) usage hard limit(?: \((?P<used>\d+) > (?P<limit>\d+)\))?")),
-    ("slurm", regex.compile(r"exceeded (?:job )?memory limit(?: \((?P<used>\d+) > (?P<limit>\d+)\))?, being killed")),
-    ("ray", regex.compile(r"(?<!\d)(?P<count>\d+) Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)"
+    ("kubernetes", later.compile(r"\bOOMKilled\b|The node was low on resource: memory")),
+    ("lsf", later.compile(r"TERM_MEMLIMIT: job killed after reaching LSF memory usage limit")),
+    ("pbs", later.compile(r"exceeded (?:MEM|mem|vmem|pmem) usage hard limit(?: \((?P<used>\d+) > (?P<limit>\d+)\))?")),
+    ("slurm", later.compile(r"exceeded (?:job )?memory limit(?: \((?P<used>\d+) > (?P<limit>\d+)\))?, being killed")),
+    ("ray", later.compile(r"(?<!\d)(?P<count>\d+) Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)"
                           r"|ray\.exceptions\.OutOfMemoryError|Task was killed due to the node running low on memory"
                           r"|address the out of memory issue: \S{0,80}ray-oom-prevention")),
-    ("earlyoom", regex.compile(r"low memory! at or below SIG(?:TERM|KILL) limits|sending SIG(?:TERM|KILL) to process "
+    ("earlyoom", later.compile(r"low memory! at or below SIG(?:TERM|KILL) limits|sending SIG(?:TERM|KILL) to process "
                                r"(?P<pid>\d+) uid \d+ \"(?P<process>[^\"]{1,64})\"")),
-    ("systemd-oomd", regex.compile(r"Killed (?P<unit>/\S+) due to memory (?:pressure|used)")),
-    ("htcondor", regex.compile(r"[Jj]ob has gone over memory limit of (?P<limit>\d+) ?(?:Mb|MB|megabytes)")),
-    ("dask", regex.compile(r"Worker (?:\S{1,200} \(pid=(?P<pid>\d+)\) )?exceeded \d{1,3}% memory budget\.? +"
+    ("systemd-oomd", later.compile(r"Killed (?P<unit>/\S+) due to memory (?:pressure|used)")),
+    ("htcondor", later.compile(r"[Jj]ob has gone over memory limit of (?P<limit>\d+) ?(?:Mb|MB|megabytes)")),
+    ("dask", later.compile(r"Worker (?:\S{1,200} \(pid=(?P<pid>\d+)\) )?exceeded \d{1,3}% memory budget\.? +"
                            r"Restarting")),
 )
 """Reports that name the out-of-memory kill themselves (no guess needed); Ray's memory monitor kills a task or a
@@ -71,7 +70,7 @@ Restarting...`). HTCondor holds a job past its memory request (`Docker job has g
 hold reason of its Docker universe; CHTC/templates-GPUs#7), and Ray's kill message ends with its OOM documentation's
 link."""
 
-_JOB_CONTROL = regex.compile(
+_JOB_CONTROL = later.compile(
     r"(?:line \d+:\s+(?P<pid>\d+)\s+|^\s*(?:\[\d+\][+-]?\s+)?|(?<=(?:[\w?]/s|s/\w{1,20})\]))"
     r"(?P<what>Killed|(?<=line \d{1,9}:\s{1,9}\d{1,9}\s{1,9})killed|Segmentation fault|Bus error|Aborted"
     r"|Illegal instruction|Floating point exception|Terminated)"
@@ -80,30 +79,30 @@ _JOB_CONTROL = regex.compile(
 """bash/sh job control: `script: line 28:  8156 Killed  python3 main.py`, or the bare word on its own line, or right
 after a progress bar's last redraw (`4/8 [02:10<02:22, 35.73s/it]Killed`, `0.0/198.0 [00:00<?, ?seconds/s]Killed`: tqdm
 ends its line with a carriage return, which a paste loses; its rate is per any unit, or seconds per one)."""
-_ZSH_JOB = regex.compile(
+_ZSH_JOB = later.compile(
     r"^\s*+(?:zsh: |(?:\[\d+\]\s++(?:[+-]\s++)?)?(?P<pid>\d+)\s++)"
     r"(?P<what>killed|segmentation fault|bus error|abort|illegal hardware instruction|floating point exception"
     r"|terminated)(?P<core> \(core dumped\))?\s{2,}(?P<command>\S.*?)\s*$")
 """zsh's job control, in its own words and aligned columns: `zsh: killed     python main.py`, `[1]    60190 killed
     python main.py` (a job ended by a signal; the pid or the `zsh:` tag and the run of blanks set it apart from
 prose)."""
-_EXIT_STATUS = regex.compile(
+_EXIT_STATUS = later.compile(
     r"(?i)\b(?:exit(?:ed)?(?: with)?(?: code| status)|return code|exitcode|exit_code|error code)"
     r"\s*+[:=]?\s*+(?P<code>-?\d{1,3})\b"
 )
-_GO_EXIT = regex.compile(
+_GO_EXIT = later.compile(
     r"(?<![\w-])signal: (?P<what>segmentation fault|aborted|killed|bus error|illegal instruction"
     r"|floating point exception|terminated)(?P<core> \(core dumped\))?")
 """Go's os/exec exit error, as a Go program reports the child it ran (ollama's `llama runner process has
 terminated: signal: segmentation fault`, `signal: aborted (core dumped)`)."""
-_PY_SIGNAL = regex.compile(r"<Signals\.(?P<what>SIG[A-Z0-9]{2,8}): \d{1,2}>")
+_PY_SIGNAL = later.compile(r"<Signals\.(?P<what>SIG[A-Z0-9]{2,8}): \d{1,2}>")
 """Python's name of a signal (signal.Signals), as its subprocess error gives a child's end (`Command '[...]' died
 with <Signals.SIGKILL: 9>.`) and people quote it."""
-_MPI_SIGNAL = regex.compile(r"\bSignal: (?P<what>[A-Z][a-z]+(?: [a-z]+)*) \((?P<number>\d+)\)")
-_SYSTEMD_EXIT = regex.compile(r"(?i:m)ain process exited, code=(?:killed|dumped), status=(?P<number>\d{1,2})/[A-Z]")
+_MPI_SIGNAL = later.compile(r"\bSignal: (?P<what>[A-Z][a-z]+(?: [a-z]+)*) \((?P<number>\d+)\)")
+_SYSTEMD_EXIT = later.compile(r"(?i:m)ain process exited, code=(?:killed|dumped), status=(?P<number>\d{1,2})/[A-Z]")
 """systemd's end of a service killed by a signal (systemd.exec(5): `code=dumped, status=4/ILL`, `code=killed,
 status=9/KILL`): the signal by its number."""
-_SIGNAL_NUMBER = regex.compile(
+_SIGNAL_NUMBER = later.compile(
     r"(?i)\b(?:crashed|terminated|died|aborted|exited|shutdown|shut[ \t]down)[ \t]++"
     r"(?:with|by|from|on|due[ \t]++to)[ \t]++signal[ \t]*+(?P<number>\d{1,2})\b"
     r"|\b(?:interrupt[ \t]++)?signal[ \t]*+\((?P<number>\d{1,2})\)[ \t]++received\b"
@@ -112,7 +111,7 @@ _SIGNAL_NUMBER = regex.compile(
 11`, a launcher's `process terminated with signal 9`, nvcc's `'ptxas' died due to signal 9 (Kill signal)`,
 text-generation-inference's `Download process was signaled to shutdown with signal 7`), or the signal handler of a
 server telling what it received (HeavyDB's `Interrupt signal (11) received.`, `received signal 11`)."""
-_CANCELLED = regex.compile(r"CANCELLED AT (?P<when>\S+) DUE TO (?P<reason>TIME LIMIT|PREEMPTION)")
+_CANCELLED = later.compile(r"CANCELLED AT (?P<when>\S+) DUE TO (?P<reason>TIME LIMIT|PREEMPTION)")
 
 
 def _signal_of_status(code: int) -> str | None:
@@ -135,7 +134,7 @@ def _oom_report(text: str) -> tuple[str, dict[str, Any]] | None:
     return None
 
 
-_MEMORY_WORD = regex.compile(r"(?i)memory|oom")
+_MEMORY_WORD = later.compile(r"(?i)memory|oom")
 """What a line of a wrapped OOM report holds (its other lines are read only around such a line: the rest of the
 job-control and exit-status lines, most of this source's candidates, join nothing)."""
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import regex
 
-from .. import knowledge
+from .. import knowledge, later
 from ..join import shifted
 from ..model import YEARLESS, Event, dated, month_number
 from ..text import Line, TextDoc
@@ -93,32 +93,32 @@ cannot be added to any date."""
 PREFIX_REACH = 200
 """How far into a line a wall-clock prefix is looked for (quoting and alert text come first;
 dates inside a message body further on are not the line's time)."""
-_MESSAGE_BEGUN = regex.compile(r"\[\s*\d+\.\d+\]|\bNVRM:")
+_MESSAGE_BEGUN = later.compile(r"\[\s*\d+\.\d+\]|\bNVRM:")
 """Where a kernel message has begun (the ring buffer's uptime, the driver's tag): a date after it is the message's
 own (the driver banner's build date, `NVRM: loading NVIDIA UNIX x86_64 Kernel Module 570.133.07 Fri Feb 28 22:37:31
 UTC 2025`), never the line's time."""
 
 
 # --- prefixes -----------------------------------------------------------------
-_DMESG_T = regex.compile(
+_DMESG_T = later.compile(
     r"\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?P<mon>[A-Z][a-z]{2}) +(?P<day>\d{1,2}) "
     r"(?P<hms>\d\d:\d\d:\d\d) (?P<year>\d{4})\]"
 )
-_ISO = regex.compile(
+_ISO = later.compile(
     r"(?P<date>\d{4}-\d\d-\d\d)[T ](?P<hms>\d\d:\d\d:\d\d)(?:[.,](?P<frac>\d{1,9}))?"
     r"(?P<tz>Z|[+-]\d\d:?\d\d)?(?P<host>\s+[^\s:\[\]]+(?=\s+kernel:))?"
 )
-_SYSLOG = regex.compile(
+_SYSLOG = later.compile(
     r"(?<![\w:])(?P<mon>[A-Z][a-zäA-Z]{2})\.? +(?P<day>\d{1,2}) (?P<hms>\d\d:\d\d:\d\d)(?:\.\d+)?"
     r"(?P<host>\s+[^\s:\[\]]+(?=\s+kernel:))?"
 )
-_UPTIME = regex.compile(r"\[\s*(?P<up>\d+\.\d+)\]")
-_BODY_START = regex.compile(r"^\s*(?:kernel:\s*)?(?:\[\s*\d+\.\d+\]\s*)?(?:\[\s*[TC]\d+\]\s*)?")
-_WALL_BROADCAST = regex.compile(
+_UPTIME = later.compile(r"\[\s*(?P<up>\d+\.\d+)\]")
+_BODY_START = later.compile(r"^\s*(?:kernel:\s*)?(?:\[\s*\d+\.\d+\]\s*)?(?:\[\s*[TC]\d+\]\s*)?")
+_WALL_BROADCAST = later.compile(
     r"Message from syslogd@(?P<host>\S+) at (?P<mon>[A-Z][a-z]{2}) +(?P<day>\d{1,2}) (?P<hms>\d\d:\d\d:\d\d)"
 )
-_BARE_KERNEL = regex.compile(r"^\s*kernel:\s*\[")
-_KMSG = regex.compile(r"^(?P<prio>\d{1,3}),(?P<seq>\d+),(?P<usec>\d+),[^;]*;")
+_BARE_KERNEL = later.compile(r"^\s*kernel:\s*\[")
+_KMSG = later.compile(r"^(?P<prio>\d{1,3}),(?P<seq>\d+),(?P<usec>\d+),[^;]*;")
 """A /dev/kmsg record: `6,3973,227996636,-;message` (priority, sequence, microseconds since boot, flags)."""
 
 
@@ -293,83 +293,83 @@ def _place_uptimes(stamps: list[Stamp]) -> list[Stamp]:
 
 # --- message bodies -------------------------------------------------------------
 _PCI = r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?"
-_XID = regex.compile(
+_XID = later.compile(
     r"NVRM: Xid \((?:PCI:[ \t]?)?(?P<pci>[^)\s]{0,64}+)(?: (?P<instance>[^)]{0,64}+))?\):?[ \t]++(?P<xid>\d+)"
     r"(?:,?\s*(?P<rest>.*))?"
 )
 """The address and instance in the parentheses are bounded: unbounded, a line of `NVRM: Xid (` copies and no `)` was
 scanned to its end from each copy."""
-_XID_WHO = regex.compile(
+_XID_WHO = later.compile(
     r"^(?:pid=(?P<pid>'?<?[\w./]+>?'?|\d+)(?:,\s*|$))?(?:name=(?P<name>[^,]*)(?:,\s*|$))?(?P<msg>.*)$")
 _XID_DETAILS = (
-    regex.compile(r"Graphics (?P<exception>(?:SM )?(?:Warp |Global )?Exception) on \(GPC "
+    later.compile(r"Graphics (?P<exception>(?:SM )?(?:Warp |Global )?Exception) on \(GPC "
                   r"(?P<gpc>\d+), TPC (?P<tpc>\d+)(?:, SM (?P<sm_id>\d+))?\): (?P<fault_type>[^,]+)"),
-    regex.compile(r"Graphics Exception: (?P<exception>ESR)"),
-    regex.compile(r"MMU Fault: ENGINE (?P<engine>\S+) (?P<client>\S+) faulted @ (?P<fault_address>0x[0-9a-fA-F_]+)\. "
+    later.compile(r"Graphics Exception: (?P<exception>ESR)"),
+    later.compile(r"MMU Fault: ENGINE (?P<engine>\S+) (?P<client>\S+) faulted @ (?P<fault_address>0x[0-9a-fA-F_]+)\. "
                   r"Fault is of type (?P<fault_type>FAULT_\w+)(?: (?P<access_type>ACCESS_TYPE_\w+))?"),
-    regex.compile(r"\b[Ll]ink (?P<link>-?\d+)"),
-    regex.compile(r"GPU recovery action changed from (?P<recovery_from_code>0x\w+) \("
+    later.compile(r"\b[Ll]ink (?P<link>-?\d+)"),
+    later.compile(r"GPU recovery action changed from (?P<recovery_from_code>0x\w+) \("
                   r"(?P<recovery_from>[^)]*)\) to (?P<recovery_code>0x\w+) \((?P<recovery_action>[^)]*)\)"),
-    regex.compile(r"Row Remapp(?:er|ing)(?: Error)?:? (?P<row_remap>.+)"),
-    regex.compile(r"caused by previous Xid (?P<caused_by_xid>\d+)"),
-    regex.compile(r"(?:\bCh(?:annel)?(?: ID)? |channel )(?P<channel>(?:0x)?[0-9a-fA-F]{4,})"),
-    regex.compile(r"errorString (?P<error_string>[^,]+)"),
-    regex.compile(r"Expected function (?P<gsp_function>\d+ \(\w+\))"),
-    regex.compile(r"\b(?P<containment>Contained|Uncontained): (?P<unit>[^.]+)"),
+    later.compile(r"Row Remapp(?:er|ing)(?: Error)?:? (?P<row_remap>.+)"),
+    later.compile(r"caused by previous Xid (?P<caused_by_xid>\d+)"),
+    later.compile(r"(?:\bCh(?:annel)?(?: ID)? |channel )(?P<channel>(?:0x)?[0-9a-fA-F]{4,})"),
+    later.compile(r"errorString (?P<error_string>[^,]+)"),
+    later.compile(r"Expected function (?P<gsp_function>\d+ \(\w+\))"),
+    later.compile(r"\b(?P<containment>Contained|Uncontained): (?P<unit>[^.]+)"),
     # NVLink5 (Xid 144-150): unit mnemonic, severity, XC/instance, link, then the interrupt-info and
     # error-status words (gpud's kmsg_extended tests and the Xid catalog give the layout)
-    regex.compile(r"(?<![\w/])(?P<unit>[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*(?:/[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*)?)\s+"
+    later.compile(r"(?<![\w/])(?P<unit>[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*(?:/[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*)?)\s+"
                   r"(?P<nvlink_severity>Fatal|Nonfatal|Non-fatal)\s+"
                   r"XC(?P<xc>\d+)\s+i(?P<unit_instance>\d+)\s+Link\s+(?P<link>-?\d+)\s+"
                   r"\((?P<intrinfo>0x[0-9a-fA-F]+)\s+(?P<error_status>0x[0-9a-fA-F]+)"),
     # Xid 74 and others end in a parenthesised list of register words
-    regex.compile(r"(?P<registers>\((?:0x[0-9a-fA-F]+,\s*){2,}0x[0-9a-fA-F]+\))"),
+    later.compile(r"(?P<registers>\((?:0x[0-9a-fA-F]+,\s*){2,}0x[0-9a-fA-F]+\))"),
 )
 _INT_FIELDS = {"gpc", "tpc", "sm_id", "link", "caused_by_xid", "xc", "unit_instance"}
 _HEX_FIELDS = {"intrinfo", "error_status"}
 NVLINK5_SUBCODE_SHIFT, NVLINK5_SUBCODE_MASK = 20, 0x3F
 """The sub-code of an NVLink5 Xid sits in bits 20-25 of its interrupt-info word (NVIDIA Xid catalog)."""
-_SXID = regex.compile(
+_SXID = later.compile(
     r"nvidia-nvswitch(?P<switch>\d+): SXid \(PCI:(?P<pci>[^)]*)\): (?P<sxid>\d+), (?P<msg>.*)"
 )
 _PCI_LOOSE = r"(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?"
 """A PCI address as the driver prints it in messages: the domain is sometimes left out (`GPU 18:00.0:`)."""
-_OFF_BUS = regex.compile(
+_OFF_BUS = later.compile(
     r"NVRM: (?:The NVIDIA )?GPU (?:at (?:PCI:)?)?(?P<pci>" + _PCI_LOOSE + r")"
     r"(?::| has|\s*(?:\(PCI ID: (?P<pci_id>[0-9a-fA-F:]+)\)\s*)?"
     r"installed in this system has)\s*(?:GPU )?(?:has )?fallen off the bus"
 )
-_INIT_FAILED = regex.compile(
+_INIT_FAILED = later.compile(
     r"NVRM: (?:GPU (?P<pci>" + _PCI + r"): )?(?:(?P<stage>RmInitAdapter) failed! \((?P<code>[^)]*)\)"
     r"|(?P<stage>rm_init_adapter) failed(?:,? (?:for )?device (?:bearing )?minor number (?P<minor>\d+))?)"
 )
-_NVRM = regex.compile(
+_NVRM = later.compile(
     r"NVRM: (?:GPU ?(?P<gpu_index>\d+) |GPU (?P<pci>" + _PCI_LOOSE + r"): )?"
     r"(?:(?P<function>_?[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)*): )?(?P<message>.*)"
 )
-_NV_STATUS = regex.compile(r"\b(?P<name>NV_(?:ERR|WARN)_[A-Z0-9_]+)\b")
-_INIT_STATUS = regex.compile(r"\(0x[0-9a-fA-F]+:(?P<status>0x[0-9a-fA-F]+):\d+\)")
+_NV_STATUS = later.compile(r"\b(?P<name>NV_(?:ERR|WARN)_[A-Z0-9_]+)\b")
+_INIT_STATUS = later.compile(r"\(0x[0-9a-fA-F]+:(?P<status>0x[0-9a-fA-F]+):\d+\)")
 """RmInitAdapter's `(0x62:0x65:1697)`: the failing step, the NV_STATUS it returned, the source line."""
-_NVRM_START = regex.compile(
+_NVRM_START = later.compile(
     r"^(?:Xid |GPU at |loading |GPU ?\d+ |GPU " + _PCI_LOOSE + r": |_?[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)*: )")
 """Words that open a new NVRM message (a line that does not open one continues the previous line's)."""
 NVRM_LINES = 8
 """Most lines one wrapped NVRM message spans (the unsupported-GPU notice takes 8)."""
-_PANIC = regex.compile(r"Kernel [Pp]anic - not syncing:?\s*(?P<reason>.*)")
-_OOPS = regex.compile(
+_PANIC = later.compile(r"Kernel [Pp]anic - not syncing:?\s*(?P<reason>.*)")
+_OOPS = later.compile(
     r"(?P<what>BUG: unable to handle (?:kernel )?(?:\S|\s++(?=\S))*?)(?: at (?P<address>[0-9a-fx]+))?\s*$"
     r"|(?P<what>BUG: kernel NULL pointer dereference), address: (?P<address>[0-9a-fx]+)"
     r"|(?P<what>kernel BUG at [^!\s]+)!?"
     r"|(?P<what>general protection fault)[,:] [0-9a-fx]+(?: \[#\d+\])?"
     r"|(?P<what>Oops)(?:: Oops)?: (?P<code>[0-9a-fA-F]+) \[#\d+\]"
 )
-_TASK_LINE = regex.compile(r"\bCPU: (?P<cpu>\d+) (?:UID: \d+ )?PID: (?P<pid>\d+) Comm: (?P<process>\S+)")
-_RIP = regex.compile(r"\bRIP: [0-9a-fA-F]{4}:(?:\[<[0-9a-f]+>\] )?"
+_TASK_LINE = later.compile(r"\bCPU: (?P<cpu>\d+) (?:UID: \d+ )?PID: (?P<pid>\d+) Comm: (?P<process>\S+)")
+_RIP = later.compile(r"\bRIP: [0-9a-fA-F]{4}:(?:\[<[0-9a-f]+>\] )?"
                      r"(?P<function>[\w.]+)\+0x[0-9a-f]+/0x[0-9a-f]+(?: \[(?P<module>\w+)\])?")
 CRASH_LINES = 40
 """Lines around a panic or oops searched for its CPU/PID/Comm and RIP lines."""
-_GPU_UUID = regex.compile(r"NVRM: GPU at PCI:(?P<pci>[0-9a-fA-F:.]+): (?P<gpu_uuid>GPU-[0-9a-fA-F-]+)")
-_SERIAL = regex.compile(r"NVRM: GPU Board Serial Number: (?P<serial>\w+)")
+_GPU_UUID = later.compile(r"NVRM: GPU at PCI:(?P<pci>[0-9a-fA-F:.]+): (?P<gpu_uuid>GPU-[0-9a-fA-F-]+)")
+_SERIAL = later.compile(r"NVRM: GPU Board Serial Number: (?P<serial>\w+)")
 
 
 def _board_serial(doc: TextDoc, line: Line) -> str | None:
@@ -380,10 +380,10 @@ def _board_serial(doc: TextDoc, line: Line) -> str | None:
     return None
 
 
-_DRIVER = regex.compile(r"NVRM: loading NVIDIA UNIX .{0,64}?Kernel Module"  # bounded: no rescan per copy
+_DRIVER = later.compile(r"NVRM: loading NVIDIA UNIX .{0,64}?Kernel Module"  # bounded: no rescan per copy
                         r"(?: for \S+)?\s+(?P<driver_version>\d+\.\d+(?:\.\d+)?)")
-_LINUX = regex.compile(r"Linux version (?P<kernel_version>\d+\.\d+\S*) \(")
-_SEGFAULT = regex.compile(
+_LINUX = later.compile(r"Linux version (?P<kernel_version>\d+\.\d+\S*) \(")
+_SEGFAULT = later.compile(
     r"(?:(?:^|\s)(?:traps: )?(?P<process>[^\s\[\]][^\[\]]{0,63}+(?<!\s))\[(?P<pid>\d+)\]:? |^|(?<=\s))"
     r"(?:(?P<fault>segfault) at (?P<address>[0-9a-fA-F]+) ip "
     r"(?P<ip>[0-9a-fA-F]+) sp (?P<sp>[0-9a-fA-F]+) error (?P<error>[0-9a-fA-F]+)"
@@ -392,17 +392,17 @@ _SEGFAULT = regex.compile(
     r"(?: in (?P<module>[^\[\s]+)(?:\[(?:(?P<offset>[0-9a-fA-F]+),)?"
     r"(?P<base>[0-9a-fA-F]+)\+(?P<size>[0-9a-fA-F]+)\])?)?"
 )
-_OOM_KILLED = regex.compile(
+_OOM_KILLED = later.compile(
     r"(?:(?P<scope>Memory cgroup out of memory|Out of memory[^:]*): )?"
     r"(?P<verb>Kill(?:ed)?) process (?P<pid>\d+) \((?P<process>[^)]*)\)"
 )
-_OOM_TASK_IN = regex.compile(r"Task in (?P<memcg>\S+) killed as a result of limit of (?P<limit>\S+)")
+_OOM_TASK_IN = later.compile(r"Task in (?P<memcg>\S+) killed as a result of limit of (?P<limit>\S+)")
 """An old kernel's memory-cgroup OOM report; its "Killed process" line, when printed, follows within a few lines."""
 OOM_REPORT_LINES = 40
-_OOM_SIZE = regex.compile(r"(?P<name>total-vm|anon-rss|file-rss|shmem-rss):(?P<kb>[\d,]+)kB")
-_OOM_CONSTRAINT = regex.compile(r"oom-kill:(?P<pairs>\S+)")
-_OOM_INVOKED = regex.compile(r"(?P<process>[^\s:]{1,64}) invoked oom-killer: ")
-_OOM_REPORT_BODY = regex.compile(r"(?:out_of_memory|oom_kill_process)\+0x|\bMem-Info:|Tasks state \(memory values")
+_OOM_SIZE = later.compile(r"(?P<name>total-vm|anon-rss|file-rss|shmem-rss):(?P<kb>[\d,]+)kB")
+_OOM_CONSTRAINT = later.compile(r"oom-kill:(?P<pairs>\S+)")
+_OOM_INVOKED = later.compile(r"(?P<process>[^\s:]{1,64}) invoked oom-killer: ")
+_OOM_REPORT_BODY = later.compile(r"(?:out_of_memory|oom_kill_process)\+0x|\bMem-Info:|Tasks state \(memory values")
 """The first line of the kernel's OOM report (`python invoked oom-killer: gfp_mask=...`) and the body the kernel writes
 under it (the call trace through out_of_memory, Mem-Info, the task table): a paste that stops inside that body,
 before the victim's `Killed process` line, still tells the kill (a memory cgroup's, when its
@@ -410,16 +410,16 @@ before the victim's `Killed process` line, still tells the kill (a memory cgroup
 incomplete sequence)."""
 _HANGS = (  # a task name is bounded (the kernel's is 15 characters): each `task ` no longer scans the rest of the line
     ("hung-task",
-     regex.compile(r"(?:INFO: )?\btask (?P<task>.{1,64}?):(?P<pid>\d+) blocked for more than (?P<seconds>\d+) "
+     later.compile(r"(?:INFO: )?\btask (?P<task>.{1,64}?):(?P<pid>\d+) blocked for more than (?P<seconds>\d+) "
                    r"seconds")),
     ("soft-lockup",
-     regex.compile(r"BUG: soft lockup - CPU#(?P<cpu>\d+) stuck for (?P<seconds>\d+)s!"
+     later.compile(r"BUG: soft lockup - CPU#(?P<cpu>\d+) stuck for (?P<seconds>\d+)s!"
                    r"(?: \[(?P<task>.{1,64}?):(?P<pid>\d+)\])?")),  # a paste may stop before the task
-    ("hard-lockup", regex.compile(r"Watchdog detected hard LOCKUP on cpu (?P<cpu>\d+)")),
-    ("rcu-stall", regex.compile(r"(?P<task>(?<!\w)rcu_\w++) (?:self-)?detected (?:expedited )?stalls? on CPUs?"
+    ("hard-lockup", later.compile(r"Watchdog detected hard LOCKUP on cpu (?P<cpu>\d+)")),
+    ("rcu-stall", later.compile(r"(?P<task>(?<!\w)rcu_\w++) (?:self-)?detected (?:expedited )?stalls? on CPUs?"
                                 r"(?:/tasks)?:?(?:\s*\{\s*(?P<cpu>\d+)\s*\})?")),
 )
-_TASK_STATE = regex.compile(r"\btask:(?P<task>\S.{0,63}?)\s+state:D\b[^\n]{0,80}?\bpid:\s*(?P<pid>\d+)")
+_TASK_STATE = later.compile(r"\btask:(?P<task>\S.{0,63}?)\s+state:D\b[^\n]{0,80}?\bpid:\s*(?P<pid>\d+)")
 """The task line the kernel prints above a blocked task's stack (sched_show_task): under a hung-task header, and
 for every D-state task of a sysrq-w dump."""
 HEADER_REACH = 4
@@ -427,39 +427,39 @@ HEADER_REACH = 4
 hint, then the task line)."""
 TRACE_LINES = 64
 """Most lines of one task's call trace read (a trace has 10 to 40 frames)."""
-_CALL_TRACE = regex.compile(r"\bCall Trace:")
-_FRAME = regex.compile(r"(?:^|\s)(?P<unsure>\?\s+)?(?:\[<[0-9a-f]+>\]\s+)?(?P<function>[A-Za-z_][\w.]*)"
+_CALL_TRACE = later.compile(r"\bCall Trace:")
+_FRAME = later.compile(r"(?:^|\s)(?P<unsure>\?\s+)?(?:\[<[0-9a-f]+>\]\s+)?(?P<function>[A-Za-z_][\w.]*)"
                        r"\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+(?:\s+\[(?P<module>\w+)\])?")
-_TRACE_MARK = regex.compile(r"<(?:/?TASK|IRQ|/IRQ|NMI|/NMI)>|\bRIP: |\bR[A-Z0-9]{1,3}: |\bCode: ")
+_TRACE_MARK = later.compile(r"<(?:/?TASK|IRQ|/IRQ|NMI|/NMI)>|\bRIP: |\bR[A-Z0-9]{1,3}: |\bCode: ")
 """Lines inside a trace that are no frame but do not end it."""
-GPU_MODULE = regex.compile(r"^nvidia(?:_uvm|_modeset|_drm|_peermem|_fs)?$")
-GPU_FUNCTION = regex.compile(r"^(?:_nv\d{6}rm|nvidia_\w+|uvm_\w+|os_acquire_\w+)$")
+GPU_MODULE = later.compile(r"^nvidia(?:_uvm|_modeset|_drm|_peermem|_fs)?$")
+GPU_FUNCTION = later.compile(r"^(?:_nv\d{6}rm|nvidia_\w+|uvm_\w+|os_acquire_\w+)$")
 """A frame in the NVIDIA driver: by its module tag, else (traces pasted without tags) by the driver's own
 function names (the closed module's `_nvNNNNNNrm` symbols, its OS layer's `os_acquire_*` locks, the `nvidia_*`
 entry points and the UVM module's `uvm_*`)."""
 MAX_GPU_FRAMES = 16
 """Most driver frames kept on a headless hung-task event (the innermost ones say what it waits on)."""
 
-_AER_HEAD = regex.compile(
+_AER_HEAD = later.compile(
     r"(?:(?P<device>" + _PCI + r"): )?AER: (?P<multiple>Multiple )?"
     r"(?P<sev>Corrected|Correctable|Uncorrected|Uncorrectable)"
     r"(?: \((?P<fatal>Non-Fatal|Fatal)\))? errors? (?:message )?received(?: from|:)? (?:id=)?(?P<source>[0-9a-fA-F:.]+)"
 )
-_AER_BUS = regex.compile(
+_AER_BUS = later.compile(
     r"(?:(?P<device>" + _PCI + r"): )?(?:AER: )?PCIe Bus Error: "
     r"severity=(?P<sev>[^,]+), type=(?P<layer>[^,]+), \((?P<agent>[^)]*)\)"
 )
-_AER_BIT = regex.compile(r"\[\s*\d+\] (?P<name>[A-Za-z][\w/ ]*?)\s*(?:\(First\))?\s*$")
-_MCE_START = regex.compile(r"Machine Check Exception|\[Hardware Error\]|(?i:Fatal machine check)")
-_MCE_MORE = regex.compile(r"\[Hardware Error\]|^\s*(?:Bank \d|PROCESSOR |Machine check|TSC |ADDR |MISC |RIP )"
+_AER_BIT = later.compile(r"\[\s*\d+\] (?P<name>[A-Za-z][\w/ ]*?)\s*(?:\(First\))?\s*$")
+_MCE_START = later.compile(r"Machine Check Exception|\[Hardware Error\]|(?i:Fatal machine check)")
+_MCE_MORE = later.compile(r"\[Hardware Error\]|^\s*(?:Bank \d|PROCESSOR |Machine check|TSC |ADDR |MISC |RIP )"
                           r"|(?i:Fatal machine check)")
 _MCE_FIELDS = (
-    regex.compile(r"CPU (?P<cpu>\d+): Machine Check(?: Exception)?: (?P<mcg>\w+)"),
-    regex.compile(r"Bank (?P<bank>\d+): (?P<status>[0-9a-fA-F]{16})"),
-    regex.compile(r"event severity: (?P<event_severity>\w+)"),
-    regex.compile(r"section_type: (?P<section>[^\n]+)"),
+    later.compile(r"CPU (?P<cpu>\d+): Machine Check(?: Exception)?: (?P<mcg>\w+)"),
+    later.compile(r"Bank (?P<bank>\d+): (?P<status>[0-9a-fA-F]{16})"),
+    later.compile(r"event severity: (?P<event_severity>\w+)"),
+    later.compile(r"section_type: (?P<section>[^\n]+)"),
 )
-_EDAC = regex.compile(
+_EDAC = later.compile(
     r"EDAC (?:\w+ )?(?P<mc>MC\d+): (?P<count>\d+) (?P<kind>CE|UE) (?P<what>.*?)(?: on (?P<dimm>\S+))?(?: \(|$)"
 )
 
@@ -583,7 +583,7 @@ def _events(doc: TextDoc, line: Line, s: Stamp, stamps: dict[int, Stamp], consum
         yield _event(doc, "edac", line, s, fields)
 
 
-_NVRM_TAG = regex.compile(r"\bNVRM:? ")
+_NVRM_TAG = later.compile(r"\bNVRM:? ")
 
 
 def _nvrm_body(text: str) -> str | None:
@@ -898,8 +898,8 @@ def _mce_event(doc: TextDoc, line: Line, s: Stamp, consumed: set[int]) -> Event:
     return _event(doc, "mce", line, s, fields, last=last if last is not line else None)
 
 
-_HEX = regex.compile(r"0x[0-9a-fA-F_]+|\b[0-9a-fA-F]{8,}\b")
-_DIGITS = regex.compile(r"\d+")
+_HEX = later.compile(r"0x[0-9a-fA-F_]+|\b[0-9a-fA-F]{8,}\b")
+_DIGITS = later.compile(r"\d+")
 _WHEN = frozenset({"uptime", "stamp"})
 """The fields that say when (an uptime, a year-less stamp): repeats differ in them."""
 _VOLATILE = {"xid": _WHEN | {"pid", "channel", "message"},

@@ -28,6 +28,7 @@ from typing import Any
 
 import regex
 
+from .. import later
 from ..model import Event
 from ..normalise import relay_rank
 from ..text import Line, TextDoc
@@ -43,20 +44,20 @@ MAX_FRAMES = 256
 MAX_BLOCK_LINES = 4096
 """Lines read after one thread's header: its frames and, with --locals, their variables."""
 
-PY_SPY_PROCESS = regex.compile(r"^[ \t]*Process (?P<pid>\d+): (?P<command>.*)$")
-PY_SPY_THREAD = regex.compile(
+PY_SPY_PROCESS = later.compile(r"^[ \t]*Process (?P<pid>\d+): (?P<command>.*)$")
+PY_SPY_THREAD = later.compile(
     r'^[ \t]*Thread (?P<tid>0x[0-9A-Fa-f]+|\d+) \((?P<state>[a-z+]+)\)(?:: "(?P<name>.*)")?\s*$')
-PY_SPY_FRAME = regex.compile(r"^(?P<indent>[ \t]+)(?P<function>\S.*?) \((?P<where>[^()]*)\)\s*$")
-PY_SPY_PYTHON = regex.compile(r"^(?:(?P<file>.*(?:\.pyx?|>)):(?P<line>\d+))?$")
+PY_SPY_FRAME = later.compile(r"^(?P<indent>[ \t]+)(?P<function>\S.*?) \((?P<where>[^()]*)\)\s*$")
+PY_SPY_PYTHON = later.compile(r"^(?:(?P<file>.*(?:\.pyx?|>)):(?P<line>\d+))?$")
 """Where a py-spy frame is a Python one: `file.py:N`, `<frozen x>:N`, or nothing (py-spy found no file);
 any other place (`libc.so.6`, `src/x.cc:12`) is a native frame's."""
-PYSTACK_THREAD = regex.compile(
+PYSTACK_THREAD = later.compile(
     r"^[ \t]*Traceback for thread (?P<tid>\d+) \((?P<name>.*?)\) \[(?P<flags>[^\]]*)\]"
     r" \(most recent call last\):\s*$")
-PYSTACK_FRAME = regex.compile(
+PYSTACK_FRAME = later.compile(
     r'^[ \t]+\((?P<kind>Python|C)\) File "(?P<file>[^"]*)", line (?P<line>\d+), in '
     r"(?P<function>.+?)(?: \(inlined\))?(?: \((?P<module>[^()]*)\))?\s*$")
-PYSTACK_COMMAND = regex.compile(r"\bpystack remote\b(?:\s+-\S+)*\s+(?P<pid>\d+)\b")
+PYSTACK_COMMAND = later.compile(r"\bpystack remote\b(?:\s+-\S+)*\s+(?P<pid>\d+)\b")
 HEADERS = (PY_SPY_PROCESS, PY_SPY_THREAD, PYSTACK_THREAD, PYSTACK_COMMAND)
 
 
@@ -84,7 +85,7 @@ def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
         elif (opened := PY_SPY_PROCESS.match(line.text)) is not None:
             processes.append(_Process("py-spy", line, line, int(opened["pid"]), rank, opened["command"].strip()))
         elif (header := PY_SPY_THREAD.match(line.text) or PYSTACK_THREAD.match(line.text)) is not None:
-            tool = "py-spy" if header.re is PY_SPY_THREAD else "pystack"
+            tool = "py-spy" if header.re.pattern == PY_SPY_THREAD.pattern else "pystack"
             block = _block(doc, line, end)
             thread = _py_spy_thread(header, block) if tool == "py-spy" else _pystack_thread(header, block)
             current = processes[-1] if processes else None

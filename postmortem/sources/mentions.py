@@ -31,7 +31,7 @@ from typing import Any
 
 import regex
 
-from .. import knowledge
+from .. import knowledge, later
 from ..model import LOOSE, Event, Unread
 from ..text import Line, TextDoc
 from .frameworks.cuda_runtime import LIBRARY_STATUS
@@ -45,28 +45,28 @@ _CODE_TEXTS = tuple(word.decode() for word in CODE_WORDS)
 NAME_WORDS = (b"cudaError", b"CUDA_ERROR_", b"NVML_ERROR_", b"_STATUS_", b"uda error", b"UDA error", b"UDA Error",
               b"uda driver error", b"UDA driver error", b"UDA Driver Error")
 
-_CODE = regex.compile(
+_CODE = later.compile(
     r"(?i)(?<![\w/.-])(?P<word>s?xid)s?\b(?:\s*\(PCI:(?P<pci>[0-9a-f:.]{7,16})\))?"
     r"(?P<gap>[ \t]*+(?:[:=#|(\[-]|\u2014|\u2013)?[ \t]*+)(?P<code>\d{1,5})(?![\d.]?\d|\w)")
 """A code after its word: `Xid 149,` `XID 79(GPU has fallen off the bus)` `Xid=94` `| Xid | 48` `Xid: 13`
 `Xid (PCI:0000:01:00): 79` `Xid 48 — uncorrectable`; not a version (`xid 1.2`) or a longer token."""
-_NAMES = regex.compile(r"\b(?P<cuda>cudaError[A-Za-z]+|CUDA_ERROR_[A-Z_]+)\b|\b(?P<nvml>NVML_ERROR_[A-Z_]+)\b")
+_NAMES = later.compile(r"\b(?P<cuda>cudaError[A-Za-z]+|CUDA_ERROR_[A-Z_]+)\b|\b(?P<nvml>NVML_ERROR_[A-Z_]+)\b")
 """CUDA errors and NVML returns by name; library statuses by the framework reader's own pattern (LIBRARY_STATUS)."""
-_NUMBERED = regex.compile(r"(?i)\bcuda(?:[ \t]++(?:driver|runtime))?[ \t]++error[ \t]*+(?:code[ \t]*+)?[:=#]?[ \t]*+"
+_NUMBERED = later.compile(r"(?i)\bcuda(?:[ \t]++(?:driver|runtime))?[ \t]++error[ \t]*+(?:code[ \t]*+)?[:=#]?[ \t]*+"
                            r"\(?(?P<number>\d{1,4})(?![\d.])")
 """A CUDA error by number after words that name it: `Cuda driver error 804 in call at file` (LAMMPS), `CUDA error
 700`, `CUDA Error: 2` (the number is the same in the runtime and the driver API)."""
-_API_NUMBERED = regex.compile(
+_API_NUMBERED = later.compile(
     r"\b(?:cuda[A-Z]\w{2,40}+|cu[A-Z][a-z]\w{1,40}+)\b[^\n]{0,100}?\b(?i:returned|error[ \t]++code|error|code|status"
     r"|failed[ \t]++with|res|ret|result)[ \t]*+[:=]?[ \t]*+\(?[ \t]*+(?P<number>\d{1,3})(?![\d.])")
 """A CUDA error by number after the API call that returned it: `cudaGetDeviceCount failed in ..., error code : 35`
 (Paddle), `cudaGetDeviceCount returned 3` (deviceQuery), `cuInit failed with 999`, `cuLaunchKernel -> Returned: 701`
 (TornadoVM), `cuMemoryAllocate failed res=2` (HAMi-core's wrapper of the driver API)."""
-_CODE_NUMBERED = regex.compile(r"(?i)\berror[-_ \t]?code[ \t]*+[:=]?[ \t]*+\(?[ \t]*+(?P<number>\d{1,3})(?![\d.])")
+_CODE_NUMBERED = later.compile(r"(?i)\berror[-_ \t]?code[ \t]*+[:=]?[ \t]*+\(?[ \t]*+(?P<number>\d{1,3})(?![\d.])")
 """A number given as an error code, which is a CUDA error's only where the line also holds that error's own message
 (RELION's `ERROR: out of memory in .../acc_backprojector_impl.h at line 37 (error-code 2)`, its HANDLE_ERROR macro
 printing cudaGetErrorString and the code): the two agreeing are the evidence, either alone is not."""
-_CALL_MESSAGE = regex.compile(
+_CALL_MESSAGE = later.compile(
     r"(?i)\bcuda[ \t]++(?:runtime|driver)[ \t]++error[ \t]++in[ \t]++[^\n]{1,200}?\):[ \t]*+"
     r"(?P<message>[a-z][a-z ,'-]{2,80})")
 """A CUDA error told by the call that returned it and the error's message, short ones included, as TensorRT-LLM's
@@ -79,7 +79,7 @@ CALL_WORDS = (b"runtime error in", b"driver error in")
 API_WORDS = (b"cudaGet", b"cudaSet", b"cudaMalloc", b"cudaMemcpy", b"cudaDevice", b"cudaStream", b"cudaEvent",
              b"cudaLaunch", b"cudaFree", b"cuInit", b"cuCtx", b"cuMem", b"cuModule", b"cuLaunch", b"cuDevice")
 """The CUDA runtime's and driver's API families whose calls a program names when one fails."""
-_SIGNALS = regex.compile(r"(?i)(?<![\w-])(?P<what>segmentation[ \t]++fault|seg[ \t]?faul?t(?:ed|s)?"
+_SIGNALS = later.compile(r"(?i)(?<![\w-])(?P<what>segmentation[ \t]++fault|seg[ \t]?faul?t(?:ed|s)?"
                           r"|(?<!\ban[ \t])illegal[ \t]++instruction|floating[ -]point[ \t]++exception"
                           r"|access[ \t]++violation|segmentation[ \t]++violation"
                           r"|(?<!pci[ \t])(?<!pcie[ \t])(?<!pci-e[ \t])(?<!aer:[ \t])bus[ \t]++error)"
@@ -95,10 +95,10 @@ SIGNAL_WORDS = (b"egmentation fault", b"EGMENTATION FAULT", b"egfault", b"EGFAUL
                 b"LLEGAL INSTRUCTION", b"egmentation violation", b"point exception", b"POINT EXCEPTION",
                 b"Killed", b"killed",
                 b"ccess violation", b"CCESS VIOLATION", b"us error", b"US ERROR")
-_HEALTHY = regex.compile(r"(?:Success|SUCCESS)$")
-_REPEATED_TAG = regex.compile(r"^\s*(?:\[[^\]]{1,40}\]\s*)?(?P<tag>[\w.-]{2,30}:)\s")
+_HEALTHY = later.compile(r"(?:Success|SUCCESS)$")
+_REPEATED_TAG = later.compile(r"^\s*(?:\[[^\]]{1,40}\]\s*)?(?P<tag>[\w.-]{2,30}:)\s")
 """A line's leading tag (`NVRM:`, `nvidia-container-cli:`), which a program repeats on each line it wraps."""
-_BLANKS = regex.compile(r"[\s|]+")
+_BLANKS = later.compile(r"[\s|]+")
 _PLACEHOLDERS = {
     "{ver}": r"\d++(?:\.\d++)++", "{num}": r"\d++", "{pci}": r"(?:[0-9a-f]{4}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]",
     "{name}": r"\S{1,64}+", "{sep}": r"[:|=]*+", "{dir}": r"[/\\]", "{...}": r".{0,400}?",
@@ -151,7 +151,7 @@ def phrases() -> tuple[Phrase, ...]:
 def _compiled(phrase: str) -> regex.Pattern:
     """A phrase's words and placeholders with any blanks between them (the window's blanks are single spaces)."""
     tokens = [t for t in regex.split(r"(\{[a-z.]+\})|\s+", phrase) if t]
-    return regex.compile(r"\s*+".join(_PLACEHOLDERS.get(t) or knowledge.typed(t) for t in tokens), regex.IGNORECASE)
+    return later.compile(r"\s*+".join(_PLACEHOLDERS.get(t) or knowledge.typed(t) for t in tokens), regex.IGNORECASE)
 
 
 def _anchor_words() -> tuple[bytes, ...]:
@@ -184,7 +184,7 @@ REPEATS = ANCHORS
 and a format reader that folds its storms (kernel_log) keeps folding where it shares an anchor with this one."""
 
 
-_TOKEN = regex.compile(r"[\w:.]++")
+_TOKEN = later.compile(r"[\w:.]++")
 """A token: what differs between repeats of one report is each token that holds a digit (times, pids, bus ids,
 counters), and a format reader folds such lines into the event of the first (kernel_log's storms, a device
 plugin's repeated health line)."""
@@ -207,7 +207,7 @@ def parse(doc: TextDoc, lines: list[Line], earlier: Sequence[Event] = (),
     yield from (e for e in events if e not in listed)
 
 
-_TEMPLATE = regex.compile(r"<[a-z][a-z_ -]{0,20}>")
+_TEMPLATE = later.compile(r"<[a-z][a-z_ -]{0,20}>")
 """A placeholder of documentation (`XID 48 An uncorrectable double bit error (DBE) has been detected on GPU (<id>)`):
 a text that shows how a code's message looks is documentation, and so are the other codes it lists."""
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import regex
 
-from .. import knowledge
+from .. import knowledge, later
 from ..model import Event
 from ..text import Line, TextDoc
 
@@ -59,53 +59,53 @@ RESULTS: dict[str, tuple[int, str]] = {
 """ncclResult_t names, codes and the start of ncclGetErrorString's text (data/library-status.tsv)."""
 _BY_CODE = {code: name for name, (code, _) in RESULTS.items()}
 
-_GLOBAL_RANK = regex.compile(r"\[rank(\d+)\]:")
-_MSG_RANK = regex.compile(r"\[(?:[^\[\]]*\s)?Rank (\d+)\]")
-_ISO_TIME = regex.compile(r"(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}(?::\d{2})?)")
-_GLOG_STAMP = regex.compile(r"\[[EWIF](\d{3,4}) (\d{2}:\d{2}:\d{2}\.\d+)")
-_PG = regex.compile(r"\[PG (?:ID )?(\w+)")
+_GLOBAL_RANK = later.compile(r"\[rank(\d+)\]:")
+_MSG_RANK = later.compile(r"\[(?:[^\[\]]*\s)?Rank (\d+)\]")
+_ISO_TIME = later.compile(r"(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}(?::\d{2})?)")
+_GLOG_STAMP = later.compile(r"\[[EWIF](\d{3,4}) (\d{2}:\d{2}:\d{2}\.\d+)")
+_PG = later.compile(r"\[PG (?:ID )?(\w+)")
 
-_SEQ = regex.compile(r"SeqNum=(\d+)")
-_OP = regex.compile(r"OpType=(\w+)")
-_NUMEL_IN = regex.compile(r"NumelIn=(\d+)")
-_NUMEL_OUT = regex.compile(r"NumelOut=(\d+)")
-_TIMEOUT = regex.compile(r"Timeout\(ms\)=(\d+)")
-_RAN = regex.compile(r"ran for (\d+) milliseconds")
-_TIMEOUT_DONE = regex.compile(r"timing out|timed out")
-_TIMEOUT_AT = regex.compile(r"Timeout at NCCL work: (?P<seq>\d+)")
-_PG_PROGRESS = regex.compile(
+_SEQ = later.compile(r"SeqNum=(\d+)")
+_OP = later.compile(r"OpType=(\w+)")
+_NUMEL_IN = later.compile(r"NumelIn=(\d+)")
+_NUMEL_OUT = later.compile(r"NumelOut=(\d+)")
+_TIMEOUT = later.compile(r"Timeout\(ms\)=(\d+)")
+_RAN = later.compile(r"ran for (\d+) milliseconds")
+_TIMEOUT_DONE = later.compile(r"timing out|timed out")
+_TIMEOUT_AT = later.compile(r"Timeout at NCCL work: (?P<seq>\d+)")
+_PG_PROGRESS = later.compile(
     r"detected by watchdog at work: (\d+), last enqueued NCCL work: (-?\d+), last completed NCCL work: (-?\d+)")
-_ABORT_REASON = regex.compile(
+_ABORT_REASON = later.compile(
     r"(?:watchdog thread terminated with exception|Original reason for failure was): (?P<reason>.+)")
-_ABORT_PLAIN = regex.compile(r"To avoid data inconsistency|Some NCCL operations have failed or timed out")
-_DUMP = regex.compile(r"(?i)dump(?:ing)? (?:the )?debug info|flight recorder|nccl_trace_rank_")
-_DUMP_PATH = regex.compile(r"(?<!\S)[^\s/]*+(/\S*nccl_trace_rank_\S*)")
+_ABORT_PLAIN = later.compile(r"To avoid data inconsistency|Some NCCL operations have failed or timed out")
+_DUMP = later.compile(r"(?i)dump(?:ing)? (?:the )?debug info|flight recorder|nccl_trace_rank_")
+_DUMP_PATH = later.compile(r"(?<!\S)[^\s/]*+(/\S*nccl_trace_rank_\S*)")
 
 _PREFIX = r"(?:(?<![^\s:\[\]])(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<device>\d+)\] )?"
-_WARN = regex.compile(_PREFIX + r"(?:(?<![\w./-])(?P<src>[\w./-]+\.\w+:\d+) (?:\(\w+\) )?)?"
+_WARN = later.compile(_PREFIX + r"(?:(?<![\w./-])(?P<src>[\w./-]+\.\w+:\d+) (?:\(\w+\) )?)?"
                                r"NCCL WARN (?P<message>(?:.*\S)?)\s*$")
 """`host:pid:tid [dev] file:line NCCL WARN message`; NCCL 2.30 and later name the function too:
 `file:line (function) NCCL WARN`."""
-_INFO_VERSION = regex.compile(_PREFIX + r"NCCL INFO NCCL version (?P<version>[\d.]+)(?:\+cuda(?P<cuda>[\d.]+))?")
-_INFO_TRACE = regex.compile(_PREFIX + r"NCCL INFO (?P<src>[\w./-]+\.\w+:\d+) -> (?P<code>\d+)")
-_REMOTE = regex.compile(r"(?:peer|to|from) (?P<remote>\S+?)<(?P<port>\d+)>")
-_ERRNO = regex.compile(
+_INFO_VERSION = later.compile(_PREFIX + r"NCCL INFO NCCL version (?P<version>[\d.]+)(?:\+cuda(?P<cuda>[\d.]+))?")
+_INFO_TRACE = later.compile(_PREFIX + r"NCCL INFO (?P<src>[\w./-]+\.\w+:\d+) -> (?P<code>\d+)")
+_REMOTE = later.compile(r"(?:peer|to|from) (?P<remote>\S+?)<(?P<port>\d+)>")
+_ERRNO = later.compile(
     r"Connection closed by remote peer|Connection refused|Connection reset by peer|Connection timed out"
     r"|Software caused connection abort|No route to host|Network is unreachable|Broken pipe"
     r"|Address already in use|Cannot assign requested address|Resource temporarily unavailable"
     r"|No such device|No space left on device|Cannot allocate memory|Operation now in progress")
-_FOLD_NOISE = regex.compile(r"(?<!\S)\S*<\d+>|0x[0-9a-fA-F]+|(?<![0-9a-fA-F])[0-9a-fA-F]*\d[0-9a-fA-F]*")
+_FOLD_NOISE = later.compile(r"(?<!\S)\S*<\d+>|0x[0-9a-fA-F]+|(?<![0-9a-fA-F])[0-9a-fA-F]*\d[0-9a-fA-F]*")
 """Addresses and numbers a message varies by; each alternative starts where its run starts (linear)."""
 
-_ERROR_IN = regex.compile(
+_ERROR_IN = later.compile(
     r"NCCL error in: (?P<src>\S+?:\d+), (?P<message>.+?)(?:, NCCL version (?P<version>[\w.+-]+))?\s*$")
-_ERROR_CODE = regex.compile(r"NCCL Error (?P<code>\d+): (?P<message>.+?)\s*$")
-_FAILURE = regex.compile(r"NCCL failure (?P<src>\S+:\d+) '(?P<message>[^']+)'")
-_CHECK = regex.compile(r"(?:(?P<src>[\w.-]+\.\w+:\d+)\] )?Check failed: \w+ == ncclSuccess \((?P<code>\d+) vs\. 0\)\s*"
+_ERROR_CODE = later.compile(r"NCCL Error (?P<code>\d+): (?P<message>.+?)\s*$")
+_FAILURE = later.compile(r"NCCL failure (?P<src>\S+:\d+) '(?P<message>[^']+)'")
+_CHECK = later.compile(r"(?:(?P<src>[\w.-]+\.\w+:\d+)\] )?Check failed: \w+ == ncclSuccess \((?P<code>\d+) vs\. 0\)\s*"
                     r"(?P<message>[^.*]+?)\.?(?:\s+\*\*\*.*)?\s*$")
 """Caffe's (and NVCaffe's, DIGITS') glog CHECK on an NCCL call: `parallel.cpp:195] Check failed: result ==
 ncclSuccess (1 vs. 0)  unhandled cuda error`."""
-_ERROR_NAME = regex.compile(r"\b(nccl(?:UnhandledCuda|System|Internal|InvalidArgument|InvalidUsage|Remote)Error)\b")
+_ERROR_NAME = later.compile(r"\b(nccl(?:UnhandledCuda|System|Internal|InvalidArgument|InvalidUsage|Remote)Error)\b")
 
 WRAP_WIDTH = 80
 """A line at least this long that stops mid-message may have been hard-wrapped by the pasting terminal."""
@@ -255,7 +255,7 @@ def _warning(folds: dict, line: Line, message: str, src: str | None, fields: dic
     _add(folds, key, "nccl-warn", line, line, line.original, fields)
 
 
-_SHM_SEGMENT = regex.compile(r"(?P<message>(?:\b\w[\w ]{0,60}?)?shared memory segment /dev/shm/nccl-\S+.*?)\s*$")
+_SHM_SEGMENT = later.compile(r"(?P<message>(?:\b\w[\w ]{0,60}?)?shared memory segment /dev/shm/nccl-\S+.*?)\s*$")
 """NCCL's message about its own /dev/shm segment (named nccl-XXXXXX), quoted without the `NCCL WARN` that heads it,
 or wrapped so that its line starts inside the message (`> while creating shared memory segment /dev/shm/nccl-...`,
 an XLA error quoting it with `Error` on the line before)."""
@@ -275,7 +275,7 @@ class Wording:
 def wordings() -> tuple[Wording, ...]:
     """The table, loaded once, in its order (the first matching row wins)."""
     def compiled(pattern: str) -> regex.Pattern | None:
-        return None if pattern == "-" else regex.compile(pattern, regex.IGNORECASE)
+        return None if pattern == "-" else later.compile(pattern, regex.IGNORECASE)
     return tuple(Wording(row["category"], knowledge.dash(row["cause"]), compiled(row["src"]), compiled(row["regex"]))
                  for row in knowledge.data_rows("nccl-warnings.tsv"))
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from xml.etree.ElementTree import Element
 
-import regex
 from defusedxml import ElementTree
 from defusedxml.common import DefusedXmlException
 
+from .. import later
 from ..model import Event
 from ..text import Line, TextDoc
 from .gpu_tools import ACTIVE_IGNORED, pci_of
@@ -28,8 +28,8 @@ MAX_BYTES = 16 << 20
 """Most bytes read for one document (8 GPUs with long process lists stay far below)."""
 MAX_LINES = 400_000
 
-_NUMBER = regex.compile(r"^\s*(-?\d+(?:\.\d+)?)")
-_GPU_OPEN = regex.compile(r"<gpu[\s>]")
+_NUMBER = later.compile(r"^\s*(-?\d+(?:\.\d+)?)")
+_GPU_OPEN = later.compile(r"<gpu[\s>]")
 
 _REASONS = {
     "gpu_idle": "Idle", "applications_clocks_setting": "Applications Clocks Setting", "sw_power_cap": "SW Power Cap",

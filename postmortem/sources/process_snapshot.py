@@ -16,8 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import regex
-
+from .. import later
 from ..model import Event, Location, iso_time
 from ..text import Line, TextDoc
 
@@ -31,9 +30,9 @@ MAX_STACKS = 4096
 """Threads whose stacks are kept from one process file (a training process has a few hundred)."""
 MAX_BLOCKED = 64
 """Blocked threads reported one by one per process; the rest are counted in the process event."""
-_MODULE = regex.compile(r"\[(\w+)\]\s*$")
+_MODULE = later.compile(r"\[(\w+)\]\s*$")
 """A kernel stack line's module: `uvm_spin_loop+0x7c/0x100 [nvidia_uvm]`."""
-TOOL_TIMEOUT = regex.compile(r"^timeout after (?P<seconds>[\d.]+) s$")
+TOOL_TIMEOUT = later.compile(r"^timeout after (?P<seconds>[\d.]+) s$")
 
 
 def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:

@@ -26,6 +26,7 @@ from typing import Any
 
 import regex
 
+from .. import later
 from ..knowledge import NEGATION, data_rows, gpu_arch, quoted_cuda_message
 from ..model import Event
 from ..text import Line, TextDoc
@@ -35,7 +36,7 @@ READS = ("prose",)
 ANCHORS = (b" ", b":", b"#", b"\xef\xbc\x9a", b"```", b"~~~")
 """Every line of prose with a word break, a key or a heading (`：` is the full-width colon), and the fences of code
 blocks: prose is small, and no log is ever read by this source."""
-_FENCE = regex.compile(r"^\s{0,3}(?:```|~~~)")
+_FENCE = later.compile(r"^\s{0,3}(?:```|~~~)")
 """A Markdown code fence: what stands between two is a program's output pasted into the prose (an issue's text is
 cut at its fences before it gets here, a Markdown file read by `analyze` is not)."""
 
@@ -46,14 +47,14 @@ MAX_ANSWER_LINES = 12
 MAX_SENTENCE = 300
 """Characters of a sentence kept as a symptom's text."""
 
-_KEY_VALUE = regex.compile(r"^\s*(?:[-*+]\s+|\d+\.\s+)?(?:\*\*|__)?(?P<key>[^\W\d][^:：=*_|]{0,50}?)(?:\*\*|__)?"
+_KEY_VALUE = later.compile(r"^\s*(?:[-*+]\s+|\d+\.\s+)?(?:\*\*|__)?(?P<key>[^\W\d][^:：=*_|]{0,50}?)(?:\*\*|__)?"
                            r"\s*(?:[:：=]|\*\*\s*[:：])\s*(?:\*\*|__)?\s*(?P<value>\S.*)$")
-_HEADING = regex.compile(r"^\s{0,3}#{2,6}\s+(?P<key>.+?)\s*#*\s*$")
-_EMPHASIS = regex.compile(r"[*_`]+")
-_GPU_LIST = regex.compile(r"\bGPU\s++\d++:|[,;\n+]|\band\b")
+_HEADING = later.compile(r"^\s{0,3}#{2,6}\s+(?P<key>.+?)\s*#*\s*$")
+_EMPHASIS = later.compile(r"[*_`]+")
+_GPU_LIST = later.compile(r"\bGPU\s++\d++:|[,;\n+]|\band\b")
 """What separates the GPUs of one answer ("GPU 0: ... GPU 1: ...", "2x RTX 4090, A100 and H100")."""
-_SENTENCE_END = regex.compile(r"(?<=[.!?。！？])\s+|\n")
-_GPU_MENTION = regex.compile(
+_SENTENCE_END = later.compile(r"(?<=[.!?。！？])\s+|\n")
+_GPU_MENTION = later.compile(
     r"(?i)\b(?:nvidia\s+)?(?:geforce\s+)?(?:(?:rtx|gtx|gt|mx|quadro|titan)\s*[a-z]?\d{2,4}[a-z]{0,2}"
     r"(?:\s+(?:ti|super|ada|pro|max-q|mobile|laptop)){0,2}|(?:tesla\s+)?(?:[ahblvptk]\d{1,3}[a-z]?|gb\d{3}|gh\d{3})"
     r"(?:[- ](?:sxm\d?|pcie|nvl|\d+gb))*)\b")
@@ -75,13 +76,13 @@ class _Symptom:
 
 @cache
 def _fields() -> tuple[_Field, ...]:
-    return tuple(_Field(row["field"], regex.compile(row["label"], regex.I), regex.compile(row["value"]),
+    return tuple(_Field(row["field"], later.compile(row["label"], regex.I), later.compile(row["value"]),
                         row["check"] or "") for row in data_rows("issue-fields.tsv"))
 
 
 @cache
 def _symptoms() -> tuple[_Symptom, ...]:
-    return tuple(_Symptom(row["id"], regex.compile(row["pattern"], regex.I))
+    return tuple(_Symptom(row["id"], later.compile(row["pattern"], regex.I))
                  for row in data_rows("reported-symptoms.tsv"))
 
 

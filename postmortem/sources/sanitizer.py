@@ -18,6 +18,7 @@ from xml.etree.ElementTree import Element, ParseError
 import regex
 from defusedxml.ElementTree import iterparse
 
+from .. import later
 from ..debugging import EXCEPTION_NAMES, exception_number, short_name
 from ..knowledge import cuda_error
 from ..model import Event
@@ -57,33 +58,33 @@ MAX_XML_BYTES = 256 * 1024 * 1024
 MAX_THREADS = 64
 """Distinct threads and blocks kept on a folded event."""
 
-_BAR = regex.compile(r"={9}(?= |$)")
-_INVALID = regex.compile(
+_BAR = later.compile(r"={9}(?= |$)")
+_INVALID = later.compile(
     r"Invalid (?P<space>__\w+__|address space) (?P<access>read|write|atomic|access)(?: of size (?P<size>\d+))?")
-_UNINIT = regex.compile(r"Uninitialized (?P<space>__\w+__) memory (?P<access>read|write)(?: of size (?P<size>\d+))?")
-_SHARED_LOCAL = regex.compile(r"(?P<what>Out-of-range|Misaligned) Shared or Local Address")
-_RACE = regex.compile(r"Race reported between (?P<access>\w+) access at "
+_UNINIT = later.compile(r"Uninitialized (?P<space>__\w+__) memory (?P<access>read|write)(?: of size (?P<size>\d+))?")
+_SHARED_LOCAL = later.compile(r"(?P<what>Out-of-range|Misaligned) Shared or Local Address")
+_RACE = later.compile(r"Race reported between (?P<access>\w+) access at "
                       r"(?P<where>.+?)\s*(?:\[(?P<hazards>\d+) hazards?\])?$")
-_RACE_MORE = regex.compile(r"^and (?P<access>\w+) access at (?P<where>.+?)\s*(?:\[(?P<hazards>\d+) hazards?\])?$")
-_HAZARD = regex.compile(r"Potential (?P<hazard>\w+) hazard detected at (?P<space>__\w+__) (?P<address>0x[0-9a-fA-F]+)")
-_BARRIER = regex.compile(r"Barrier error detected\.?\s*(?P<detail>.*)$")
-_LEAK = regex.compile(r"Leaked (?P<size>\d+) bytes at (?P<address>0x[0-9a-fA-F]+)")
-_MALLOC = regex.compile(r"Malloc/Free error encountered\s*:?\s*(?P<detail>.*)$")
-_PROGRAM_HIT = regex.compile(
+_RACE_MORE = later.compile(r"^and (?P<access>\w+) access at (?P<where>.+?)\s*(?:\[(?P<hazards>\d+) hazards?\])?$")
+_HAZARD = later.compile(r"Potential (?P<hazard>\w+) hazard detected at (?P<space>__\w+__) (?P<address>0x[0-9a-fA-F]+)")
+_BARRIER = later.compile(r"Barrier error detected\.?\s*(?P<detail>.*)$")
+_LEAK = later.compile(r"Leaked (?P<size>\d+) bytes at (?P<address>0x[0-9a-fA-F]+)")
+_MALLOC = later.compile(r"Malloc/Free error encountered\s*:?\s*(?P<detail>.*)$")
+_PROGRAM_HIT = later.compile(
     r"Program hit (?P<name>\w+)(?: \(error (?P<number>\d+)\))?(?: due to \"(?P<message>[^\"]*)\")?"
     r" on CUDA API call to (?P<api>\w+)")
-_SUMMARY = regex.compile(r"\b(?P<which>ERROR|RACECHECK|LEAK) SUMMARY: (?P<rest>.+)$")
-_COMMAND = regex.compile(
+_SUMMARY = later.compile(r"\b(?P<which>ERROR|RACECHECK|LEAK) SUMMARY: (?P<rest>.+)$")
+_COMMAND = later.compile(
     r"^\s*(?:\S*[$#>]\s+)?(?:\S*/)?(?P<tool>compute-sanitizer|cuda-memcheck)(?P<args>(?:\s+\S+)+)\s*$")
-_LEVEL = regex.compile(r"^(?:Error|Warning|ERROR|WARN|WARNING)\s*:\s*")
+_LEVEL = later.compile(r"^(?:Error|Warning|ERROR|WARN|WARNING)\s*:\s*")
 
-_AT_OFFSET = regex.compile(r"^at (?P<offset>0x[0-9a-fA-F]+) in (?P<rest>.+)$")
-_AT_SYMBOL = regex.compile(r"^at (?P<function>.+?)\+(?P<offset>0x[0-9a-fA-F]+)(?: in (?P<file>.+?):(?P<line>\d+))?$")
-_FILE_LINE_FUNC = regex.compile(r"^(?P<file>[^:]+?\.[\w]+):(?P<line>\d+):(?P<function>.+)$")
-_THREAD = regex.compile(r"by thread \((?P<thread>[\d, ]+)\) in block \((?P<block>[\d, ]+)\)")
-_HAZARD_THREAD = regex.compile(r"^(?P<access>Read|Write|Atomic) Thread \((?P<thread>[\d, ]+)\) (?P<where>at .+)$")
-_ADDRESS = regex.compile(r"^Address (?P<address>0x[0-9a-fA-F]+)(?: is (?P<state>out of bounds|misaligned))?")
-_DEVICE_FRAME = regex.compile(r"^Device Frame:\s*(?P<frame>.+)$")
+_AT_OFFSET = later.compile(r"^at (?P<offset>0x[0-9a-fA-F]+) in (?P<rest>.+)$")
+_AT_SYMBOL = later.compile(r"^at (?P<function>.+?)\+(?P<offset>0x[0-9a-fA-F]+)(?: in (?P<file>.+?):(?P<line>\d+))?$")
+_FILE_LINE_FUNC = later.compile(r"^(?P<file>[^:]+?\.[\w]+):(?P<line>\d+):(?P<function>.+)$")
+_THREAD = later.compile(r"by thread \((?P<thread>[\d, ]+)\) in block \((?P<block>[\d, ]+)\)")
+_HAZARD_THREAD = later.compile(r"^(?P<access>Read|Write|Atomic) Thread \((?P<thread>[\d, ]+)\) (?P<where>at .+)$")
+_ADDRESS = later.compile(r"^Address (?P<address>0x[0-9a-fA-F]+)(?: is (?P<state>out of bounds|misaligned))?")
+_DEVICE_FRAME = later.compile(r"^Device Frame:\s*(?P<frame>.+)$")
 
 
 @dataclass

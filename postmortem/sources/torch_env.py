@@ -13,6 +13,7 @@ from typing import Any
 
 import regex
 
+from .. import later
 from ..model import Event
 from ..text import Line, TextDoc
 
@@ -33,9 +34,9 @@ GPU_LINES = 64
 ABSENT = ("N/A", "None", "Could", "No", "")
 """First words of what collect_env prints for a value it has not: "N/A", "Could not collect", "No CUDA"."""
 
-_LINE = regex.compile(r"^(?P<key>" + "|".join(regex.escape(key) for key in (*FIELDS, GPU_KEY)) +
+_LINE = later.compile(r"^(?P<key>" + "|".join(regex.escape(key) for key in (*FIELDS, GPU_KEY)) +
                       r") *: ?(?P<value>.*)$")
-_GPU = regex.compile(r"^GPU (?P<index>\d+): (?P<name>.+?)(?: \(UUID: [^)]*\))?$")
+_GPU = later.compile(r"^GPU (?P<index>\d+): (?P<name>.+?)(?: \(UUID: [^)]*\))?$")
 
 
 def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:

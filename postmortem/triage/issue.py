@@ -28,6 +28,7 @@ from typing import Any
 
 import regex
 
+from .. import later
 from ..text import MAX_LINE, detect_encoding
 
 MAX_ISSUE_BYTES = 8 << 20
@@ -191,7 +192,7 @@ def _login(thing: dict) -> str:
     return _text(user.get("login")) if isinstance(user, dict) else ""
 
 
-_REPOSITORY = regex.compile(r"^https?://[^/\s]+/(?:repos/)?(?P<repo>[\w.-]+/[\w.-]+)(?:/|$)")
+_REPOSITORY = later.compile(r"^https?://[^/\s]+/(?:repos/)?(?P<repo>[\w.-]+/[\w.-]+)(?:/|$)")
 
 
 def _repository(url: str) -> str | None:
@@ -202,22 +203,22 @@ def _repository(url: str) -> str | None:
 
 # ------------------------------------------------------------------ cutting a post into pieces
 
-_IMAGE = regex.compile(r"!\[[^\]\n]{0,200}\]\(|<img\b", regex.I)
-_FENCE = regex.compile(r"^(?P<indent> {0,3})(?P<marks>`{3,}|~{3,})[ \t]*(?P<info>[^`\n]*?)[ \t]*$")
-_QUOTE = regex.compile(r"^ {0,3}(?:>[ \t]?)+")
-_TAG = regex.compile(r"</?(?:details|summary|p|div|span|br|hr|sub|sup|b|i|em|strong|code|kbd|samp|tt|small|"
+_IMAGE = later.compile(r"!\[[^\]\n]{0,200}\]\(|<img\b", regex.I)
+_FENCE = later.compile(r"^(?P<indent> {0,3})(?P<marks>`{3,}|~{3,})[ \t]*(?P<info>[^`\n]*?)[ \t]*$")
+_QUOTE = later.compile(r"^ {0,3}(?:>[ \t]?)+")
+_TAG = later.compile(r"</?(?:details|summary|p|div|span|br|hr|sub|sup|b|i|em|strong|code|kbd|samp|tt|small|"
                      r"h[1-6]|ul|ol|li|img|a|table|thead|tbody|tr|td|th|blockquote)\b[^>\n]*+>", regex.I)
-_PRE = regex.compile(r"<(?P<close>/?)pre\b[^<>\n]*+>", regex.I)  # a tag ends before the next one starts
+_PRE = later.compile(r"<(?P<close>/?)pre\b[^<>\n]*+>", regex.I)  # a tag ends before the next one starts
 PRE_HINT = "html-pre"
 """The info string a `<pre>` block is read under: GitHub decodes entities inside it, never inside a fence."""
-_INLINE_CODE = regex.compile(r"(?<!`)`{1,2}(?!`)")
+_INLINE_CODE = later.compile(r"(?<!`)`{1,2}(?!`)")
 """The backticks of an inline code span (`Segmentation fault (core dumped)`): Markdown, not what was printed."""
-_EMPHASIS = regex.compile(r"(?<![\w*])[*_]{1,3}(?=[^\s*_])|(?<=[^\s*_])[*_]{1,3}(?![\w*])")
+_EMPHASIS = later.compile(r"(?<![\w*])[*_]{1,3}(?=[^\s*_])|(?<=[^\s*_])[*_]{1,3}(?![\w*])")
 """Emphasis delimiters at a word's edge (`_Check_ failed`, `**GPU**`), in a line that does not look like a log
 (where `__init__.py` and `*args` are what was printed)."""
-_TABLE_RULE = regex.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$")
-_TABLE_ROW = regex.compile(r"^\s*\|.*\|\s*$")
-_LOG_LINE = regex.compile(
+_TABLE_RULE = later.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$")
+_TABLE_ROW = later.compile(r"^\s*\|.*\|\s*$")
+_LOG_LINE = later.compile(
     r"""(?x)
       ^\s*File\ ".*",\ line\ \d+                        # a Python traceback frame
     | ^Traceback\ \(most\ recent\ call\ last\)

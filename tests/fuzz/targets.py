@@ -24,9 +24,9 @@ from postmortem.core.modules import Image
 from postmortem.deadline import Overtime, time_limit
 from postmortem.inputs import open_inputs
 from postmortem.model import Options
-from postmortem.pipeline import READS, read_blob, text_prefilter
+from postmortem.pipeline import read_blob, text_prefilter
 from postmortem.reader import BytesReader
-from postmortem.sources import core_file, text_sources
+from postmortem.sources import card_of, core_file, text_sources
 from postmortem.text import TextDoc
 
 DATA = Path(__file__).parent.parent / "data"
@@ -76,7 +76,7 @@ def text_sources_target(data: bytes) -> None:
 
 def one_source_target(name: str) -> Callable[[bytes], None]:
     source = next(s for s in text_sources() if s.NAME == name)
-    kind = getattr(source, "READS", READS)[0]  # the prefilter of an input kind the source reads
+    kind = card_of(source).reads[0]  # the prefilter of an input kind the source reads
 
     def target(data: bytes) -> None:
         doc = TextDoc(BytesReader(data), "<fuzz>")

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import regex
-import yaml
 
+from ... import later, user_cache
 from ...model import Finding, Report
 from ...signatures import default_directory, render_explanation
 
@@ -34,7 +34,6 @@ LANGUAGES = ("en", "zh-CN")
 """Languages a report can be written in; the first is the source language."""
 
 _UI_DIR = Path(__file__).parent
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def default_language(environ: Mapping[str, str] = os.environ) -> str:
@@ -100,7 +99,7 @@ class Translator:
         return Words(str(entry["title"]), explanation, tuple(str(a) for a in entry["actions"]), reason)
 
 
-_FOLDED_SPACE = regex.compile(r"(?<=[。，；：！？、）」”])\s+")
+_FOLDED_SPACE = later.compile(r"(?<=[。，；：！？、）」”])\s+")
 
 
 def _unfold(text: str) -> str:
@@ -111,7 +110,7 @@ def _unfold(text: str) -> str:
 @cache
 def ui_catalog(lang: str) -> Mapping[str, Any]:
     """The interface catalogue of one language."""
-    return yaml.load((_UI_DIR / f"{lang}.yaml").read_text(encoding="utf-8"), Loader=_LOADER) or {}
+    return user_cache.parsed_yaml(_UI_DIR / f"{lang}.yaml") or {}
 
 
 @cache
@@ -124,7 +123,7 @@ def signature_catalog(lang: str, directory: Path | None = None) -> Mapping[str, 
     folder = (directory or default_directory()) / "i18n"
     merged: dict[str, dict[str, Any]] = {"signatures": {}, "causes": {}}
     for path in sorted(folder.glob(f"{lang}.yaml")) + sorted(folder.glob(f"{lang}.*.yaml")):
-        document = yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER) or {}
+        document = user_cache.parsed_yaml(path) or {}
         for part in merged:
             merged[part].update(document.get(part) or {})
     return merged
@@ -134,5 +133,5 @@ def signature_catalog(lang: str, directory: Path | None = None) -> Mapping[str, 
 def cause_summaries() -> Mapping[str, str]:
     """The English cause summaries of signatures/causes.yaml."""
     path = default_directory() / "causes.yaml"
-    document = yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER) or {}
+    document = user_cache.parsed_yaml(path) or {}
     return {name: str(entry.get("summary", "")) for name, entry in (document.get("causes") or {}).items()}

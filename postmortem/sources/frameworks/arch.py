@@ -13,53 +13,57 @@ from typing import Any
 
 import regex
 
+from ... import later
 from ...text import Line
 from .traceback import Context, Found, Prefixed, follow
 
-_ARCH_TORCH = regex.compile(
+_ARCH_TORCH = later.compile(
     r"(?:^\s*|:\s+)(?P<gpu>[A-Z][\w\- ]*?) with CUDA capability (?P<sm>sm_\d+[a-z]?) is not compatible"
 )
-_ARCH_SUPPORTED = regex.compile(r"supports CUDA capabilities (?P<list>(?:sm_\d+[a-z]?\s*)+)")
-_ARCH_WANT = regex.compile(r"If you want to use the (?P<gpu>.+?) GPU with PyTorch")
-_ARCH_OLD = regex.compile(
+_ARCH_SUPPORTED = later.compile(r"supports CUDA capabilities (?P<list>(?:sm_\d+[a-z]?\s*)+)")
+_ARCH_WANT = later.compile(r"If you want to use the (?P<gpu>.+?) GPU with PyTorch")
+_ARCH_OLD = later.compile(
     r"Found GPU(?P<idx>\d+) (?P<gpu>.{1,100}?) which is of cuda capability (?P<cc>\d+\.\d+)\."  # bounded: no rescan
     r".{0,400}?minimum cuda capability (?:supported by this library|that we support) is (?P<min>\d+\.\d+)"
 )
-_ARCH_TF = regex.compile(
+_ARCH_TF = later.compile(
     r"device: (?P<idx>\d+), name: (?P<gpu>[^,]+), pci bus id: (?P<pci>[^,]+), compute capability: (?P<cc>\d+\.\d+)\)"
     r".*?minimum required Cuda capability is (?P<min>\d+\.\d+)"
 )
-_TOOLCHAIN_ARCH = regex.compile(
-    r"Value '(?P<sm>sm_\d+[a-z]?)' is not defined for option 'gpu-name'"
+_TOOLCHAIN_ARCH = later.compile(
+    r"Value '(?P<sm>(?:compute|sm)_\d+[a-z]?)' is not defined for option '(?:gpu-name|gpu-architecture)'"
     r"|nvcc fatal\s*:\s*Unsupported gpu architecture '(?P<sm>(?:compute|sm)_\d+[a-z]?)'"
 )
 """ptxas or nvcc older than the GPU: it cannot build for that architecture (Triton, Inductor, JAX and
-extension builds all call them)."""
-_PTX_TARGET_ARCH = regex.compile(r"SM version specified by \.target is higher than default SM version assumed")
+extension builds all call them). ptxas names its option `gpu-name`, nvcc `gpu-architecture` (`nvcc fatal   : Value
+'sm_86' is not defined for option 'gpu-architecture'`: pycuda, TVM, OpenMM and Blender's kernel builds on a GPU newer
+than their CUDA, inducer/pycuda#440, apache/tvm#4061). A value that is no architecture (`'[sm_61]'`, `'arch'`: a
+command typed wrong) is not read."""
+_PTX_TARGET_ARCH = later.compile(r"SM version specified by \.target is higher than default SM version assumed")
 """ptxas handed PTX whose `.target` is a newer architecture than the one it builds for (the GPU's, when a
 program JIT-builds for the GPU it runs on): the PTX was written for newer GPUs than this one."""
-_FEATURE_ARCH = regex.compile(
+_FEATURE_ARCH = later.compile(
     r"(?P<feature>[A-Z][\w\-]{0,64}) only supports "  # a name, bounded: a long capital run is not rescanned per letter
     r"(?P<min_family>Maxwell|Pascal|Volta|Turing|Ampere|Ada|Hopper|Blackwell) GPUs or newer"
 )
 """A library's kernels refusing the GPU's architecture (FlashAttention on Turing and older, or a build without the
 GPU's own arch): `FlashAttention only supports Ampere GPUs or newer`."""
-_FEATURE_REFUSED = regex.compile(r"Your GPU does not support (?P<feature>[A-Z][\w]*(?: [A-Z]?[\w]+)?)!")
+_FEATURE_REFUSED = later.compile(r"Your GPU does not support (?P<feature>[A-Z][\w]*(?: [A-Z]?[\w]+)?)!")
 """A library refusing this GPU for one feature without naming the oldest family it needs (bitsandbytes:
 `ERROR: Your GPU does not support Int8 Matmul!`)."""
-_EXTENSION_ARCH = regex.compile(
+_EXTENSION_ARCH = later.compile(
     r"(?i)(?:could not find|no) compatible (?P<feature>[\w\-]+) (?:extension|kernels?|binar(?:y|ies)|build) for "
     r"compute capability (?P<cc>\d+(?:\.\d)?)"
 )
 """An extension that ships one build per architecture and has none for this GPU (tiny-cuda-nn and the like)."""
-_PTX_TOO_NEW = regex.compile(r"Unsupported \.version (?P<ptx>\d+\.\d+); current version is '(?P<supported>\d+\.\d+)'")
+_PTX_TOO_NEW = later.compile(r"Unsupported \.version (?P<ptx>\d+\.\d+); current version is '(?P<supported>\d+\.\d+)'")
 """PTX written for a newer ISA than the ptxas or driver that must compile it."""
-_ENGINE_ARCH = regex.compile(r"engine plan file is generated on an incompatible device, expecting compute "
+_ENGINE_ARCH = later.compile(r"engine plan file is generated on an incompatible device, expecting compute "
                             r"(?P<built>\d+\.\d+) got compute (?P<here>\d+\.\d+)")
 """TensorRT's refusal of an engine built on a GPU of another compute capability (an engine holds machine code for
 the GPU it was built on only)."""
 
-_CAPABILITY_REFUSED = regex.compile(
+_CAPABILITY_REFUSED = later.compile(
     r"(?i:only supports devices of CUDA Capability >= (?P<min>\d+\.\d+), but your device is of CUDA capability "
     r"(?P<cc>\d+\.\d+))"
     r"|(?P<gpu>[A-Z][\w\-]{0,40}(?: [\w\-]{1,40}){0,4}) GPU \(compute capability (?P<cc2>\d+\.\d+)\) is not supported"
@@ -146,7 +150,7 @@ def gpu_arch(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:
 
 # ---------------------------------------------------------------- kernels too big for the GPU
 
-_RESOURCES = regex.compile(
+_RESOURCES = later.compile(
     r"out of resource: (?P<resource>[ ]*+\w+(?:[ ]++\w+)*?)[ ]*+,?\s*+Required: "
     r"(?P<required>\d+),?\s*Hardware limit(?:ation)?: (?P<limit>\d+)")
 """Triton's OutOfResources; old releases ran the parts together ("shared memoryRequired: 65536Hardware limit")."""

@@ -9,19 +9,18 @@ from __future__ import annotations
 
 from typing import Any
 
-import regex
-
+from ... import later
 from ...knowledge import cuda_error, cuda_error_fields, cuda_error_kind, message_starting
 from ...text import Line
 from ..mentions import phrases
 from .traceback import Context, Found, Prefixed, follow
 
-_CONTAINER_DRIVER = regex.compile(
+_CONTAINER_DRIVER = later.compile(
     r"This container was built for NVIDIA Driver Release (?P<required>[\d.]+) or later, but\s*version "
     r"(?P<found>[\d.]+) was detected and compatibility mode is UNAVAILABLE"
 )
 """The entrypoint banner of NVIDIA's NGC containers (PyTorch, TensorRT, NeMo...), often wrapped after "but"."""
-_CONTAINER_INIT_RETURN = regex.compile(r"\[\[CUDA Driver UNAVAILABLE \(cuInit\(0\) returned (?P<number>\d{1,4})\)\]\]")
+_CONTAINER_INIT_RETURN = later.compile(r"\[\[CUDA Driver UNAVAILABLE \(cuInit\(0\) returned (?P<number>\d{1,4})\)\]\]")
 """The banner's own last line: what cuInit returned (804, forward compatibility refused on this GPU)."""
 
 
@@ -42,16 +41,16 @@ def container_driver(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:
     return [Found("driver-error", line, last, fields, ("driver-error", "container", match["required"]), pre.time)]
 
 
-_CONTAINER_GPU = regex.compile(r"Detected (?P<gpu>\S.{0,80}?) GPU, which is not supported by this container")
+_CONTAINER_GPU = later.compile(r"Detected (?P<gpu>\S.{0,80}?) GPU, which is not supported by this container")
 _CONTAINER_INIT = "The NVIDIA Driver is present, but CUDA failed to initialize"
-_CONTAINER_ERROR = regex.compile(r"\[\[ (?P<said>[^\n]{1,400})")
-_ERROR_NUMBER = regex.compile(r" \(error (?P<number>\d{1,5})\)$")
+_CONTAINER_ERROR = later.compile(r"\[\[ (?P<said>[^\n]{1,400})")
+_ERROR_NUMBER = later.compile(r" \(error (?P<number>\d{1,5})\)$")
 """What NVIDIA's NGC containers (PyTorch, Triton, NeMo...) print at start on a GPU they cannot use: a GPU their
 builds have no kernels for, or CUDA failing to start, with the CUDA error under it as `[[ Unknown error (error 999) ]]`
 (its message capitalised, or cut off where the paste ends)."""
 
 
-_CONTAINER_CLI = regex.compile(
+_CONTAINER_CLI = later.compile(
     r"nvidia-container-cli(?:\.real)?: (?P<stage>[a-z]{3,20}) error: (?P<detail>[^\n]{1,400})")
 """libnvidia-container's CLI failing a container (src/cli/configure.c): the stage it stopped at (input, permission,
 initialization, container, detection, device, requirement, mount, ldcache) and why. `initialization error` there

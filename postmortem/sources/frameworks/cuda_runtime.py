@@ -15,14 +15,15 @@ from typing import Any
 
 import regex
 
+from ... import later
 from ...knowledge import cuda_error_fields, cuda_error_kind, find_cuda_error, library_status, library_statuses
 from ...text import Line
 from .traceback import Context, Found, Prefixed, block_text, continuation, exception_line, frames_before, prefixed
 
 # ---------------------------------------------------------------- CUDA errors (and driver errors)
 
-_CUDA_CONTEXT = regex.compile(r"(?i)cuda|cublas|cudnn|\bgpu\b|\bTHC|ggml")
-_DRIVER_PHRASES = regex.compile(
+_CUDA_CONTEXT = later.compile(r"(?i)cuda|cublas|cudnn|\bgpu\b|\bTHC|ggml")
+_DRIVER_PHRASES = later.compile(
     r"Found no NVIDIA driver on your system"
     r"|NVIDIA driver on your system is too old(?: \(found version (?P<found>\d+)\))?"
     r"|(?i:your nvidia driver is too old)"  # ollama, llama.cpp loaders
@@ -30,19 +31,19 @@ _DRIVER_PHRASES = regex.compile(
     r"|The minimum required Nvidia driver for nvenc is (?P<required>[\d.]+) or newer"  # FFmpeg's NVENC
     r"|libcuda\.so(?:\.1)?: cannot open shared object file"  # no driver in the machine or container
 )
-_API = regex.compile(
+_API = later.compile(
     r"expr=(?P<a>[A-Za-z_]\w*)|failed call to (?P<a>[A-Za-z_]\w*)|when calling `(?P<a>[A-Za-z_]\w*)"
     r"|in function (?P<f>[A-Za-z_]\w*)|(?P<a>cu[A-Z]\w+|cuda[A-Z]\w+)\(|\((?P<f>[A-Za-z_]\w*) at \S+:\d+\)"
 )
 _FILE_LINE = (
-    regex.compile(r"file=(?P<file>(?:(?!file=).){1,400}?)\s*+;?+\s*+line=(?P<line>\d+)"),  # a path ends by the next
-    regex.compile(r"(?P<file>(?<![^\s:'\"(\[])(?:[A-Za-z]:)?[^\s:'\"(\[]+\.(?:cu|cuh|cpp|cc|c|h|hpp|py|lua)):"
+    later.compile(r"file=(?P<file>(?:(?!file=).){1,400}?)\s*+;?+\s*+line=(?P<line>\d+)"),  # a path ends by the next
+    later.compile(r"(?P<file>(?<![^\s:'\"(\[])(?:[A-Za-z]:)?[^\s:'\"(\[]+\.(?:cu|cuh|cpp|cc|c|h|hpp|py|lua)):"
                   r"(?P<line>\d+)"),
 )
-_GPU_INDEX = regex.compile(r"GPU=(?P<i>\d{1,3})\b|current device: (?P<i>\d+)|device ordinal (?P<i>\d+)")
-_HOSTNAME = regex.compile(r"hostname=(?P<h>[\w.\-]+)")
-_GGML_OP = regex.compile(r"^ggml_\w+: (?P<op>\S+) failed\s*$")
-_RANK = regex.compile(r"\bRank (?P<r>\d+)\]|local_rank: (?P<r>\d+)")
+_GPU_INDEX = later.compile(r"GPU=(?P<i>\d{1,3})\b|current device: (?P<i>\d+)|device ordinal (?P<i>\d+)")
+_HOSTNAME = later.compile(r"hostname=(?P<h>[\w.\-]+)")
+_GGML_OP = later.compile(r"^ggml_\w+: (?P<op>\S+) failed\s*$")
+_RANK = later.compile(r"\bRank (?P<r>\d+)\]|local_rank: (?P<r>\d+)")
 
 
 def _call_site(block: str) -> dict[str, Any]:
@@ -97,7 +98,7 @@ def cuda_error_report(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:
 
 # ---------------------------------------------------------------- device asserts
 
-_ASSERT = regex.compile(
+_ASSERT = later.compile(
     r"(?P<file>(?<![^\s:])[^\s:]+\.cuh?):(?P<line>\d+): (?P<func>.*?):?\s*block: \["
     r"(?P<block>[\d, ]+)\],\s*thread: \[(?P<thread>[\d, ]+)\]"
     r"\s*Assertion `?(?P<cond>.*?)`? failed"
@@ -105,7 +106,7 @@ _ASSERT = regex.compile(
 )
 """A device-side assert as CUDA prints it (with block and thread), or as a framework's kernel macro prints it from a
 .cu file (Paddle's PADDLE_ENFORCE in kernels); pasted into Markdown the backticks are often lost."""
-_BLOCK_ASSERT = regex.compile(r"block: \[(?P<block>[\d, ]++)\],\s*+thread: \[(?P<thread>[\d, ]++)\]"
+_BLOCK_ASSERT = later.compile(r"block: \[(?P<block>[\d, ]++)\],\s*+thread: \[(?P<thread>[\d, ]++)\]"
                               r"\s*+Assertion `?(?P<cond>.{0,500}?)`? failed")
 """The same with the file and line before the kernel's name cut off (an issue title, a paste): read from its block
 coordinates, which no other line holds, at the one place they stand; the kernel's name is the words before them."""
@@ -139,25 +140,25 @@ def _assert_groups(body: str) -> dict[str, str | None] | None:
 
 # ---------------------------------------------------------------- cuBLAS / cuDNN
 
-LIBRARY_STATUS = regex.compile(
+LIBRARY_STATUS = later.compile(
     r"\b(?P<status>(?P<lib>CUBLAS|CUDNN|CUFFT|CUSOLVER|CUSPARSE|CURAND|CUTENSOR|NVRTC)_STATUS_[A-Z0-9_]+)"
     r"|\b(?P<status>(?P<lib>CUFFT)_(?:" + "|".join(sorted(
         {s.name[len("CUFFT_"):] for s in library_statuses() if s.library == "cufft"}, key=len, reverse=True)) + r"))\b"
 )
 """A status by name: every library's `<LIB>_STATUS_*` (cuFFT names its results `CUFFT_*`)."""
-_LIB_NUMBER = regex.compile(
+_LIB_NUMBER = later.compile(
     r"(?i)\b(?P<lib>cublas(?:Lt)?|cudnn|cufft|cusolver|cusparse|curand)\b[\w ]{0,30}?"
     r"(?:status|error|failure|failed|result|code)\s*(?:[:=]\s*|with status\s*|code\s*)?\(?(?P<num>\d{1,4})\b"
     r"|\b(?P<lib>CUBLAS|CUDNN|CUFFT|CUSOLVER|CUSPARSE|CURAND)_STATUS_SUCCESS\s*\((?P<num>\d{1,4}) vs\. 0\)"
 )
 """A status by number, as libraries and their callers print it: `CUBLAS failure 13`, `cuBLAS API failed with
 status 15`, `cuDNN error 4`, `CURAND error 201`."""
-_CUDNN_INIT = regex.compile(r"Failed to get convolution algorithm\. This "
+_CUDNN_INIT = later.compile(r"Failed to get convolution algorithm\. This "
                             r"is probably because cuDNN failed to initialize")
-_LIB_GAVE_UP = regex.compile(r"\b(?P<lib>cublasLt|cuBLASLt|cublas|cuBLAS) ran into an error")
+_LIB_GAVE_UP = later.compile(r"\b(?P<lib>cublasLt|cuBLASLt|cublas|cuBLAS) ran into an error")
 """bitsandbytes' words for a cuBLASLt call that failed without a status it prints (`Exception: cublasLt ran into
 an error!`): its int8 matmul on a GPU or build its kernels do not support."""
-_NODE = regex.compile(r"\{\{node (?P<node>[^}]+)\}\}")
+_NODE = later.compile(r"\{\{node (?P<node>[^}]+)\}\}")
 
 
 def _library_name(written: str) -> str:
@@ -197,14 +198,14 @@ def library_error(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:
 _VERSION_MISMATCH = (
     # PyTorch: "cuDNN version incompatibility: PyTorch was compiled against (8, 7, 0) but found runtime version
     # (8, 5, 0)"
-    regex.compile(r"(?P<library>cuDNN|NCCL|cuBLAS) version incompatibility: (?P<framework>\w+) was compiled\s+against "
+    later.compile(r"(?P<library>cuDNN|NCCL|cuBLAS) version incompatibility: (?P<framework>\w+) was compiled\s+against "
                   r"\((?P<built>[\d, ]+)\) but found runtime version \((?P<found>[\d, ]+)\)"),
     # XLA / TensorFlow stream executor: "Loaded runtime CuDNN library: 8.5.0 but source was compiled with: 8.6.0"
-    regex.compile(r"Loaded runtime (?P<library>CuDNN|cuDNN|cuBLAS|CUDA) library: (?P<found>[\d.]+) but source was "
+    later.compile(r"Loaded runtime (?P<library>CuDNN|cuDNN|cuBLAS|CUDA) library: (?P<found>[\d.]+) but source was "
                   r"compiled with: (?P<built>[\d.]+)"),
     # torchvision: "PyTorch and torchvision were compiled with different CUDA versions. PyTorch has CUDA Version=11.7
     # and torchvision has CUDA Version=11.8"
-    regex.compile(r"(?P<framework>PyTorch) and (?P<library>torchvision|torchaudio) were compiled with different CUDA "
+    later.compile(r"(?P<framework>PyTorch) and (?P<library>torchvision|torchaudio) were compiled with different CUDA "
                   r"versions\. PyTorch has CUDA Version=(?P<built>[\d.]+) and \w+ has CUDA Version=(?P<found>[\d.]+)"),
 )
 """A framework saying a runtime library is not the version it was built with."""
@@ -223,7 +224,7 @@ def version_mismatch(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:
 
 # ---------------------------------------------------------------- GPU out of memory
 
-_OOM = regex.compile(
+_OOM = later.compile(
     r"(?:CUDA|GPU|cuda)\s++out of memory|(?<!ray\.exceptions\.)OutOfMemoryError|Allocation on device"
     r"|RESOURCE_EXHAUSTED:.{0,200}?(?:[Oo]ut of memory|allocat)|OOM when allocating"
     r"|\(GPU_\d+_bfc\) ran out of memory trying to allocate|MPS backend out of memory"
@@ -240,7 +241,7 @@ memory monitor's kill for host memory (sources/job_log.py), not the GPU's."""
 _SIZE = r"(?<!\d)(\d++(?:\.\d++)?+\s*+(?:[KMGTP]i?B|bytes|B))"
 """A size as allocators print it; read from the first digit only (so a long digit run costs one attempt)."""
 _OOM_FIELDS: tuple[tuple[str, regex.Pattern], ...] = tuple(
-    (name, regex.compile(pattern))
+    (name, later.compile(pattern))
     for name, pattern in (
         ("requested", r"[Tt]ried to allocate " + _SIZE),
         ("requested", r"trying to allocate " + _SIZE),
@@ -257,7 +258,7 @@ _OOM_FIELDS: tuple[tuple[str, regex.Pattern], ...] = tuple(
 )
 
 
-_HOST_ALLOC = regex.compile(
+_HOST_ALLOC = later.compile(
     r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory): you tried to allocate (?P<bytes>\d+) bytes"
     r"|Unable to allocate (?P<size>\d+(?:\.\d+)? [KMGTP]?i?B) for an array with shape")
 """A host (CPU) allocation that failed: PyTorch's CPU allocator (`DefaultCPUAllocator: can't allocate memory: you
@@ -291,7 +292,7 @@ def gpu_oom(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:
     return [Found("gpu-oom", line, last, fields, key, pre.time)]
 
 
-_POOL_STAT = regex.compile(r"^\s*+(?P<name>Limit|InUse|LargestFreeBlock):\s++(?P<bytes>\d++)\s*+$")
+_POOL_STAT = later.compile(r"^\s*+(?P<name>Limit|InUse|LargestFreeBlock):\s++(?P<bytes>\d++)\s*+$")
 POOL_FULL = 0.95
 """Share of its limit from which an allocator's pool is full: TensorFlow's BFC allocator prints its statistics when an
 allocation fails (BFCAllocator's DumpMemoryLog: `Limit:`, `InUse:`, ... `LargestFreeBlock:`), and a pasted report may

@@ -12,52 +12,53 @@ from typing import Any
 
 import regex
 
+from ... import later
 from ...knowledge import WINDOWS_EXCEPTIONS, data_rows, signal_name
 from ...text import Line
 from .traceback import FOLLOW_LIMIT, Context, Found, Prefixed, follow, prefixed
 
-_ASSERTIONS = tuple((row["id"], regex.compile(row["pattern"])) for row in data_rows("assertion-failures.tsv"))
+_ASSERTIONS = tuple((row["id"], later.compile(row["pattern"])) for row in data_rows("assertion-failures.tsv"))
 """How programs report a failed assertion of their own before they abort (data/assertion-failures.tsv)."""
 
-_FAULTHANDLER = regex.compile(r"Fatal Python error: (?P<what>[^:]*[^:\s])\s*$")
-_FH_LINE = regex.compile(
+_FAULTHANDLER = later.compile(r"Fatal Python error: (?P<what>[^:]*[^:\s])\s*$")
+_FH_LINE = later.compile(
     r'^(?:\s*$|(?:Current thread|Thread) 0x[0-9a-f]+ \(most recent call first\):|Stack \(most recent call first\):'
     r'|\s+File ".*", line \d+ in |\s+<no Python frame>'
     r'|\s+Garbage-collecting|Extension modules:|<Cannot show all threads)'
 )
-_FH_FRAME = regex.compile(r'^\s+File "(?P<file>.*)", line (?P<line>\d+) in (?P<func>.+)$')
-_JULIA_HEAD = regex.compile(r"^(?:\[\d+\] )?signal \(?(?P<num>\d{1,2})(?:\.\d+)?\)?(?: \(\d+\))?: "
+_FH_FRAME = later.compile(r'^\s+File "(?P<file>.*)", line (?P<line>\d+) in (?P<func>.+)$')
+_JULIA_HEAD = later.compile(r"^(?:\[\d+\] )?signal \(?(?P<num>\d{1,2})(?:\.\d+)?\)?(?: \(\d+\))?: "
                             r"(?P<what>[A-Z][\w ]{2,40})$")
 """Julia's signal handler: `signal (11): Segmentation fault`, `[219060] signal 11 (1): Segmentation fault`."""
-_JULIA_LINE = regex.compile(r"^(?:in expression starting at |unknown function \(ip: 0x|Allocations: "
+_JULIA_LINE = later.compile(r"^(?:in expression starting at |unknown function \(ip: 0x|Allocations: "
                             r"|\S.{0,300}? at \S)")
-_JULIA_FRAME = regex.compile(r"^(?:in expression starting at (?P<expression>.*)|unknown function \(ip: 0x[0-9a-f]+\)"
+_JULIA_FRAME = later.compile(r"^(?:in expression starting at (?P<expression>.*)|unknown function \(ip: 0x[0-9a-f]+\)"
                              r"|(?P<frame>\S.{0,300}? at \S.*))$")
-_NATIVE_HEAD = regex.compile(
+_NATIVE_HEAD = later.compile(
     r"\*\*\* (?:Aborted at .*\*\*\*|(?P<sig>SIG[A-Z]+)\b.*?received by PID (?P<pid>\d+))"
     r"|(?P<sig>SIG(?:SEGV|BUS|ABRT|ILL|FPE))\s+(?:encountered|caught|received)"
     r"|[Cc]aught signal (?P<num>\d+)|received signal (?P<sig>SIG[A-Z]+)"
 )
-_NATIVE_FRAME = regex.compile(
+_NATIVE_FRAME = later.compile(
     r"^\s*(?:@\s+0x[0-9a-f]+|PC: @|\*\*\* SIG|#\d+\s+0x[0-9a-f]+|frame #\d+:|\S+\([^)]*\)\s*\[0x[0-9a-f]+\]"
     r"|\[0x[0-9a-f]+\]|backtrace\(\) returned|stack trace:|Stack trace|\[bt\])",
     regex.IGNORECASE,
 )
-_SHELL = regex.compile(
+_SHELL = later.compile(
     r"\G(?:\S+: line \d+:\s+\d+\s+)?"
     r"(?P<what>Segmentation fault|Bus error|Aborted|Illegal instruction|Floating point exception)"
     r"(?P<core>\s+\(core dumped\))?(?:\s+.*)?"
 )
-_GLIBC = regex.compile(r"^(?:malloc|free|realloc|double free|corrupted|munmap_chunk|malloc_consolidate)\S*.*")
-_WINDOWS = regex.compile(r"(?i)(?:exit status|exception code|exit code)[:\s]+(?:-?\d+\s+\()?"
+_GLIBC = later.compile(r"^(?:malloc|free|realloc|double free|corrupted|munmap_chunk|malloc_consolidate)\S*.*")
+_WINDOWS = later.compile(r"(?i)(?:exit status|exception code|exit code)[:\s]+(?:-?\d+\s+\()?"
                          r"(?P<code>0x[ce][0-9a-f]{7}|32212\d{5}|-10737\d{5})\b"
                          r"|(?P<violation>exception: access violation (?:reading|writing|executing) 0x[0-9a-f]+)")
 """A Windows process's crash status, as hex or as the decimal a launcher prints it: unsigned (Python's
 subprocess: `returned non-zero exit status 3221225477`) or signed (`exit code -1073741819`); or the access violation
 ctypes raises when a native call faults (`OSError: exception: access violation reading 0x0000000000001894`)."""
-_TERMINATE = regex.compile(r"terminate called (?:after throwing an instance of '(?P<type>[^']+)'"
+_TERMINATE = later.compile(r"terminate called (?:after throwing an instance of '(?P<type>[^']+)'"
                            r"|without an active exception|recursively)")
-_WHAT = regex.compile(r"^\s*what\(\):\s*(?P<what>.*)")
+_WHAT = later.compile(r"^\s*what\(\):\s*(?P<what>.*)")
 
 
 def fatal_signal(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:

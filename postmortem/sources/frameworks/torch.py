@@ -11,26 +11,27 @@ from typing import Any
 
 import regex
 
+from ... import later
 from ...knowledge import signal_name
 from ...text import Line
 from .traceback import Context, Found, Prefixed, follow
 
-_SHM = regex.compile(r"(?i)Unexpected bus error encountered in (?:DataLoader )?worker"
+_SHM = later.compile(r"(?i)Unexpected bus error encountered in (?:DataLoader )?worker"
                      r"|insufficient shared memory \(shm\)"
                      r"|unable to (?:write to file|open shared memory object) </torch")
 """PyTorch's and Paddle's DataLoader words for a worker killed by SIGBUS on a full /dev/shm, and torch's
 shared-memory allocator failing on its `/dev/shm/torch_PID_N` files (`unable to write to file </torch_18692_1954>:
 No space left on device (28)`): tensors that DataLoader workers hand over live there."""
-_WORKER_SIGNAL = regex.compile(r"DataLoader worker \(pid (?P<pid>\d+)\) is killed by signal: (?P<sig>[^.]+)")
-_WORKER_FAULT = regex.compile(r"Unexpected (?P<what>segmentation fault|floating point exception"
+_WORKER_SIGNAL = later.compile(r"DataLoader worker \(pid (?P<pid>\d+)\) is killed by signal: (?P<sig>[^.]+)")
+_WORKER_FAULT = later.compile(r"Unexpected (?P<what>segmentation fault|floating point exception"
                               r"|illegal instruction) encountered in worker")
-_WORKER_EXIT = regex.compile(r"DataLoader worker \(pid\(s\) (?P<pids>[\d, ]+)\) exited unexpectedly")
-_ELASTIC = regex.compile(
+_WORKER_EXIT = later.compile(r"DataLoader worker \(pid\(s\) (?P<pids>[\d, ]+)\) exited unexpectedly")
+_ELASTIC = later.compile(
     r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: "
     r"(?P<rank>\d+) \(pid: (?P<pid>\d+)\)(?: of binary: (?P<binary>\S+))?"
 )
-_CHILD_FAILED = regex.compile(r"ChildFailedError:")
-_ROOT_FIELDS = regex.compile(
+_CHILD_FAILED = later.compile(r"ChildFailedError:")
+_ROOT_FIELDS = later.compile(
     r"^\s*(?:time\s*:\s*(?P<time>\S+)|host\s*:\s*(?P<host>\S+)"
     r"|rank\s*:\s*(?P<rank>\d+)(?: \(local_rank: (?P<local>\d+)\))?"
     r"|exitcode\s*:\s*(?P<code>-?\d+)(?: \(pid: (?P<pid>\d+)\))?|traceback\s*:\s*(?P<tb>.*))"

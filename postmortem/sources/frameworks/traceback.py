@@ -21,6 +21,7 @@ from typing import Any
 
 import regex
 
+from ... import later
 from ...text import Line, TextDoc
 
 FOLLOW_LIMIT = 400
@@ -29,7 +30,7 @@ FOLLOW_LIMIT = 400
 
 # ---------------------------------------------------------------- prefixes
 
-_PREFIX_PIECES = regex.compile(
+_PREFIX_PIECES = later.compile(
     r"""
     \G(?:                                                   # only where the last piece ended (linear under search)
       \[(?:rank|default)(?P<rank>\d+)\]:\s?
@@ -147,14 +148,14 @@ def follow(ctx: Context, line: Line, limit: int) -> Iterator[tuple[Line, Prefixe
         current, left = step[-1], left - len(step)
 
 
-_TAIL = regex.compile(
+_TAIL = later.compile(
     r"""^(?:CUDA\ kernel\ errors\ might|For\ debugging\ consider\ passing|Compile\ with\ .TORCH_USE_CUDA_DSA
     |Search\ for\ .cuda|',\ please\ check|You\ can\ try\ to\ repro|BufferAssignment|\S+:\d+:\ CUDA\ error\s*$
     |Exception\ raised\ from|frame\ \#\d+|0\ successful\ operations|\d+\ derived\ errors)""",
     regex.VERBOSE,
 )
-_REPRO = regex.compile(r"^You can try to repro")
-_NEW_RECORD = regex.compile(r"^(?:Traceback|During handling|The above exception|\S+(?:Error|Exception):)")
+_REPRO = later.compile(r"^You can try to repro")
+_NEW_RECORD = later.compile(r"^(?:Traceback|During handling|The above exception|\S+(?:Error|Exception):)")
 
 
 def continuation(ctx: Context, line: Line, limit: int = 40) -> Line:
@@ -191,21 +192,21 @@ def block_text(ctx: Context, first: Line, last: Line) -> list[str]:
 
 # ---------------------------------------------------------------- python tracebacks
 
-_TB_HEADER = regex.compile(r"Traceback \(most recent call last\)")  # IPython prints it without the colon
-_PY_FRAME = regex.compile(r'^\s*File "(?P<file>[^"]+)",\s?line (?P<line>\d+)(?:,?\s?in (?P<func>\S.*))?$')
+_TB_HEADER = later.compile(r"Traceback \(most recent call last\)")  # IPython prints it without the colon
+_PY_FRAME = later.compile(r'^\s*File "(?P<file>[^"]+)",\s?line (?P<line>\d+)(?:,?\s?in (?P<func>\S.*))?$')
 """A traceback's frame line; indented by Python, flush left where a paste outside a code block lost the indent (and
 without the blanks where it was retyped: `File "x.py",line 3439,in barrier`)."""
-_IPY_FRAME = regex.compile(
+_IPY_FRAME = later.compile(
     r"^(?:(?P<file>Cell In\[\d+\]), line (?P<line>\d+)(?:, in (?P<func>.+))?"
     r"|File (?P<file>\S.*?):(?P<line>\d+), in (?P<func>.+)"
     r"|(?P<file>Input In \[\d+\]), in (?P<func>.+)"
     r"|(?P<file><ipython-input-[\w-]+>|\S+\.pyx?) in (?P<func>[\w.<>]+)\(.*)$")
 """A frame of IPython's (Jupyter's, Colab's) traceback: `Cell In[14], line 28`, `File ~/x.py:129, in f(a, b)`,
 `Input In [3], in <cell line: 1>()`, and IPython 7's `<ipython-input-5-..> in <module>` / `/x.py in f(a)`."""
-_IPY_SOURCE = regex.compile(r"^\s*(?:-*> ?)?\d+\s")
+_IPY_SOURCE = later.compile(r"^\s*(?:-*> ?)?\d+\s")
 """The numbered source lines IPython prints under each frame (`---> 28 importer2 = ...`)."""
-_EXC_LINE = regex.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::\s?(?P<msg>.*))?$")
-_CHAIN = regex.compile(r"^(?:During handling of the above exception|The above exception was the direct cause)")
+_EXC_LINE = later.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::\s?(?P<msg>.*))?$")
+_CHAIN = later.compile(r"^(?:During handling of the above exception|The above exception was the direct cause)")
 
 
 def frame_line(body: str) -> regex.Match | None:
@@ -316,14 +317,14 @@ def exception_line(body: str) -> regex.Match | None:
     return None
 
 
-_EXCEPTION_NAME = regex.compile(r"(?:Error|Exception|Exit|Interrupt|Failure|Fault|Warning)$")
+_EXCEPTION_NAME = later.compile(r"(?:Error|Exception|Exit|Interrupt|Failure|Fault|Warning)$")
 
 
 def _digits_off(text: str) -> str:
     return regex.sub(r"\d+", "#", text)
 
 
-_LUA_FRAME = regex.compile(r"^\t(?P<frame>\S.*)$")
+_LUA_FRAME = later.compile(r"^\t(?P<frame>\S.*)$")
 
 
 def lua_traceback(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:

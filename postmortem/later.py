@@ -1,0 +1,77 @@
+"""Patterns compiled on first use, so that importing a source costs nothing until a line needs it.
+
+The text sources hold some 450 patterns. Compiled at import they were a quarter of a one-line log's run
+(issue 28): every run paid for every format, though a log touches a few. `compile` here returns a stand-in
+that compiles its pattern the first time any attribute is asked of it, then keeps the compiled pattern's
+methods on itself, so later calls cost what a compiled pattern's do. A match's `.re` is the compiled
+pattern, not the stand-in: code that asks which pattern matched compares `.pattern`, never identity.
+
+`compiled_count()` is what CI guards (tests/test_speed_counts.py): how many patterns a run really compiled.
+"""
+
+from __future__ import annotations
+
+from typing import Any, overload
+
+import regex
+
+_MADE: list[LazyPattern] = []
+"""Every stand-in made, in order: `compile_all` checks them all, `compiled_count` counts the compiled."""
+
+_FORWARDED = ("search", "match", "fullmatch", "finditer", "findall", "sub", "subn", "split", "splititer",
+              "scanner", "pattern", "flags", "groups", "groupindex")
+"""What a stand-in copies from its pattern once compiled, so that asking for it again is a plain lookup."""
+
+
+class LazyPattern:
+    """A regex.Pattern in waiting: the first attribute asked compiles it."""
+
+    def __init__(self, source: str | bytes, flags: int, named_lists: dict[str, Any]) -> None:
+        self._source = source
+        self._flags = flags
+        self._named_lists = named_lists
+        self._compiled: regex.Pattern | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for what the instance lacks: the first use of each method, before compilation.
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.compiled(), name)
+
+    def compiled(self) -> regex.Pattern:
+        """The pattern, compiled now if it was not yet."""
+        if self._compiled is None:
+            self._compiled = regex.compile(self._source, self._flags, **self._named_lists)
+            for name in _FORWARDED:
+                setattr(self, name, getattr(self._compiled, name))
+        return self._compiled
+
+    def __repr__(self) -> str:
+        return f"later.compile({self._source!r})"
+
+
+@overload
+def compile(source: str, flags: int = 0, **named_lists: Any) -> regex.Pattern[str]: ...
+
+
+@overload
+def compile(source: bytes, flags: int = 0, **named_lists: Any) -> regex.Pattern[bytes]: ...
+
+
+def compile(source: str | bytes, flags: int = 0, **named_lists: Any) -> Any:
+    """As `regex.compile`, but compiled when first used (a module-level pattern of a source module)."""
+    made = LazyPattern(source, flags, named_lists)
+    _MADE.append(made)
+    return made
+
+
+def compiled_count() -> int:
+    """How many of the patterns made here have been compiled so far."""
+    return sum(made._compiled is not None for made in _MADE)
+
+
+def compile_all() -> int:
+    """Compile every pattern made so far (a test's check that each one is valid); how many there are."""
+    for made in _MADE:
+        made.compiled()
+    return len(_MADE)

@@ -1,0 +1,81 @@
+"""Speed guarded by counts that do not depend on the machine (issue 28): what `postmortem analyze` of a log with no
+known line imports and compiles, and that the cards by which the pipeline picks sources without importing them say
+what the sources say. A change that breaks one fails here with the number; timings live in benchmarks/."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from postmortem import later
+from postmortem.sources import card_of, source_cards, text_sources
+
+ROOT = Path(__file__).resolve().parent.parent
+
+_PROBE = """
+import json, sys
+from postmortem import later
+from postmortem.cli import main
+sys.argv = ["postmortem", "analyze", "--format", "json", sys.argv[1]]
+try:
+    main()
+except SystemExit:
+    pass
+print(json.dumps({"modules": sorted(sys.modules), "compiled": later.compiled_count()}), file=sys.stderr)
+"""
+
+
+def _probe(path: Path, cache: Path | None = None) -> dict:
+    """A fresh interpreter runs `postmortem analyze PATH` and tells what it imported and compiled."""
+    env = {**os.environ, "POSTMORTEM_CACHE": str(cache) if cache else "off"}
+    done = subprocess.run([sys.executable, "-c", _PROBE, str(path)], capture_output=True, text=True, timeout=120,
+                          check=True, cwd=ROOT, env=env)
+    return json.loads(done.stderr.strip().splitlines()[-1])
+
+
+def test_the_cards_are_what_the_sources_say():
+    """data/source-cards.json is written by tools/gen_source_cards.py; a source whose anchors changed without it
+    would be handed the wrong lines."""
+    assert source_cards() == tuple(card_of(module) for module in text_sources())
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "gen_source_cards.py"), "--check"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, "run tools/gen_source_cards.py: the committed cards differ from the sources"
+
+
+def test_a_log_with_nothing_known_imports_no_source_and_compiles_no_source_pattern(tmp_path):
+    """The floor of start-up: a log none of whose lines holds an anchor imports no text source, nothing of triage,
+    fleet, capture or the core reader (their commands are imported when named), no YAML parser where the cache
+    holds the parsed files, and compiles none of the sources' patterns."""
+    log = tmp_path / "quiet.log"
+    log.write_text("epoch 1 loss 0.5\nepoch 2 loss 0.4\n", encoding="utf-8")
+    _probe(log, tmp_path / "cache")  # a cold cache: built and kept
+    seen = _probe(log, tmp_path / "cache")
+    ours = [m for m in seen["modules"] if m.startswith("postmortem.")]
+    sources = [m for m in ours if m.startswith("postmortem.sources.")]
+    assert sources == [], sources
+    heavy = [m for m in ours if m.split(".")[1] in ("fleet", "capture", "core", "binaries", "flight", "triage")]
+    assert heavy == [], heavy
+    assert not {"sqlite3", "pandas", "elftools", "jinja2", "socket", "pickle", "yaml"} & set(seen["modules"])
+    assert seen["compiled"] <= 12, f"{seen['compiled']} patterns compiled for a log with no known line"
+
+
+def test_a_log_reads_with_the_sources_its_anchors_name(tmp_path):
+    """A kernel log's Xid line imports the kernel log's reader and what every log runs last (the readers of known
+    codes and of error words), not the others."""
+    log = tmp_path / "kern.log"
+    log.write_text("[  100.000000] NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen "
+                   "off the bus.\n", encoding="utf-8")
+    seen = _probe(log)
+    sources = {m.rsplit(".", 1)[-1] for m in seen["modules"] if m.startswith("postmortem.sources.")}
+    assert "kernel_log" in sources
+    assert not {"flight_recorder", "collect_bundle", "health_tests", "nvsmi_xml", "live_stacks"} & sources, sources
+
+
+def test_every_lazy_pattern_compiles():
+    """Patterns compile when first used: each one must still be a valid pattern, used or not."""
+    for module in text_sources():
+        assert module.NAME
+    assert later.compile_all() > 400
