@@ -11,6 +11,7 @@ pattern, not the stand-in: code that asks which pattern matched compares `.patte
 
 from __future__ import annotations
 
+import sys
 from typing import Any, overload
 
 import regex
@@ -26,11 +27,14 @@ _FORWARDED = ("search", "match", "fullmatch", "finditer", "findall", "sub", "sub
 class LazyPattern:
     """A regex.Pattern in waiting: the first attribute asked compiles it."""
 
-    def __init__(self, source: str | bytes, flags: int, named_lists: dict[str, Any]) -> None:
+    def __init__(self, source: str | bytes, flags: int, named_lists: dict[str, Any], origin: str) -> None:
         self._source = source
         self._flags = flags
         self._named_lists = named_lists
         self._compiled: regex.Pattern | None = None
+        self.origin = origin
+        """`file:line` of the `compile` call that made it (the pattern census names a pattern by where it is
+        written, not where it is first used)."""
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for what the instance lacks: the first use of each method, before compilation.
@@ -60,7 +64,8 @@ def compile(source: bytes, flags: int = 0, **named_lists: Any) -> regex.Pattern[
 
 def compile(source: str | bytes, flags: int = 0, **named_lists: Any) -> Any:
     """As `regex.compile`, but compiled when first used (a module-level pattern of a source module)."""
-    made = LazyPattern(source, flags, named_lists)
+    caller = sys._getframe(1)
+    made = LazyPattern(source, flags, named_lists, f"{caller.f_code.co_filename}:{caller.f_lineno}")
     _MADE.append(made)
     return made
 

@@ -141,6 +141,8 @@ class TextDoc:
         self.encoding = encoding
         self.sha256 = ""
         self.diagnostics: list[str] = []
+        self.candidate_lines = 0
+        """Lines `scan` found an anchor on, before folding: the work the parsers are offered (a speed count)."""
         self._known: list[tuple[int, int]] = [(1, 0)]  # (line number, byte offset) of lines whose start is known
 
     def decode(self, raw: bytes) -> str:
@@ -178,6 +180,7 @@ class TextDoc:
         held = _Held(self)
         pending: _Span | None = None
         for span in self._spans(prefilter, folding):
+            self.candidate_lines += 1
             if pending is not None and pending.start == span.start:  # one line that a window boundary split
                 pending = pending._replace(end=max(pending.end, span.end), groups=pending.groups | span.groups,
                                            key=None)

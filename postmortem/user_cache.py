@@ -60,12 +60,13 @@ def read(kind: str, entry_key: str) -> bytes | None:
     path = _path(kind, entry_key)
     if path is None or not _private(path.parent):
         return None
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    try:  # not following a link, not waiting on a FIFO planted in its place
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError:
         return None
     with os.fdopen(fd, "rb") as handle:
-        if not _private_stat(os.fstat(handle.fileno())) or os.fstat(handle.fileno()).st_size > MAX_ENTRY:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or not _private_stat(info) or info.st_size > MAX_ENTRY:
             return None
         data = handle.read(MAX_ENTRY + 1)
     head = len(MAGIC) + 32
@@ -100,7 +101,7 @@ def read_json(kind: str, entry_key: str) -> Any:
     stored = read(kind, entry_key)
     try:
         return json.loads(stored) if stored is not None else None
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past what the parser follows
         return None
 
 
@@ -115,12 +116,12 @@ def write_json(kind: str, entry_key: str, value: Any) -> None:
 
 
 def parsed_yaml(path: Path) -> Any:
-    """A YAML file of the package's own (the interface's words, the causes) as parsed, from the cache when an
-    earlier run parsed the same bytes: importing and running the YAML parser costs more than the whole rest of a
-    short report."""
+    """A YAML file of the package's own (the interface's words, the causes: each a mapping) as parsed, from the cache
+    when an earlier run parsed the same bytes: importing and running the YAML parser costs more than the whole rest
+    of a short report. A kept entry that is not a mapping is not one of these, and the file is parsed again."""
     content = path.read_bytes()
     entry = key(path.name, content)
-    if (kept := read_json("yaml", entry)) is not None:
+    if isinstance(kept := read_json("yaml", entry), dict):
         return kept
     document = _load_yaml(content)
     write_json("yaml", entry, document)

@@ -37,11 +37,17 @@ def census() -> dict[Key, tuple[str, re.Pattern | regex.Pattern]]:
     spec = importlib.util.find_spec("postmortem")  # where the package is, without running it before the hook
     assert spec is not None and spec.origin is not None
     root = str(Path(spec.origin).parent) + os.sep
+    from postmortem.later import LazyPattern  # the hooks are set before any pattern of the package is compiled
+
+    LATER = root + "later.py"
 
     def caller() -> str | None:
         frame: FrameType | None = sys._getframe(3)  # past caller, record and the hook
         while frame is not None:
             name = frame.f_code.co_filename
+            if name == LATER and isinstance(made := frame.f_locals.get("self"), LazyPattern):
+                name, line = made.origin.rsplit(":", 1)  # compiled on first use: named where it is written
+                return f"{name[len(root):]}:{line}" if name.startswith(root) else None
             if not name.startswith(ENGINE_DIRS) and not name.endswith("functools.py"):
                 return f"{name[len(root):]}:{frame.f_lineno}" if name.startswith(root) else None
             frame = frame.f_back
@@ -85,8 +91,11 @@ def _exercise() -> None:
                 parameters = inspect.signature(value).parameters.values()
                 if all(p.default is not p.empty for p in parameters):
                     value()
+    from postmortem import later
     from postmortem.pipeline import analyze
     from postmortem.render.i18n import LANGUAGES, Translator
+
+    later.compile_all()  # every pattern made so far: those compiled on first use, named where they are written
 
     for lang in LANGUAGES:
         Translator(lang)

@@ -118,7 +118,9 @@ def test_without_cfi_the_stack_ends_at_the_thread_start(tmp_path):
     crashed = [f["symbol"] for f in core["threads"][0]["frames"]]
     assert crashed[-4:] == ["main.first", "main.main", "runtime.main", "runtime.goexit.abi0"]
     assert crashed[crashed.index("runtime.sigpanic") + 1:][:2] == ["main.leaf", "main.third"]
-    assert {f["how"] for t in core["threads"] for f in t["frames"][1:]} <= {"pclntab", "sigcontext"}
+    # the crashed goroutine's thread; another thread caught inside a runtime stub or the vDSO (more often on a loaded
+    # machine) may need the stack scan past it
+    assert {f["how"] for f in core["threads"][0]["frames"][1:]} <= {"pclntab", "sigcontext"}
     assert all(t["frames"][-1]["symbol"] == "runtime.mstart.abi0" for t in core["threads"][1:]
                if "runtime.mstart.abi0" in [f["symbol"] for f in t["frames"]])
 

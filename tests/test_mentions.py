@@ -459,6 +459,65 @@ RND14_WORDINGS = {
     "c10d key-value store by key '0', but store->get('0') got error: Socket Timeout": "nccl-timeout",
 }
 
+RND15_WORDINGS = {
+    # the shell's Killed in bold, quoted in a sentence, zsh's after a progress bar (nanoporetech/dorado#358,
+    # zai-org/ChatGLM-6B#179, OedoSoldier/chatglm_webui#3)
+    "[2023-09-04 15:06:43.276] [info] > Creating basecall pipeline\nKilled**": "host-oom",
+    'It stopped at "Loading checkpoint shards:  38%|█████████               | 3/8 [00:08<00:14,  2.91s/it]Killed"':
+        "host-oom",
+    "Loading checkpoint shards:  88%|███████████████▊  | 7/8 [00:12<00:01,  1.84s/it][1]    14875 killed     python "
+    "main.py --low_vram": "host-oom",
+    # PyCUDA's call and message, on a traceback's exception line (cryoem-uoft/cryosparc-issues#142)
+    "  File \"pycuda/gpuarray.py\", line 209, in __init__\n    self.gpudata = self.allocator(self.size * "
+    "self.dtype.itemsize)\nMemoryError: cuMemAlloc failed: out of memory": "gpu-oom",
+    # Numba given the runtime as its driver (numba/numba#3963), PyTorch's CUTLASS attention without bfloat16
+    # (QwenLM/Qwen3#710)
+    "numba.cuda.cudadrv.error.CudaDriverError: driver missing function: cuInit.": "driver-mismatch",
+    "RuntimeError: cutlassF: no kernel found to launch!": "arch-mismatch",
+    # the graphics stack's own words for a driver it cannot start (vkmark/vkmark#16, Glavnokoman/vuh#67,
+    # mani-skill/ManiSkill#1416, ARISE-Initiative/robosuite#364, openai/mujoco-py#598, NVlabs/nvdiffrast#58)
+    "Error: vk::Instance::enumeratePhysicalDevices: ErrorInitializationFailed": "driver-mismatch",
+    "libc++abi: terminating with uncaught exception of type vk::IncompatibleDriverError: vk::createInstance: "
+    "ErrorIncompatibleDriver": "driver-mismatch",
+    "- WARNING: terminator_CreateInstance: Failed to CreateInstance in ICD 0. Skipping ICD.": "driver-mismatch",
+    "ImportError: Cannot initialize a EGL device display. This likely means that your EGL driver does not support the "
+    "PLATFORM_DEVICE extension, which is required for creating a headless rendering context.": "driver-mismatch",
+    "Found 3 GPUs for rendering. Using device 1.\nCould not initialize EGL": "driver-mismatch",
+    "[F glutil.cpp:338] eglInitialize() failed": "driver-mismatch",
+    # the kernel without room for a large BAR (aikitoria/open-gpu-kernel-modules#9)
+    "pci 0000:01:00.0: BAR 1 [mem size 0x800000000 64bit pref]: can't assign; no space": "pcie-bus",
+    # glibc's report of a corrupt heap (junyanz/pytorch-CycleGAN-and-pix2pix#251, facebookresearch/habitat-sim#28)
+    "*** Error in `python': double free or corruption (!prev): 0x000056383cda7e40 ***": "native-crash",
+    "Error in `python': munmap_chunk(): invalid pointer: 0x00007f48777bb770": "native-crash",
+    # a driver below a stated minimum (modular/modular#6519), an architecture told in the plural (rapidsai/clx#358)
+    "Exception: At device_context.mojo:3316:17: MAX doesn’t support your current NVIDIA GPU driver. MAX requires a "
+    "minimum driver version of 580 and CUDA version 13.0. Your driver version is 570.211.01": "driver-mismatch",
+    "RuntimeError: cuGraph failure at file=relabel.cu line=57: Relabel not supported on Pascal and older "
+    "architectures.": "arch-mismatch",
+}
+
+API_RESULT_WORDINGS = {
+    # Vulkan and OpenCL results by number after their call, or by name (Tencent/ncnn#5150, k4yt3x/video2x#1019,
+    # darktable-org/darktable#3374, lightvector/KataGo#166, inducer/pyopencl#283)
+    " 18%|█▊        | 2/11 [00:06<00:23,  2.65s/it]vkQueueSubmit failed -4": "gpu-hang",
+    "vkEnumeratePhysicalDevices failed -3": "driver-mismatch",
+    "Error reported:\n[local laplacian cl] failed: -4": "gpu-oom",
+    "(what():  OpenCL error at /home/dwugcloud/data/kata/cpp/neuralnet/openclbackend.cpp, func err, line 1115, error "
+    "CL_MEM_OBJECT_ALLOCATION_FAILURE)": "gpu-oom",
+    "pyopencl._cl.LogicError: clGetPlatformIDs failed: PLATFORM_NOT_FOUND_KHR": "driver-mismatch",
+}
+
+
+@pytest.mark.parametrize(("text", "cause"), API_RESULT_WORDINGS.items())
+def test_an_api_result_is_read_by_its_number_or_its_name(text, cause):
+    report = analyze_text(text + "\n")
+    assert report.findings and report.findings[0].cause == cause, [f.cause for f in report.findings]
+
+
+def test_a_number_that_is_no_result_of_the_api_is_not_read():
+    for text in ("vkQueueSubmit failed -999", "the step failed -4 times in a row", "clFinish returned -20"):
+        assert not analyze_text(text + "\n").findings, text
+
 
 def test_an_architecture_option_typed_wrong_is_not_a_gpu_too_new():
     """multimodallearning/pytorch-mask-rcnn#38: `-arch=[sm_61]` typed with its brackets; the compiler knows sm_61."""
@@ -491,7 +550,7 @@ CORPUS_WORDINGS = {
                                              *RND8_WORDINGS.items(), *RND9_WORDINGS.items(),
                                              *RND10_WORDINGS.items(), *RND11_WORDINGS.items(),
                                              *RND12_WORDINGS.items(), *RND13_WORDINGS.items(),
-                                             *RND14_WORDINGS.items(),
+                                             *RND14_WORDINGS.items(), *RND15_WORDINGS.items(),
                                              *CORPUS_WORDINGS.items()])
 def test_held_out_rounds_wordings_are_read_by_general_rules(text, cause):
     report = analyze_text(text + "\n")

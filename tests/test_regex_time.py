@@ -32,6 +32,7 @@ from click.testing import CliRunner
 
 import postmortem
 from postmortem.cli import main
+from postmortem.later import LazyPattern
 from postmortem.lint import check_patterns, nested_quantifiers
 from postmortem.model import Event, Location
 from postmortem.signatures import MATCH_WINDOW, compile_condition, load_default
@@ -72,6 +73,8 @@ def _walk(value: object, depth: int = 0) -> Iterator[tuple[str, Pattern]]:
     """(suffix, pattern) for a pattern or each one in a container: `[i]` or `[key]` names a member."""
     if isinstance(value, (regex.Pattern, re.Pattern)):
         yield "", value
+    elif isinstance(value, LazyPattern):  # compiled on first use (postmortem/later.py): compiled here
+        yield "", value.compiled()
     elif depth < 3 and isinstance(value, (tuple, list, set, frozenset)):
         for i, item in enumerate(value):
             for suffix, pattern in _walk(item, depth + 1):

@@ -79,3 +79,59 @@ def test_every_lazy_pattern_compiles():
     for module in text_sources():
         assert module.NAME
     assert later.compile_all() > 400
+
+
+def test_a_signature_is_tried_only_on_events_of_the_kinds_it_names():
+    """Matching indexed by event kind (signatures.condition_kinds) finds what trying every signature on every event
+    finds, with a small share of the condition calls."""
+    import dataclasses
+
+    from postmortem.pipeline import analyze
+    from postmortem.signatures import Database, load_default, match
+
+    calls = [0]
+
+    def counted(condition):
+        def test(event):
+            calls[0] += 1
+            return condition(event)
+        return test
+
+    database = load_default()
+    events = [e for sample in sorted((ROOT / "samples").iterdir()) if sample.is_dir()
+              for e in analyze([str(sample)]).events]
+    indexed = Database(tuple(dataclasses.replace(s, condition=counted(s.condition)) for s in database.signatures),
+                       database.causes, database.version)
+    every = Database(tuple(dataclasses.replace(s, kinds=None) for s in database.signatures), database.causes,
+                     database.version)
+    assert [(f.signature, f.evidence) for f in match(indexed, events)] == \
+        [(f.signature, f.evidence) for f in match(every, events)]
+    assert len(events) >= 10 and calls[0] * 10 < len(events) * len(database.signatures), calls[0]
+
+
+def test_the_benchmark_log_offers_the_parsers_few_candidate_lines(tmp_path):
+    """The prefilter's selectivity on benchmarks/bench_scan.py's log (kernel and training noise, a real error line
+    every ~20,000 lines): an anchor common in noise (`INFO`, a hex fragment) would hand the parsers thousands of lines
+    per MB and cost most of the throughput."""
+    import importlib.util
+
+    from postmortem.pipeline import text_prefilter, text_repeats
+    from postmortem.reader import FileReader
+    from postmortem.text import TextDoc
+
+    spec = importlib.util.spec_from_file_location("bench_scan", ROOT / "benchmarks" / "bench_scan.py",
+                                                  submodule_search_locations=[])
+    assert spec is not None and spec.loader is not None
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        bench_scan = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(bench_scan)
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    log = tmp_path / "bench.log"
+    megabytes = 8
+    bench_scan.write_log(log, megabytes << 20)
+    with open(log, "rb") as handle:
+        doc = TextDoc(FileReader(handle), str(log))
+        doc.scan(text_prefilter(), text_repeats())
+    assert doc.candidate_lines / megabytes <= 10, f"{doc.candidate_lines / megabytes:.1f} candidate lines per MB"

@@ -69,6 +69,26 @@ def test_a_damaged_planted_or_shared_entry_is_not_read(cache_dir):
         cache_dir.chmod(0o700)
 
 
+def test_a_fifo_in_an_entrys_place_is_not_waited_on_and_deep_json_is_not_followed(cache_dir):
+    entry = user_cache.key("fifo")
+    user_cache.write("probe", entry, b"payload")
+    path = next(cache_dir.glob("probe-*"))
+    path.unlink()
+    os.mkfifo(path, 0o600)  # a reader that opened it blocking would wait for a writer forever
+    assert user_cache.read("probe", entry) is None
+    deep = b"[" * 100_000 + b"]" * 100_000
+    user_cache.write("probe", "deep", deep)
+    assert user_cache.read("probe", "deep") == deep and user_cache.read_json("probe", "deep") is None
+
+
+def test_a_kept_yaml_file_that_is_no_mapping_is_parsed_again(cache_dir, tmp_path):
+    source = tmp_path / "words.yaml"
+    source.write_text("title: a heading\n", encoding="utf-8")
+    assert user_cache.parsed_yaml(source) == {"title": "a heading"}
+    user_cache.write("yaml", user_cache.key(source.name, source.read_bytes()), b"[1, 2]")
+    assert user_cache.parsed_yaml(source) == {"title": "a heading"}
+
+
 def test_off_keeps_nothing_and_an_unwritable_cache_costs_only_time(tmp_path, monkeypatch):
     monkeypatch.setenv(user_cache.ENV, "off")
     user_cache.write("probe", "k", b"payload")

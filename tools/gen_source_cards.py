@@ -17,14 +17,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from generated import write_or_check  # noqa: E402
-from postmortem.sources import CARDS, card_of, text_sources  # noqa: E402
+from postmortem.sources import CARDS, card_inputs, card_of, text_sources  # noqa: E402
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args()
-    cards = {"generated_by": "tools/gen_source_cards.py (do not edit)",
+    cards = {"generated_by": "tools/gen_source_cards.py (do not edit)", "inputs": card_inputs(),
              "sources": [card_of(module).to_plain() for module in text_sources()]}
     text = json.dumps(cards, ensure_ascii=False, indent=1) + "\n"
     return write_or_check(ROOT / "postmortem" / "data" / CARDS, text, args.check)

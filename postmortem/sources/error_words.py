@@ -69,12 +69,14 @@ class WordsRow:
 
 def _alternatives(cell: str) -> regex.Pattern:
     """`out of memory|oom|failed to allocate` as one pattern: each wording's words with any blanks, `_` or `-`
-    between them, at word edges, in any letter case."""
+    between them, at word edges, in any letter case, a last word also in its plural (`not supported on Pascal and
+    older architectures`: rapidsai/clx#358)."""
     wordings = []
     for wording in cell.split("|"):
         tokens = [t for t in regex.split(r"(\{[a-z]+\})|\s+", wording.strip()) if t]
         body = r"[\s_-]*+".join(_PLACEHOLDERS.get(t) or knowledge.typed(t) for t in tokens)
-        wordings.append(_EDGE_BEFORE + body + _EDGE_AFTER)
+        plural = "(?:e?s)?" if tokens[-1][-1:].isalpha() else ""
+        wordings.append(_EDGE_BEFORE + body + plural + _EDGE_AFTER)
     return later.compile("|".join(wordings), regex.IGNORECASE)
 
 

@@ -35,7 +35,7 @@ from .frameworks.cuda_runtime import (
     library_error,
     version_mismatch,
 )
-from .frameworks.native_crash import fatal_signal
+from .frameworks.native_crash import failed_assertion, fatal_signal
 from .frameworks.torch import workers
 from .frameworks.traceback import Context, Found, Prefixed, frame_line, lua_traceback, prefixed, python_traceback
 
@@ -72,6 +72,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"exit status 0xe", b"exit status 0xE",
     b"(0xC0000", b"(0xc0000", b" 322122", b" -10737",  # a Windows crash status in decimal (native_crash._WINDOWS)
     b"exception: access violation",  # ctypes' OSError for a native call that faulted (native_crash._WINDOWS)
+    b"Error in `",  # glibc's report of a corrupt heap (native_crash._HEAP_ERROR)
     b"(Triggered internally at", b"This container was built for NVIDIA Driver Release", b"== cudaSuccess (",
     # PyTorch's TORCH_WARN suffix: the warning before it often quotes a CUDA error
     b"version incompatibility", b"but source was compiled with", b"were compiled with different CUDA versions",
@@ -118,6 +119,8 @@ def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
             except (ValueError, IndexError, KeyError, OverflowError):
                 hits = []
             if hits:
+                if detector is not fatal_signal and (asserted := failed_assertion(ctx, line, pre)) is not None:
+                    hits = [*hits, asserted]  # an assertion that names the error it checked: the abort's place too
                 for hit in hits:
                     if pre.tag:
                         hit.tags.add(pre.tag)

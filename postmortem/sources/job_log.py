@@ -70,22 +70,28 @@ Restarting...`). HTCondor holds a job past its memory request (`Docker job has g
 hold reason of its Docker universe; CHTC/templates-GPUs#7), and Ray's kill message ends with its OOM documentation's
 link."""
 
+_PROGRESS_END = r"(?<=(?:[\w?]/s|s/\w{1,20})\])"
+"""Right after a progress bar's last redraw: tqdm ends its line with a carriage return, which a paste loses, and its
+rate is per any unit, or seconds per one (`4/8 [02:10<02:22, 35.73s/it]`, `0.0/198.0 [00:00<?, ?seconds/s]`)."""
+_DECORATION = r"[\s\"'`*_]"
+"""What a person wraps a pasted line in: quotes, backticks, Markdown's bold (`Killed**`, `stopped at "...Killed"`)."""
 _JOB_CONTROL = later.compile(
-    r"(?:line \d+:\s+(?P<pid>\d+)\s+|^\s*(?:\[\d+\][+-]?\s+)?|(?<=(?:[\w?]/s|s/\w{1,20})\]))"
+    rf"(?:line \d+:\s+(?P<pid>\d+)\s+|^{_DECORATION}*(?:\[\d+\][+-]?\s+)?|{_PROGRESS_END})"
     r"(?P<what>Killed|(?<=line \d{1,9}:\s{1,9}\d{1,9}\s{1,9})killed|Segmentation fault|Bus error|Aborted"
     r"|Illegal instruction|Floating point exception|Terminated)"
-    r"(?P<core> \(core dumped\))?(?:\s+(?P<command>\S.*?))?\s*$"
+    rf"(?P<core> \(core dumped\))?(?:\s+(?P<command>\S.*?))?{_DECORATION}*$"
 )
 """bash/sh job control: `script: line 28:  8156 Killed  python3 main.py`, or the bare word on its own line, or right
-after a progress bar's last redraw (`4/8 [02:10<02:22, 35.73s/it]Killed`, `0.0/198.0 [00:00<?, ?seconds/s]Killed`: tqdm
-ends its line with a carriage return, which a paste loses; its rate is per any unit, or seconds per one)."""
+after a progress bar's last redraw (`4/8 [02:10<02:22, 35.73s/it]Killed`, dorado's `Killed**` in bold, chatglm's
+`... 2.91s/it]Killed"` quoted in a sentence: nanoporetech/dorado#358, zai-org/ChatGLM-6B#179)."""
 _ZSH_JOB = later.compile(
-    r"^\s*+(?:zsh: |(?:\[\d+\]\s++(?:[+-]\s++)?)?(?P<pid>\d+)\s++)"
+    rf"(?:^\s*+|{_PROGRESS_END})(?:zsh: |(?:\[\d+\]\s++(?:[+-]\s++)?)?(?P<pid>\d+)\s++)"
     r"(?P<what>killed|segmentation fault|bus error|abort|illegal hardware instruction|floating point exception"
     r"|terminated)(?P<core> \(core dumped\))?\s{2,}(?P<command>\S.*?)\s*$")
 """zsh's job control, in its own words and aligned columns: `zsh: killed     python main.py`, `[1]    60190 killed
     python main.py` (a job ended by a signal; the pid or the `zsh:` tag and the run of blanks set it apart from
-prose)."""
+prose), also right after a progress bar's last redraw (`7/8 [00:12<00:01,  1.84s/it][1]    14875 killed     python
+main.py --low_vram`: OedoSoldier/chatglm_webui#3)."""
 _EXIT_STATUS = later.compile(
     r"(?i)\b(?:exit(?:ed)?(?: with)?(?: code| status)|return code|exitcode|exit_code|error code)"
     r"\s*+[:=]?\s*+(?P<code>-?\d{1,3})\b"

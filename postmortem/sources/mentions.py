@@ -68,14 +68,25 @@ _CODE_NUMBERED = later.compile(r"(?i)\berror[-_ \t]?code[ \t]*+[:=]?[ \t]*+\(?[ 
 printing cudaGetErrorString and the code): the two agreeing are the evidence, either alone is not."""
 _CALL_MESSAGE = later.compile(
     r"(?i)\bcuda[ \t]++(?:runtime|driver)[ \t]++error[ \t]++in[ \t]++[^\n]{1,200}?\):[ \t]*+"
+    r"(?P<message>[a-z][a-z ,'-]{2,80})"
+    r"|(?-i:\b(?:cuda[A-Z]\w{2,40}+|cu[A-Z][a-z]\w{1,40}+))[ \t]++failed[ \t]*+:[ \t]*+"
     r"(?P<message>[a-z][a-z ,'-]{2,80})")
 """A CUDA error told by the call that returned it and the error's message, short ones included, as TensorRT-LLM's
 TLLM_CUDA_CHECK prints it: `CUDA runtime error in ::cudaMallocAsync(ptr, n, mCudaStream->get()): out of memory
-(/app/tensorrt_llm/cpp/tensorrt_llm/runtime/tllmBuffers.h:112)`; read over the window, since a terminal may cut the
-call in two."""
+(/app/tensorrt_llm/cpp/tensorrt_llm/runtime/tllmBuffers.h:112)`, and as PyCUDA's errors do: `MemoryError: cuMemAlloc
+failed: out of memory` (cryoem-uoft/cryosparc-issues#142), `cuInit failed: unknown error` (ratt-ru/PyMORESANE#22);
+read over the window, since a terminal may cut the call in two."""
 CODE_WORDS_NUMBERED = (b"error-code", b"rror code", b"RROR CODE", b"error_code")
 CALL_WORDS = (b"runtime error in", b"driver error in")
 """The words before a call whose error message follows (_CALL_MESSAGE)."""
+_API_RESULT = later.compile(
+    r"(?P<call>\bvk[A-Z]\w{2,60}+|\bcl[A-Z]\w{2,60}+|\bcl\]|(?i:\bopencl\b))[^\n]{0,80}?"
+    r"(?i:failed|returned|error|err|result|status)[^\d\n-]{0,12}?(?P<number>-\d{1,10}+)(?!\d)")
+"""A Vulkan or OpenCL result by number after the call (or the OpenCL module) that returned it: ncnn's `vkQueueSubmit
+failed -4` (Tencent/ncnn#5150), `vkEnumeratePhysicalDevices failed -3` (k4yt3x/video2x#1019), darktable's
+`[local laplacian cl] failed: -4` (darktable-org/darktable#3374); read as the result's name (data/api-results.tsv)."""
+RESULT_WORDS = (b"failed -", b"failed: -", b"returned -", b"error -", b"error: -", b"err = -", b"err=-")
+"""What stands before a result number (_API_RESULT)."""
 API_WORDS = (b"cudaGet", b"cudaSet", b"cudaMalloc", b"cudaMemcpy", b"cudaDevice", b"cudaStream", b"cudaEvent",
              b"cudaLaunch", b"cudaFree", b"cuInit", b"cuCtx", b"cuMem", b"cuModule", b"cuLaunch", b"cuDevice")
 """The CUDA runtime's and driver's API families whose calls a program names when one fails."""
@@ -148,6 +159,19 @@ def phrases() -> tuple[Phrase, ...]:
                  for row in knowledge.data_rows(PHRASES))
 
 
+@cache
+def _api_results() -> dict[tuple[str, int], str]:
+    return {(row["api"], int(row["number"])): row["name"] for row in knowledge.data_rows("api-results.tsv")}
+
+
+def api_result(call: str, number: int) -> tuple[str, Phrase] | None:
+    """The name of a Vulkan or OpenCL result a call returned, and the phrase row that says what it proves; None
+    where the number is no result of that API or its name proves no cause."""
+    name = _api_results().get(("vulkan" if call.startswith("vk") else "opencl", number))
+    phrase = next((p for p in phrases() if p.pattern.search(name)), None) if name else None
+    return (name, phrase) if name and phrase else None
+
+
 def _compiled(phrase: str) -> regex.Pattern:
     """A phrase's words and placeholders with any blanks between them (the window's blanks are single spaces)."""
     tokens = [t for t in regex.split(r"(\{[a-z.]+\})|\s+", phrase) if t]
@@ -178,7 +202,8 @@ def _messages() -> tuple[str, ...]:
                          and len(r.message) >= knowledge.MESSAGE_MIN}))
 
 
-ANCHORS = (*CODE_WORDS, *NAME_WORDS, *API_WORDS, *CODE_WORDS_NUMBERED, *CALL_WORDS, *SIGNAL_WORDS, *_anchor_words())
+ANCHORS = (*CODE_WORDS, *NAME_WORDS, *API_WORDS, *CODE_WORDS_NUMBERED, *CALL_WORDS, *SIGNAL_WORDS, *RESULT_WORDS,
+           *_anchor_words())
 REPEATS = ANCHORS
 """A storm of identical lines folds as it is read for this source too: a repeat of a line holds the same mention,
 and a format reader that folds its storms (kernel_log) keeps folding where it shares an anchor with this one."""
@@ -199,7 +224,8 @@ def parse(doc: TextDoc, lines: list[Line], earlier: Sequence[Event] = (),
     """Events for the known codes and phrases on `lines` that the format readers' events (`earlier`) did not read
     (their lines, and repeats of their lines they folded); what is seen but not read goes to `unread`. On a line
     read only into a CUDA error that explains nothing (causeless), and on a line of prose, the phrases are still
-    read, its codes not (its own event holds them). Codes in documentation are not a report (_listed)."""
+    read, its codes not (its own event holds them); a traceback's exception line is read whole, since its event holds
+    no code (`MemoryError: cuMemAlloc failed: out of memory`). Codes in documentation are not a report (_listed)."""
     events = list(_read(doc, lines, earlier, unread))
     listed = _listed(events)
     if unread is not None:
@@ -224,7 +250,7 @@ def _read(doc: TextDoc, lines: list[Line], earlier: Sequence[Event],
           unread: list[Unread] | None) -> Iterator[Event]:
     mine = [e for e in earlier if e.where.path == doc.path and e.where.line is not None]
     read = lines_read([e for e in mine if not causeless(e)])
-    weakly = lines_read([e for e in mine if causeless(e)])
+    weakly = lines_read([e for e in mine if causeless(e) and e.kind not in CAUSELESS_KINDS])
     seen: set[tuple[int, str]] = set()
     for line in lines:
         form = shape(line.text)
@@ -451,6 +477,11 @@ class _Window:
                 continue
             yield self._line_at(hit.start()), self._line_at(hit.end() - 1), knowledge.cuda_error_kind(record.cause), {
                 **knowledge.cuda_error_fields(record), "read": LOOSE}
+        for hit in _API_RESULT.finditer(self.text):
+            if (found := api_result(hit["call"], int(hit["number"]))) is not None:
+                name, phrase = found
+                yield self._line_at(hit.start()), self._line_at(hit.end() - 1), "cause-phrase", {
+                    **phrase.fields(hit), "result": name, "proves": f"{name}: {phrase.proves}", "read": LOOSE}
         for hit in _CALL_MESSAGE.finditer(self.text):
             record = knowledge.cuda_error(hit["message"].strip())
             if record is not None and record.number:

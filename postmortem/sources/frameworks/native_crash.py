@@ -50,6 +50,12 @@ _SHELL = later.compile(
     r"(?P<core>\s+\(core dumped\))?(?:\s+.*)?"
 )
 _GLIBC = later.compile(r"^(?:malloc|free|realloc|double free|corrupted|munmap_chunk|malloc_consolidate)\S*.*")
+_HEAP_ERROR = later.compile(
+    r"^(?:\*\*\* )?Error in `(?P<program>[^'`\n]{1,200})': (?P<message>(?:double free or corruption|free\(\)|"
+    r"munmap_chunk\(\)|malloc\(\)|realloc\(\)|corrupted [a-z]|malloc_consolidate\(\))[^:\n]{0,80})")
+"""glibc's report of a corrupt heap before it aborts the process (malloc_printerr; glibc up to 2.25 names the program:
+`*** Error in `python': double free or corruption (!prev): 0x000056383cda7e40 ***`, then its backtrace and memory
+map): junyanz/pytorch-CycleGAN-and-pix2pix#251, facebookresearch/Detectron#380, facebookresearch/habitat-sim#28."""
 _WINDOWS = later.compile(r"(?i)(?:exit status|exception code|exit code)[:\s]+(?:-?\d+\s+\()?"
                          r"(?P<code>0x[ce][0-9a-f]{7}|32212\d{5}|-10737\d{5})\b"
                          r"|(?P<violation>exception: access violation (?:reading|writing|executing) 0x[0-9a-f]+)")
@@ -64,8 +70,8 @@ _WHAT = later.compile(r"^\s*what\(\):\s*(?P<what>.*)")
 def fatal_signal(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:
     if ctx.taken("fatal-signal", line):
         return []
-    for detector in (_faulthandler, _julia_signal, _native_backtrace, _windows_exit, _terminate, _assertion,
-                     _shell_signal):
+    for detector in (_faulthandler, _julia_signal, _native_backtrace, _windows_exit, _terminate, _heap_error,
+                     failed_assertion, _shell_signal):
         found = detector(ctx, line, pre)
         if found:
             ctx.take("fatal-signal", [l for l, _ in follow(ctx, line, found.last.number - line.number)])
@@ -152,6 +158,16 @@ def _windows_exit(ctx: Context, line: Line, pre: Prefixed) -> Found | None:
     return Found("fatal-signal", line, line, fields, ("fatal-signal", code), pre.time)
 
 
+def _heap_error(ctx: Context, line: Line, pre: Prefixed) -> Found | None:
+    """glibc found the heap corrupt (a double free, a write past a buffer, often in native code of the process) and
+    aborts it: a native crash, whatever the memory map after it lists."""
+    if (match := _HEAP_ERROR.match(pre.body.strip())) is None:
+        return None
+    fields = {"signal": "SIGABRT", "source": "glibc", "glibc_message": match["message"].strip(),
+              "process": match["program"]}
+    return Found("fatal-signal", line, line, fields, ("fatal-signal", "glibc", match["message"].strip()), pre.time)
+
+
 def _terminate(ctx: Context, line: Line, pre: Prefixed) -> Found | None:
     match = _TERMINATE.search(pre.body)
     if not match:
@@ -165,9 +181,10 @@ def _terminate(ctx: Context, line: Line, pre: Prefixed) -> Found | None:
     return Found("fatal-signal", line, last, fields, ("fatal-signal", "terminate", match["type"]), pre.time)
 
 
-def _assertion(ctx: Context, line: Line, pre: Prefixed) -> Found | None:
+def failed_assertion(ctx: Context, line: Line, pre: Prefixed) -> Found | None:
     """A host program's own assertion failed (glibc's assert, GGML_ASSERT, glog's CHECK, ...): it aborts next. The
-    line is searched as written, since a glog prefix (taken off the body) holds the place of a CHECK."""
+    line is searched as written, since a glog prefix (taken off the body) holds the place of a CHECK. Also tried on a
+    line another reader took, since an assertion may name the error it checked (Faiss's `details: CUDA error 77`)."""
     for wording, pattern in _ASSERTIONS:
         if match := pattern.search(line.text):
             groups = match.groupdict()
