@@ -518,6 +518,26 @@ def test_a_number_that_is_no_result_of_the_api_is_not_read():
     for text in ("vkQueueSubmit failed -999", "the step failed -4 times in a row", "clFinish returned -20"):
         assert not analyze_text(text + "\n").findings, text
 
+RND16_WORDINGS = {
+    # Inductor's kernel past the shared memory of an SM, its figures on the next line (pytorch/pytorch#175250)
+    "torch._inductor.exc.InductorError: RuntimeError: No valid triton configs. \nOutOfMemoryError: out of resource: "
+    "triton_per_fused_add_div_expand_mul_pow_slice_split_sum_view_7\nRequired: 327768 Hardware limit:232448 Reducing "
+    "block sizes or `num_stages` may help.": "launch-failure",
+    # the linker without the driver's libcuda.so (pytorch/pytorch#103417, pytorch/pytorch#107960)
+    "/usr/bin/ld: cannot find -lcuda: No such file or directory\ncollect2: error: ld returned 1 exit status":
+        "driver-mismatch",
+    "BackendCompilerFailed: backend='inductor' raised:\nAssertionError: libcuda.so cannot found!": "driver-mismatch",
+    # PyTorch's CPU allocator without a blank after the colon (stanford-futuredata/ColBERT#64)
+    "RuntimeError: [enforce fail at CPUAllocator.cpp:64]. DefaultCPUAllocator: can't allocate memory:you tried to "
+    "allocate 664833940224 bytes. Error code 12 (Cannot allocate memory) ": "host-oom",
+    # compute cap (huggingface/text-embeddings-inference#34), memory run out in Chinese (T8mars/Comfyui-YuE2-T8#11,
+    # OedoSoldier/chatglm_webui#3)
+    "Error: Could not create backend\nCaused by:\n    Could not start backend: Runtime compute cap 75 is not "
+    "compatible with compile time compute cap 80": "arch-mismatch",
+    "显存不足，任务已停止。可以使用保存的阶段结果重新运行。": "gpu-oom",
+    "运行报错：16g内存不足，进程被终止": "host-oom",
+}
+
 
 def test_an_architecture_option_typed_wrong_is_not_a_gpu_too_new():
     """multimodallearning/pytorch-mask-rcnn#38: `-arch=[sm_61]` typed with its brackets; the compiler knows sm_61."""
@@ -551,6 +571,7 @@ CORPUS_WORDINGS = {
                                              *RND10_WORDINGS.items(), *RND11_WORDINGS.items(),
                                              *RND12_WORDINGS.items(), *RND13_WORDINGS.items(),
                                              *RND14_WORDINGS.items(), *RND15_WORDINGS.items(),
+                                             *RND16_WORDINGS.items(),
                                              *CORPUS_WORDINGS.items()])
 def test_held_out_rounds_wordings_are_read_by_general_rules(text, cause):
     report = analyze_text(text + "\n")

@@ -70,13 +70,15 @@ class WordsRow:
 def _alternatives(cell: str) -> regex.Pattern:
     """`out of memory|oom|failed to allocate` as one pattern: each wording's words with any blanks, `_` or `-`
     between them, at word edges, in any letter case, a last word also in its plural (`not supported on Pascal and
-    older architectures`: rapidsai/clx#358)."""
+    older architectures`: rapidsai/clx#358). Chinese words stand without edges, as Chinese is written (`16g内存不足`,
+    `显存不足`: T8mars/Comfyui-YuE2-T8#11)."""
     wordings = []
     for wording in cell.split("|"):
         tokens = [t for t in regex.split(r"(\{[a-z]+\})|\s+", wording.strip()) if t]
         body = r"[\s_-]*+".join(_PLACEHOLDERS.get(t) or knowledge.typed(t) for t in tokens)
-        plural = "(?:e?s)?" if tokens[-1][-1:].isalpha() else ""
-        wordings.append(_EDGE_BEFORE + body + plural + _EDGE_AFTER)
+        latin_start, latin_end = tokens[0][:1].isascii(), tokens[-1][-1:].isascii()  # CJK words have no edges
+        plural = "(?:e?s)?" if tokens[-1][-1:].isalpha() and latin_end else ""
+        wordings.append(_EDGE_BEFORE * latin_start + body + plural + _EDGE_AFTER * latin_end)
     return later.compile("|".join(wordings), regex.IGNORECASE)
 
 

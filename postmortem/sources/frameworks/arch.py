@@ -152,13 +152,19 @@ def gpu_arch(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:
 
 _RESOURCES = later.compile(
     r"out of resource: (?P<resource>[ ]*+\w+(?:[ ]++\w+)*?)[ ]*+,?\s*+Required: "
-    r"(?P<required>\d+),?\s*Hardware limit(?:ation)?: (?P<limit>\d+)")
-"""Triton's OutOfResources; old releases ran the parts together ("shared memoryRequired: 65536Hardware limit")."""
+    r"(?P<required>\d+),?\s*Hardware limit(?:ation)?:\s*+(?P<limit>\d+)")
+"""Triton's OutOfResources; old releases ran the parts together ("shared memoryRequired: 65536Hardware limit"), and
+Inductor names the kernel instead of the resource, with the figures on the next line (`OutOfMemoryError: out of
+resource: triton_per_fused_..._7` / `Required: 327768 Hardware limit:232448`: pytorch/pytorch#175250)."""
 
 
 def kernel_resources(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:
-    """Triton's OutOfResources: a kernel config needs more shared memory or registers than this GPU has."""
+    """Triton's OutOfResources: a kernel config needs more shared memory or registers than this GPU has (a limit
+    of one kernel's launch, not the GPU's memory, though Inductor raises it as an OutOfMemoryError)."""
     match = _RESOURCES.search(pre.body)
+    if not match and "out of resource:" in pre.body:
+        following = [each.text for each in ctx.doc.following(line, 1)]
+        match = _RESOURCES.search(" ".join([pre.body, *following]))
     if not match:
         return []
     fields = {"resource": match["resource"], "required": int(match["required"]), "limit": int(match["limit"]),

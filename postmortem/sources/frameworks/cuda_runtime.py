@@ -259,10 +259,11 @@ _OOM_FIELDS: tuple[tuple[str, regex.Pattern], ...] = tuple(
 
 
 _HOST_ALLOC = later.compile(
-    r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory): you tried to allocate (?P<bytes>\d+) bytes"
+    r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory):\s*+you tried to allocate (?P<bytes>\d+) bytes"
     r"|Unable to allocate (?P<size>\d+(?:\.\d+)? [KMGTP]?i?B) for an array with shape")
 """A host (CPU) allocation that failed: PyTorch's CPU allocator (`DefaultCPUAllocator: can't allocate memory: you
-tried to allocate N bytes`, `not enough memory` on Windows) and NumPy's `_ArrayMemoryError`."""
+tried to allocate N bytes`, `not enough memory` on Windows; older releases wrote no blank after the colon,
+stanford-futuredata/ColBERT#64) and NumPy's `_ArrayMemoryError`."""
 
 
 def host_alloc(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:
