@@ -538,6 +538,22 @@ RND16_WORDINGS = {
     "运行报错：16g内存不足，进程被终止": "host-oom",
 }
 
+RND17_WORDINGS = {
+    # OneFlow's CHECK on an NCCL call with NCCL's message and number (Oneflow-Inc/libai#415)
+    "F20221031 10:52:42.193126 106986 eager_nccl_comm_manager.cpp:75] Check failed: ncclCommInitRank(comm, "
+    "device_vec.size(), nccl_unique_id, rank) : unhandled system error (2). To see more detail, please run OneFlow "
+    "with system variable NCCL_DEBUG=INFO": "nccl-comm-error",
+    # EGL without a device, SAPIEN without a Vulkan driver (facebookresearch/habitat-sim#2590,
+    # mani-skill/ManiSkill#1285)
+    "Platform::WindowlessEglApplication::tryCreateContext(): no EGL devices found / WindowlessContext: Unable to "
+    "create windowless context.": "driver-mismatch",
+    "UserWarning: Failed to find Vulkan ICD file. This is probably due to an incorrect or partial installation "
+    "of the NVIDIA driver.": "driver-mismatch",
+    # MegEngine's own cuDNN version check (Qsingle/MegEngine_CU11#2), read as every framework's
+    "err: cudnn version mismatch: compiled with 8101; detected 8204 at runtime, may caused by customized environment, "
+    "for example LD_LIBRARY_PATH on LINUX and PATH on Windows!!": "library-failure",
+}
+
 
 def test_an_architecture_option_typed_wrong_is_not_a_gpu_too_new():
     """multimodallearning/pytorch-mask-rcnn#38: `-arch=[sm_61]` typed with its brackets; the compiler knows sm_61."""
@@ -571,7 +587,7 @@ CORPUS_WORDINGS = {
                                              *RND10_WORDINGS.items(), *RND11_WORDINGS.items(),
                                              *RND12_WORDINGS.items(), *RND13_WORDINGS.items(),
                                              *RND14_WORDINGS.items(), *RND15_WORDINGS.items(),
-                                             *RND16_WORDINGS.items(),
+                                             *RND16_WORDINGS.items(), *RND17_WORDINGS.items(),
                                              *CORPUS_WORDINGS.items()])
 def test_held_out_rounds_wordings_are_read_by_general_rules(text, cause):
     report = analyze_text(text + "\n")

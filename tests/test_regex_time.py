@@ -114,8 +114,8 @@ def all_patterns() -> dict[str, Pattern]:
             found[key] = (where if names[where] == 1 else f"{where} #{names[where]}", pattern)
 
     for info in pkgutil.walk_packages(postmortem.__path__, "postmortem."):
-        if info.name.endswith("__main__"):
-            continue
+        if info.name.endswith("__main__") or info.name == "postmortem.later":
+            continue  # later's registry of patterns compiled on first use: each is named where it is written
         module = importlib.import_module(info.name)
         for name, value in vars(module).items():
             for suffix, pattern in _walk(value):

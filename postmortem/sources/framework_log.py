@@ -76,6 +76,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"(Triggered internally at", b"This container was built for NVIDIA Driver Release", b"== cudaSuccess (",
     # PyTorch's TORCH_WARN suffix: the warning before it often quotes a CUDA error
     b"version incompatibility", b"but source was compiled with", b"were compiled with different CUDA versions",
+    b"version mismatch: compiled with",
     b"Resource exhausted: Out", b"Out of memory allocating", b"Allocator fail", b"out_of_memory",
     b"out of memory to allocate", b"Failed to allocate memory for requested buffer",
     b"GPUs or newer", b"Your GPU does not support ", b"only supports devices of CUDA Capability",

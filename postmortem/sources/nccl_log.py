@@ -44,6 +44,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"NCCL Error",
     b"NCCL failure",
     b"== ncclSuccess (",
+    b"Check failed: nccl",  # glog's CHECK on an NCCL call, with NCCL's message (_CHECK_CALL)
     b"ncclUnhandledCudaError",
     b"ncclSystemError",
     b"ncclInternalError",
@@ -105,6 +106,11 @@ _CHECK = later.compile(r"(?:(?P<src>[\w.-]+\.\w+:\d+)\] )?Check failed: \w+ == n
                     r"(?P<message>[^.*]+?)\.?(?:\s+\*\*\*.*)?\s*$")
 """Caffe's (and NVCaffe's, DIGITS') glog CHECK on an NCCL call: `parallel.cpp:195] Check failed: result ==
 ncclSuccess (1 vs. 0)  unhandled cuda error`."""
+_CHECK_CALL = later.compile(r"(?:(?P<src>[\w.-]+\.\w+:\d+)\] )?Check failed: (?P<call>nccl\w+)\([^()\n]{0,300}\)"
+                         r"\s*+:\s*+(?P<message>[a-z][a-z ]{2,60}?)\s*+\((?P<code>\d{1,2})\)")
+"""OneFlow's glog CHECK on an NCCL call, with NCCL's message and result number: `eager_nccl_comm_manager.cpp:75] Check
+failed: ncclCommInitRank(comm, device_vec.size(), nccl_unique_id, rank) : unhandled system error (2)`
+(Oneflow-Inc/libai#415)."""
 _ERROR_NAME = later.compile(r"\b(nccl(?:UnhandledCuda|System|Internal|InvalidArgument|InvalidUsage|Remote)Error)\b")
 
 WRAP_WIDTH = 80
@@ -312,7 +318,8 @@ def _error(doc: TextDoc, line: Line, folds: dict) -> int:
     """`NCCL error in: ...`, `NCCL failure ...`, Caffe's `Check failed: ... == ncclSuccess (N vs. 0)` and
     `ncclSystemError: ...`, with the lines that belong to them."""
     text = line.text
-    match = _ERROR_IN.search(text) or _FAILURE.search(text) or _ERROR_CODE.search(text) or _CHECK.search(text)
+    match = (_ERROR_IN.search(text) or _FAILURE.search(text) or _ERROR_CODE.search(text) or _CHECK.search(text)
+             or _CHECK_CALL.search(text))
     fields: dict = {}
     if match:
         groups = match.groupdict()

@@ -207,6 +207,10 @@ _VERSION_MISMATCH = (
     # and torchvision has CUDA Version=11.8"
     later.compile(r"(?P<framework>PyTorch) and (?P<library>torchvision|torchaudio) were compiled with different CUDA "
                   r"versions\. PyTorch has CUDA Version=(?P<built>[\d.]+) and \w+ has CUDA Version=(?P<found>[\d.]+)"),
+    # MegEngine: "cudnn version mismatch: compiled with 8101; detected 8204 at runtime" (the libraries' own version
+    # numbers: 8101 is 8.1.1; Qsingle/MegEngine_CU11#2)
+    later.compile(r"(?P<library>cudnn|cublas|nccl|cuda) version mismatch: compiled with (?P<built>\d+); detected "
+                  r"(?P<found>\d+) at runtime"),
 )
 """A framework saying a runtime library is not the version it was built with."""
 
