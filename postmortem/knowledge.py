@@ -17,7 +17,7 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass, replace
 from functools import cache
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import regex
@@ -43,6 +43,15 @@ class CudaError:
         return self.runtime_name or self.driver_name or f"cuda error {self.number}"
 
 
+DATA = Path(__file__).resolve().parent / "data"
+"""The package's tables (read from the installed files: importlib.resources cost a twentieth of a short run)."""
+
+
+def data_text(name: str) -> str:
+    """One file of data/, as text."""
+    return (DATA / name).read_text(encoding="utf-8")
+
+
 def dash(value: str) -> str | None:
     return None if value.strip() in ("", "-") else value.strip()
 
@@ -50,7 +59,7 @@ def dash(value: str) -> str | None:
 @cache
 def cuda_errors() -> tuple[CudaError, ...]:
     """Every row of data/cuda-errors.tsv, loaded once."""
-    text = resources.files("postmortem").joinpath("data/cuda-errors.tsv").read_text(encoding="utf-8")
+    text = data_text("cuda-errors.tsv")
     rows = csv.DictReader(text.splitlines(), delimiter="\t")
     return tuple(
         CudaError(
@@ -234,7 +243,7 @@ class CatalogCode:
 
 @cache
 def _catalog(table: str) -> dict[int, CatalogCode]:
-    text = resources.files("postmortem").joinpath(f"data/{table}.tsv").read_text(encoding="utf-8")
+    text = data_text(f"{table}.tsv")
     rows = csv.DictReader(text.splitlines(), delimiter="\t")
     key = table  # the first column is named after the table: xid or sxid
     return {
@@ -332,7 +341,7 @@ class Arch:
 def data_rows(name: str) -> list[dict[str, str]]:
     """A data/ table; `#` lines above the header say where it comes from (sources with tables of their own read
     them with this too)."""
-    text = resources.files("postmortem").joinpath(f"data/{name}").read_text(encoding="utf-8")
+    text = data_text(name)
     return list(csv.DictReader([line for line in text.splitlines() if not line.startswith("#")], delimiter="\t"))
 
 

@@ -20,10 +20,10 @@ import struct
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import cache
-from importlib import resources
 
 from ..core import elf
 from ..core.elf import ElfError, Read
+from ..knowledge import data_text
 
 MAGIC = 0xBA55ED50
 _HEADER = struct.Struct("<IHHQ")
@@ -394,7 +394,7 @@ def driver_predates(target: int, driver: str | None) -> str | None:
 @cache
 def ptx_drivers() -> dict[str, tuple[str, str]]:
     """PTX ISA version -> (CUDA release, oldest Linux driver) from data/ptx-isa.tsv."""
-    text = resources.files("postmortem").joinpath("data/ptx-isa.tsv").read_text(encoding="utf-8")
+    text = data_text("ptx-isa.tsv")
     rows = csv.DictReader([line for line in text.splitlines() if not line.startswith("#")], delimiter="\t")
     return {row["ptx_isa"]: (row["cuda"], row["min_linux_driver"]) for row in rows}
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from ..core.report import Frame
-from ..core.unwind import GUESSES
+from typing import TYPE_CHECKING
+
 from .i18n import Translator
 from .view import safe
+
+if TYPE_CHECKING:
+    from ..core.report import Frame
 
 INLINE_MARK = " > "
 """Between a frame and each function inlined into it, outermost to innermost (gdb's INLINE frames)."""
@@ -26,6 +29,7 @@ def _at(file: str | None, line: int | None) -> str:
 def frame_line(frame: Frame, t: Translator) -> str:
     """`pc module!symbol+offset (file:line)` as gdb's `bt` reads, input text made safe; a frame found
     without CFI is marked as the guess it is."""
+    from ..core.unwind import GUESSES  # here: a report without native frames never loads the unwinder
     where = f"{safe(frame.module or '?')}!{safe(frame.symbol or '??')}"
     if frame.symbol_offset:
         where += f"+{frame.symbol_offset:#x}"

@@ -28,7 +28,6 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -96,7 +95,9 @@ def source_cards() -> tuple[SourceCard, ...]:
     where a file the cards were made from has changed size since (a source or a table edited in a checkout, the
     generator not yet run), the sources' own cards instead: an edit is read as it stands, never with stale
     anchors (the test that the committed cards are current still fails until the generator runs)."""
-    text = resources.files("postmortem").joinpath(f"data/{CARDS}").read_text(encoding="utf-8")
+    from ..knowledge import data_text
+
+    text = data_text(CARDS)
     written = json.loads(text)
     if written.get("inputs") != card_inputs():
         return tuple(card_of(module) for module in text_sources())

@@ -106,7 +106,7 @@ _CHECK = later.compile(r"(?:(?P<src>[\w.-]+\.\w+:\d+)\] )?Check failed: \w+ == n
                     r"(?P<message>[^.*]+?)\.?(?:\s+\*\*\*.*)?\s*$")
 """Caffe's (and NVCaffe's, DIGITS') glog CHECK on an NCCL call: `parallel.cpp:195] Check failed: result ==
 ncclSuccess (1 vs. 0)  unhandled cuda error`."""
-_CHECK_CALL = later.compile(r"(?:(?P<src>[\w.-]+\.\w+:\d+)\] )?Check failed: (?P<call>nccl\w+)\([^()\n]{0,300}\)"
+_CHECK_CALL = later.compile(r"Check failed: (?P<call>nccl\w++)\([^()\n]{0,300}+\)"
                          r"\s*+:\s*+(?P<message>[a-z][a-z ]{2,60}?)\s*+\((?P<code>\d{1,2})\)")
 """OneFlow's glog CHECK on an NCCL call, with NCCL's message and result number: `eager_nccl_comm_manager.cpp:75] Check
 failed: ncclCommInitRank(comm, device_vec.size(), nccl_unique_id, rank) : unhandled system error (2)`
