@@ -738,9 +738,14 @@ def match(database: Database, events: Iterable[Event]) -> list[Finding]:
     by_kind: dict[str, list[int]] = {}
     for at, event in enumerate(events):
         by_kind.setdefault(event.kind, []).append(at)
+    chosen: dict[frozenset[str], list[Event]] = {}  # signatures share kind sets: each set's events gathered once
     findings: list[Finding] = []
     for signature in database.signatures:
-        tried = events if signature.kinds is None else _of_kinds(events, by_kind, signature.kinds)
+        tried = events
+        if signature.kinds is not None:
+            if signature.kinds not in chosen:
+                chosen[signature.kinds] = _of_kinds(events, by_kind, signature.kinds)
+            tried = chosen[signature.kinds]
         hits = [e for e in tried if signature.condition(e)]
         if not hits:
             continue

@@ -17,8 +17,10 @@ from ...knowledge import WINDOWS_EXCEPTIONS, data_rows, signal_name
 from ...text import Line
 from .traceback import FOLLOW_LIMIT, Context, Found, Prefixed, follow, prefixed
 
-_ASSERTIONS = tuple((row["id"], later.compile(row["pattern"])) for row in data_rows("assertion-failures.tsv"))
-"""How programs report a failed assertion of their own before they abort (data/assertion-failures.tsv)."""
+_ASSERTIONS = tuple((row["id"], row["anchor"], later.compile(row["pattern"]))
+                    for row in data_rows("assertion-failures.tsv"))
+"""How programs report a failed assertion of their own before they abort (data/assertion-failures.tsv): each
+wording with the literal a line must hold for its pattern to be tried."""
 
 _FAULTHANDLER = later.compile(r"Fatal Python error: (?P<what>[^:]*[^:\s])\s*$")
 _FH_LINE = later.compile(
@@ -185,8 +187,8 @@ def failed_assertion(ctx: Context, line: Line, pre: Prefixed) -> Found | None:
     """A host program's own assertion failed (glibc's assert, GGML_ASSERT, glog's CHECK, ...): it aborts next. The
     line is searched as written, since a glog prefix (taken off the body) holds the place of a CHECK. Also tried on a
     line another reader took, since an assertion may name the error it checked (Faiss's `details: CUDA error 77`)."""
-    for wording, pattern in _ASSERTIONS:
-        if match := pattern.search(line.text):
+    for wording, anchor, pattern in _ASSERTIONS:
+        if anchor in line.text and (match := pattern.search(line.text)):
             groups = match.groupdict()
             fields: dict[str, Any] = {
                 "signal": "SIGABRT", "source": "assertion", "assertion_kind": wording,
