@@ -168,8 +168,14 @@ def api_result(call: str, number: int) -> tuple[str, Phrase] | None:
     """The name of a Vulkan or OpenCL result a call returned, and the phrase row that says what it proves; None
     where the number is no result of that API or its name proves no cause."""
     name = _api_results().get(("vulkan" if call.startswith("vk") else "opencl", number))
-    phrase = next((p for p in phrases() if p.pattern.search(name)), None) if name else None
+    phrase = _phrase_naming(name) if name else None
     return (name, phrase) if name and phrase else None
+
+
+@cache
+def _phrase_naming(name: str) -> Phrase | None:
+    """The phrase row a result's name matches (each name looked up once: a storm of one result repeats it)."""
+    return next((p for p in phrases() if p.pattern.search(name)), None)
 
 
 def _compiled(phrase: str) -> regex.Pattern:
