@@ -18,7 +18,7 @@ from .facts import collect_facts, with_arch_knowledge, with_driver_support
 from .fingerprint import suspects
 from .inputs import Blob, open_inputs
 from .join import apart, incidents, incidents_note, join
-from .model import Event, Finding, InputInfo, Options, Report, Unread, plausible_time
+from .model import YEARLESS, Event, Finding, InputInfo, Options, Report, Unread, plausible_time
 from .rank import rank
 from .reader import BytesReader, core_digest
 from .scope import mark_outside
@@ -174,7 +174,7 @@ def read_blob(blob: Blob) -> tuple[InputInfo, list[Event]]:
 
             events, notes = bug_report.name_sections(doc, report_lines, events)
             diagnostics.extend(notes)
-        events = [_in_context(doc, event) for event in events]
+        events = [_in_context(doc, _timed(event)) for event in events]
     except OSError as exc:
         diagnostics.append(f"read error: {exc}")
     diagnostics.extend(doc.diagnostics)
@@ -205,6 +205,22 @@ def _in_context(doc: TextDoc, event: Event) -> Event:
         return event
     before, after = doc.context(event.where.line, event.where.end_line or event.where.line, CONTEXT_LINES)
     return dataclasses.replace(event, context_before=before, context_after=after)
+
+
+def _timed(event: Event) -> Event:
+    """The event with the time its first line's prefix gives (a launcher's ISO date, glog's or vLLM's year-less
+    stamp), where its source set none: every input's events reach the timeline and the causal windows, not only
+    the kernel log's."""
+    if event.time is not None or event.clock is not None:
+        return event
+    from .sources.frameworks.traceback import line_time  # the one prefix reader; a log with no events never needs it
+
+    moment, written = line_time(event.text.partition("\n")[0])
+    if moment is not None:
+        return dataclasses.replace(event, time=moment, clock="wall")
+    if written is not None:
+        return dataclasses.replace(event, clock=YEARLESS, fields={**event.fields, "stamp": written})
+    return event
 
 
 def _run_source(source: SourceCard, doc: TextDoc, lines: list[Line], diagnostics: list[str],

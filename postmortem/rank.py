@@ -402,10 +402,18 @@ def _related(root: _Scope, follower: _Scope) -> bool:
         return False
     if root.gpus and follower.gpus and not root.gpus & follower.gpus:
         return False
+    window = _window(follower)
     if root.earliest is None or follower.earliest is None or not comparable(root.earliest, follower.earliest):
         seconds = _seconds_in_input(root.first, follower.first)
-        return seconds is None or -LEAD.total_seconds() <= seconds <= WINDOW.total_seconds()
-    return root.earliest - LEAD <= follower.earliest <= root.earliest + WINDOW
+        return seconds is None or -LEAD.total_seconds() <= seconds <= window.total_seconds()
+    return root.earliest - LEAD <= follower.earliest <= root.earliest + window
+
+
+def _window(follower: _Scope) -> timedelta:
+    """How long after its root a follower may appear: WINDOW, or the longest timeout the follower reports (a
+    collective's watchdog fires Timeout(ms) after the wait began, whatever stopped the peer) plus LEAD."""
+    timeouts = [e.fields["timeout_ms"] for e in follower.events if isinstance(e.fields.get("timeout_ms"), int)]
+    return max(WINDOW, timedelta(milliseconds=max(timeouts)) + LEAD) if timeouts else WINDOW
 
 
 def _seconds_in_input(root: Event | None, follower: Event | None) -> float | None:

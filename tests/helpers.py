@@ -54,3 +54,15 @@ def printf_filled(template: str, words: Mapping[str, str]) -> str:
         return f"{0:{m['flags'] or ''}{m['width']}{'x' if m['conv'] in 'xX' else 'd'}}"
 
     return PRINTF_CONVERSION.sub(value, template)
+
+
+DATA = Path(__file__).parent / "data"
+
+
+def oom_kill_before_watchdog(tmp_path: Path) -> list[str]:
+    """A real multi-rank NCCL watchdog log (Dec 6, 18:44:12, Timeout(ms)=600000) and a real OOM kill whose dmesg -T
+    stamp is moved to 9 minutes before it (only the stamp changed): one incident, the kill inside the wait."""
+    oom = (DATA / "kernel_log" / "oomkill-python-dmesg-t-03.dmesg.txt").read_text()
+    dmesg = tmp_path / "dmesg.txt"
+    dmesg.write_text(oom.replace("Sun Mar 30 08:24:00 2025", "Fri Dec  6 18:35:10 2024"))
+    return [str(DATA / "nccl_log" / "timeout-llamafactory.log"), str(dmesg)]

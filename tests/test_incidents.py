@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import oom_kill_before_watchdog
 from postmortem.pipeline import analyze
 from postmortem.render import json_report
 from test_schemas import problems
@@ -62,9 +63,8 @@ def test_a_reset_report_on_the_same_gpu_stays_linked_and_the_reason_names_the_gp
     assert f"same GPU {gpu}" in summary.confidence_reason
 
 
-def test_a_host_oom_kill_explains_other_ranks_timeouts_by_its_documented_chain():
-    report = analyze([str(DATA / "nccl_log" / "timeout-llamafactory.log"),
-                      str(DATA / "kernel_log" / "oomkill-python-dmesg-t-03.dmesg.txt")])
+def test_a_host_oom_kill_explains_other_ranks_timeouts_by_its_documented_chain(tmp_path):
+    report = analyze(oom_kill_before_watchdog(tmp_path))
     timeout = by_signature(report)["nccl-watchdog-timeout"]
     assert timeout.consequence_of == "oom-kill"
     assert "a rank killed for host memory leaves the other ranks waiting" in timeout.confidence_reason

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from helpers import oom_kill_before_watchdog
 from postmortem.pipeline import analyze, analyze_text
 
 CORPUS = Path(__file__).parent / "data"
@@ -51,16 +54,22 @@ def test_a_consequence_never_outranks_its_root():
     assert [f.cause for f in report.findings][:2] == ["gpu-memory-ecc", "illegal-memory-access"]
 
 
-def test_host_oom_explains_the_nccl_timeout_of_other_ranks():
-    report = analyze(
-        [
-            str(CORPUS / "nccl_log" / "timeout-llamafactory.log"),
-            str(CORPUS / "kernel_log" / "oomkill-python-dmesg-t-03.dmesg.txt"),
-        ]
-    )
+def test_host_oom_explains_the_nccl_timeout_of_other_ranks(tmp_path):
+    report = analyze(oom_kill_before_watchdog(tmp_path))
     findings = by_cause(report)
     assert report.findings[0].cause == "host-oom"
     assert findings["nccl-timeout"].consequence_of == report.findings[0].signature
+    assert "before the" in findings["nccl-timeout"].confidence_reason
+
+
+def test_a_host_oom_months_before_the_timeout_explains_nothing():
+    """Issue 27: glog's year-less stamps (E1206 18:44:12) take the year nearest the OOM kill of Mar 30 2025, which puts
+    the timeout months away from it: two incidents, neither the other's cause."""
+    report = analyze([str(CORPUS / "nccl_log" / "timeout-llamafactory.log"),
+                      str(CORPUS / "kernel_log" / "oomkill-python-dmesg-t-03.dmesg.txt")])
+    timeout = by_cause(report)["nccl-timeout"]
+    assert timeout.consequence_of is None
+    assert timeout.first_seen.startswith("2024-12-06T18:44:12")
 
 
 def test_root_lists_its_consequences_and_the_reason_has_the_specifics():
@@ -110,13 +119,28 @@ def test_storm_counts_and_times_on_the_finding():
     assert finding.last_seen.endswith("11:38:59")
 
 
-def test_oom_reason_names_the_kill():
-    report = analyze(
-        [
-            str(CORPUS / "nccl_log" / "timeout-llamafactory.log"),
-            str(CORPUS / "kernel_log" / "oomkill-python-dmesg-t-03.dmesg.txt"),
-        ]
-    )
+def test_oom_reason_names_the_kill(tmp_path):
+    report = analyze(oom_kill_before_watchdog(tmp_path))
     timeout = by_cause(report)["nccl-timeout"]
     assert report.findings[0].consequences and timeout.signature in report.findings[0].consequences
     assert "likely a consequence of" in timeout.confidence_reason
+
+
+# Xid 79 as the driver writes it under dmesg -T (tests/corpus, drv-gpuburn ... xid79), stamped minutes before the
+# real watchdog reports of timeout-llamafactory.log (glog: E1206 18:44:12, Timeout(ms)=600000)
+XID79_AT = "[{stamp}] NVRM: Xid (PCI:0000:02:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
+
+
+@pytest.mark.parametrize("stamp, linked", [
+    ("Fri Dec  6 18:40:12 2024", True),   # 4 min before: inside the wait (data/causal-chains.tsv gpu-off-bus)
+    ("Fri Dec  6 18:34:00 2024", True),   # 10 min before: the ranks had waited Timeout(ms)=600000 since
+    ("Fri Dec  6 18:20:00 2024", False),  # 24 min before: longer than the watchdog waits, another incident
+    ("Tue Dec  3 18:40:12 2024", False),  # three days before
+])
+def test_a_gpu_off_the_bus_explains_the_watchdog_timeout_within_the_collectives_timeout(tmp_path, stamp, linked):
+    (tmp_path / "dmesg.txt").write_text(XID79_AT.format(stamp=stamp))
+    report = analyze([str(CORPUS / "nccl_log" / "timeout-llamafactory.log"), str(tmp_path / "dmesg.txt")])
+    timeout = next(f for f in report.findings if f.signature == "nccl-watchdog-timeout")
+    assert (timeout.consequence_of == "xid-79") is linked
+    if linked:
+        assert "the rank on the GPU that fell off the bus stopped" in timeout.confidence_reason

@@ -56,3 +56,22 @@ def test_uptime_only_dmesg_gets_a_timeline_in_seconds_since_boot(path, first):
     assert axis in " ".join(timeline.split()) and f"  {first} s  " in timeline
     assert axis in html and '<svg class="timeline"' in html and f">{first} s</text>" in html
     assert "No event carries a time" not in html
+
+
+def test_glog_and_vllm_stamps_put_every_input_on_the_timeline(tmp_path):
+    """Issue 27: a training log's events have times too. glog's `E1206 18:44:12.715298746` and vLLM's
+    `ERROR 09-14 03:15:31` carry no year; they are year-less until a dated input lends one (join.infer_years)."""
+    data = Path(__file__).parent / "data"
+    alone = json.loads(analyze(data / "nccl_log" / "timeout-llamafactory.log", "json"))
+    stamped = [e for e in alone["events"] if e["kind"] == "nccl-timeout"]
+    assert stamped and all(e.get("time") is None and e["fields"]["stamp"].startswith("Dec 06 18:44:1")
+                           for e in stamped)
+    vllm = json.loads(analyze(data / "framework_log" / "illegal-addr-vllm-02.log", "json"))
+    assert any(e["fields"].get("stamp") == "Sep 14 03:15:31" for e in vllm["events"])
+    dmesg = tmp_path / "dmesg.txt"
+    dmesg.write_text("[Fri Dec  6 18:40:12 2024] NVRM: Xid (PCI:0000:02:00): 79, pid='<unknown>', name=<unknown>, "
+                     "GPU has fallen off the bus.\n")
+    result = CliRunner().invoke(main, ["analyze", str(data / "nccl_log" / "timeout-llamafactory.log"), str(dmesg)])
+    timeline = result.output[result.output.index("Timeline:"):]
+    assert re.search(r"2024-12-06 18:40:12 .* xid", timeline)
+    assert re.search(r"2024-12-06 18:44:12 .* nccl-timeout .*timeout-llamafactory.log:1\b", timeline)

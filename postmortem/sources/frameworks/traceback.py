@@ -22,6 +22,7 @@ from typing import Any
 import regex
 
 from ... import later
+from ...model import dated, month_number
 from ...text import Line, TextDoc
 
 FOLLOW_LIMIT = 400
@@ -36,15 +37,19 @@ _PREFIX_PIECES = later.compile(
       \[(?:rank|default)(?P<rank>\d+)\]:\s?
     | rank(?P<rank>\d+):\s
     | \((?P<proc>[A-Za-z][\w.\- ]*?\bpid=\d+)\)\s+
-    | (?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d\s+\d\d:\d\d:\d\d(?:\.\d+)?\s+\[[^\]]*\][ ]?
+    | (?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+(?P<mm>\d\d)-(?P<dd>\d\d)\s+(?P<hms>\d\d:\d\d:\d\d(?:\.\d+)?)
+      \s+\[[^\]]*\][ ]?                                    # vLLM: "ERROR 09-14 03:15:31 [file.py:596]"
     | (?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:
     | >[ ]?
     | (?P<svc>[A-Za-z][\w.\-]*)[ ]+\|[ ]                   # docker compose: "vllm-1  | "
     | From[ ]worker[ ](?P<worker>\d+):\s*                 # Julia Distributed
     | (?P<task>\d{1,4}):[ ]                                 # srun --label: "0: "
     | [ \t]*(?P<iso>\d{4}-\d\d-\d\d[ T_]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?)(?:Z|[+-]\d\d:?\d\d)?:?[ ]?
+    | \[(?P<iso>\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?)(?:Z|[+-]\d\d:?\d\d)?\][ ]?  # DeepSpeed: "[2024-10-22 10:29:01,123] "
+    | (?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[ ]+(?P<dd>\d{1,2})[ ](?P<hms>\d\d:\d\d:\d\d)
+      [ ]+[\w.\-]+[ ]+[\w.\-/]+(?:\[\d+\])?:[ ]                # syslog: "Oct 22 10:30:05 host prog[123]: "
     | -\s+[\w.]+\s+-\s+[A-Z]+\s+-\s+
-    | \[?[IWEF](?:\d{4}\s+\d\d:\d\d:\d\d\.\d+)?\s+(?:\d+\s+)?[\w/.\-]+:\d+\][ ]?
+    | \[?[IWEF](?:(?P<mm>\d\d)(?P<dd>\d\d)\s+(?P<hms>\d\d:\d\d:\d\d\.\d+))?\s+(?:\d+\s+)?[\w/.\-]+:\d+\][ ]?  # glog
     )""",
     regex.VERBOSE,
 )
@@ -60,10 +65,13 @@ class Prefixed:
     shape: int
     """How many prefix pieces were removed (lines of one report share it)."""
     time: datetime | None
+    written: str | None = None
+    """A year-less stamp of the prefix (glog's `E1022 10:30:05.123456`, vLLM's `09-14 03:15:31`), spelled as syslog
+    writes one (`Oct 22 10:30:05.123456`, model.dated) so that join.infer_years can give it a year."""
 
 
 def _split_prefix(text: str) -> Prefixed:
-    pos, tag, pieces, moment = 0, None, 0, None
+    pos, tag, pieces, moment, written = 0, None, 0, None, None
     while pieces < 8:
         match = _PREFIX_PIECES.match(text, pos)
         if not match or match.end() == pos:
@@ -76,8 +84,31 @@ def _split_prefix(text: str) -> Prefixed:
             tag = match.group("svc") or f"worker{match.group('worker') or match.group('task')}"
         elif match.group("iso") and moment is None:
             moment = _iso_time(match.group("iso"))
+        elif match.group("hms") and written is None:
+            month = match.group("mm") or str(month_number(match.group("mon")) or 0)
+            written = _month_day(month, match.group("dd"), match.group("hms"))
         pos, pieces = match.end(), pieces + 1
-    return Prefixed(text[pos:], tag, pieces, moment)
+    return Prefixed(text[pos:], tag, pieces, moment, written)
+
+
+def line_time(text: str) -> tuple[datetime | None, str | None]:
+    """When a log line says it was written, from its prefix: a full date, or a year-less stamp (Prefixed.written);
+    a date further on is the message's own, never the line's."""
+    found = _split_prefix(text)
+    return found.time, found.written
+
+
+def _month_day(month: str, day: str, hms: str) -> str | None:
+    """`Oct 22 10:30:05.123` for month "10", day "22": a year-less stamp as model.dated reads it, when it is a date in
+    some year."""
+    number = int(month)
+    if not 1 <= number <= 12:
+        return None
+    written = f"{_MONTH_NAMES[number - 1]} {int(day):02d} {hms}"
+    return written if dated(written, 2000) else None  # 2000 is a leap year: Feb 29 is a date in some year
+
+
+_MONTH_NAMES = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
 
 def prefixed(line: Line) -> Prefixed:
