@@ -76,10 +76,12 @@ def cuda_errors() -> tuple[CudaError, ...]:
 
 @cache
 def _index() -> dict[str, CudaError]:
-    """Lower-cased names, messages and numbers to records."""
+    """Lower-cased names, messages and numbers to records; a driver name also as the Rust bindings (cust, RustaCUDA)
+    spell its enum variant: CUDA_ERROR_NO_BINARY_FOR_GPU as NoBinaryForGpu."""
     index: dict[str, CudaError] = {}
     for record in cuda_errors():
-        for key in (record.runtime_name, record.driver_name, record.message, str(record.number)):
+        camel = record.driver_name.removeprefix("CUDA_ERROR_").replace("_", "") if record.driver_name else None
+        for key in (record.runtime_name, record.driver_name, record.message, str(record.number), camel):
             if key:
                 index.setdefault(key.lower(), record)
         if record.message:  # "device side assert triggered": a hyphen typed as a blank (cuda_message_pattern)
@@ -297,7 +299,21 @@ def signal_name(value: int | str | None) -> str | None:
         return SIGNALS.get(abs(int(text)))
     if text.upper().startswith("SIG"):
         return text.upper()
-    return SIGNAL_DESCRIPTIONS.get(text.lower().rstrip(". "))
+    key = text.lower().rstrip(". ")
+    return SIGNAL_DESCRIPTIONS.get(key) or _localized_signals().get(key)
+
+
+@cache
+def _localized_signals() -> dict[str, str]:
+    """A shell's signal words in its users' languages (data/shell-signals.tsv), lower-cased, to the signal."""
+    return {row["words"].lower(): row["means"] for row in data_rows("shell-signals.tsv")
+            if row["means"] != "core dumped"}
+
+
+@cache
+def core_dumped_words() -> tuple[str, ...]:
+    """The shell's "core dumped" in every language the table holds, English first."""
+    return ("core dumped", *(row["words"] for row in data_rows("shell-signals.tsv") if row["means"] == "core dumped"))
 
 
 WINDOWS_EXCEPTIONS: dict[int, tuple[str, str | None]] = {

@@ -554,6 +554,56 @@ RND17_WORDINGS = {
     "for example LD_LIBRARY_PATH on LINUX and PATH on Windows!!": "library-failure",
 }
 
+RND18_WORDINGS = {
+    # Windows' TDR in Direct3D's words (DiligentGraphics/DiligentCore#288, zolaware/reblue#23, Nukem9/dlssg-to-fsr3#231)
+    "D3D12 ERROR: ID3D12Device::RemoveDevice: Device removal has been triggered for the following reason "
+    "(DXGI_ERROR_DEVICE_HUNG: The Device took an unreasonable amount of time to execute its commands, or the hardware "
+    "crashed/hung.": "gpu-hang",
+    "Reason: DXGI_ERROR_DEVICE_HUNG (0x887a0006)": "gpu-hang",
+    " with error DXGI_ERROR_DEVICE_REMOVED with Reason: DXGI_ERROR_DEVICE_HUNG": "gpu-hang",
+    # no nvidia-smi where the driver's tools should be (tensorflow/tensorflow#28171, gw0/docker-keras#7)
+    "root@dev-dsk:/opt/amazon/bin# nvidia-smi\nbash: nvidia-smi: command not found": "driver-mismatch",
+    'docker: Error response from daemon: OCI runtime create failed: container_linux.go:296: starting container process '
+    'caused "exec: \\"nvidia-smi\\": executable file not found in $PATH": unknown.': "driver-mismatch",
+    # a container that lost its GPUs (NVIDIA/nvidia-container-toolkit#1227, dstackai/dstack#2601)
+    "(container) $ nvidia-smi -L\nFailed to initialize NVML: Unknown Error": "driver-mismatch",
+    "Sometimes `nvidia-smi` fails with the error: `Failed to initialize NVML: Unknown Error`. To reliably trigger the "
+    "issue:": "driver-mismatch",
+    # PyTorch's kernel assertions named by their condition in prose (torchgeo/torchgeo#1439; a BCE input out of [0, 1])
+    "When training on Chesapeake13 with num_classes=14 and ignore_index=0, an assertion error \u2018t >= 0 && t < "
+    "n_classes\u2019 occurs.": "device-assert",
+    "- **CRITICAL**: Training crashed at batch ~200 with CUDA assertion `input_val >= zero && input_val <= one`.":
+        "device-assert",
+    # glibc's heap check alone on its line, the abort in Italian (negativo17/nvidia-driver#153)
+    "    GL_OES_viewport_array, GL_OVR_multiview, GL_OVR_multiview2\ncorrupted size vs. prev_size\n"
+    "Annullato (core dump creato)": "native-crash",
+    # Chromium's out-of-memory end as Electron reports it (signalapp/Signal-Desktop#7189, electron/electron#45201)
+    "Render process is gone\n\nError: Reason: oom, Exit Code: -536870904": "host-oom",
+    '- 2024-12-23T07:47:54.524+05:30,event details : "{\\"reason\\":\\"oom\\",\\"exitCode\\":-536870904}"':
+        "host-oom",
+    # a Hugging Face Space at its memory limit (sedthh/pyxelate#27)
+    "Runtime error\nCPU Memory limit exceeded (16GB)": "host-oom",
+    # a library call said to have failed, no status (fspiga/qe-gpu#13, yambo-code/yambo#76)
+    " zhegvdx_gpu error: cusolverDnZpotrf failed!": "library-failure",
+    "[SERIAL_lin_system_gpu]cusolverDnCgetrs failed": "library-failure",
+    # a driver error as Rust's bindings print it (ProvableHQ/snarkVM#604)
+    "thread 'main' panicked at 'called `Result::unwrap()` on an `Err` value: Cuda(NoBinaryForGpu)'": "arch-mismatch",
+    # NVIDIA's OpenCL result -9999 (openwall/john#2710) and its words (nginnever/zogminer#85)
+    "Benchmarking: pgpwde-opencl [SHA1 OpenCL]... (32xOMP) OpenCL UNKNOWN OPENCL ERROR (-9999) error in "
+    "common-opencl.c:1820 - Error creating command queue": "illegal-memory-access",
+    "[OPENCL]:CL ERROR:NVIDIA: ILLEGAL READ OR WRITE TO A BUFFER": "illegal-memory-access",
+}
+
+
+def test_near_misses_of_round_18s_wordings_are_not_read():
+    """A library's file that failed to load is no failed call; an enum word of another API is no CUDA error; a glibc
+    message quoted inside a sentence is not glibc's report."""
+    for text in ("Loading libcublas.so.11 failed: cannot open shared object file",
+                 "Cuda(Device) is selected as the backend",
+                 "We fixed the corrupted size vs. prev_size error last week by upgrading the package."):
+        causes = [f.cause for f in analyze_text(text + "\n").findings]
+        assert not {"library-failure", "arch-mismatch", "native-crash"} & set(causes), (text, causes)
+
 
 def test_an_architecture_option_typed_wrong_is_not_a_gpu_too_new():
     """multimodallearning/pytorch-mask-rcnn#38: `-arch=[sm_61]` typed with its brackets; the compiler knows sm_61."""
@@ -588,6 +638,7 @@ CORPUS_WORDINGS = {
                                              *RND12_WORDINGS.items(), *RND13_WORDINGS.items(),
                                              *RND14_WORDINGS.items(), *RND15_WORDINGS.items(),
                                              *RND16_WORDINGS.items(), *RND17_WORDINGS.items(),
+                                             *RND18_WORDINGS.items(),
                                              *CORPUS_WORDINGS.items()])
 def test_held_out_rounds_wordings_are_read_by_general_rules(text, cause):
     report = analyze_text(text + "\n")
@@ -724,3 +775,30 @@ def test_a_cpp_exception_code_of_windows_is_an_abort_and_an_unknown_customer_cod
                if e.kind == "fatal-signal"]
     assert (event.fields["exception_code"], event.fields["signal"]) == ("0xe06d7363", "SIGABRT")
     assert not analyze_text("Error: worker exited: exit status 0xe0000001\n").findings
+
+
+@pytest.mark.parametrize("text, signal", [
+    # as posted (data/shell-signals.tsv names the posts): bash's report in German, Chinese, Spanish, Italian,
+    # Portuguese and Russian
+    ("qemu-system-x86_64: --mon foo: Device 'foo' is in use\nAbgebrochen (Speicherabzug geschrieben)", "SIGABRT"),
+    ("from torch_scatter import scatter_mean\n段错误 (核心已转储)", "SIGSEGV"),
+    ("free(): double free detected in tcache 2\n已放弃 (核心已转储)", "SIGABRT"),
+    ("$ ./test_bus\n总线错误 (核心已转储)", "SIGBUS"),
+    ("Address of ptr 0x600a48. Value of c 4\nViolación de segmento (`core' generado)", "SIGSEGV"),
+    ("$ ./pointer\nErrore di segmentazione (core dump creato)", "SIGSEGV"),
+    ("Operador inválido\nFalha de segmentação (imagem do núcleo gravada)", "SIGSEGV"),
+    ("cbpi@cbpi-VirtualBox:~ $ sol\nОшибка сегментирования (стек памяти сброшен на диск)", "SIGSEGV"),
+])
+def test_a_shells_signal_report_is_read_in_its_users_language(text, signal):
+    report = analyze_text(text + "\n")
+    signals = [e.fields.get("signal") for e in report.events if e.kind == "fatal-signal"]
+    assert signals == [signal], signals
+    english = analyze_text(f"{ {'SIGSEGV': 'Segmentation fault', 'SIGABRT': 'Aborted', 'SIGBUS': 'Bus error'}[signal]}"
+                           " (core dumped)\n")
+    assert report.findings[0].cause == english.findings[0].cause  # read as the English report is
+
+
+def test_a_signal_word_inside_a_sentence_is_no_shell_report():
+    for text in ("Die Verbindung wurde abgebrochen, bitte erneut versuchen.",
+                 "El proceso fue abortado por el usuario."):
+        assert not analyze_text(text + "\n").findings, text

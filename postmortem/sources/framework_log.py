@@ -60,6 +60,8 @@ ANCHORS: tuple[bytes, ...] = (
     b"cuBLAS API failed", b"CUBLAS error", b"cuBLAS error", b"CUDNN error", b"cuDNN error", b"cuFFT error",
     b"CUFFT error", b"cuSOLVER error", b"CUSOLVER error", b"cuSPARSE error", b"CUSPARSE error", b"CURAND error",
     b"cuRAND error",
+    b"cusolverDn", b"cusolverSp", b"cufftExec", b"cufftPlan", b"cublasCreate", b"gemm failed", b"GEMM failed",
+    b"curandGenerate", b"cusparseX",  # a library call said to have failed (cuda_runtime._LIB_CALL_FAILED)
     b"Found no NVIDIA driver", b"NVIDIA driver on your system is too old", b"nvidia driver is too old",
     b"required nvenc API version", b"minimum required Nvidia driver", b"CUDA initialization failure",
     b"libcuda.so.1: cannot open", b"libcuda.so: cannot open",
@@ -68,11 +70,16 @@ ANCHORS: tuple[bytes, ...] = (
     b"Fatal Python error: ", b"received by PID", b"*** Aborted at", b"SIGSEGV", b"SIGBUS", b"SIGABRT",
     b"SIGILL", b"SIGFPE", b"Segmentation fault", b"Bus error", b"Aborted", b"Illegal instruction",
     b"Floating point exception", b"terminate called",
+    # a shell's signal words in its users' languages (data/shell-signals.tsv)
+    *sorted({row["words"].encode() for row in data_rows("shell-signals.tsv") if row["means"] != "core dumped"}),
     b"Exception Code: 0x", b"Exception code: 0x", b"exception code 0x", b"exit status 0xc", b"exit status 0xC",
     b"exit status 0xe", b"exit status 0xE",
     b"(0xC0000", b"(0xc0000", b" 322122", b" -10737",  # a Windows crash status in decimal (native_crash._WINDOWS)
     b"exception: access violation",  # ctypes' OSError for a native call that faulted (native_crash._WINDOWS)
-    b"Error in `",  # glibc's report of a corrupt heap (native_crash._HEAP_ERROR)
+    b"Error in `",  # glibc's report of a corrupt heap (native_crash._HEAP_ERROR), and its bare form since glibc 2.26
+    b"double free or corruption", b"corrupted size vs", b"corrupted double-linked", b"(): invalid ",
+    b"(): corrupted ", b"(): memory corruption", b"(): unaligned ", b"(): double free", b"(): mismatching",
+    b"(): smallbin ",
     b"(Triggered internally at", b"This container was built for NVIDIA Driver Release", b"== cudaSuccess (",
     # PyTorch's TORCH_WARN suffix: the warning before it often quotes a CUDA error
     b"version incompatibility", b"but source was compiled with", b"were compiled with different CUDA versions",

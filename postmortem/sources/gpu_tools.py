@@ -97,7 +97,7 @@ _ROW_FIELDS = {"fan": "fan_pct", "temp": "temp_c", "power": "power_w", "power_ca
                "memory_used": "memory_used_mib", "memory_total": "memory_total_mib", "util": "util_pct"}
 
 _NVML_ERRORS = (
-    later.compile(r"Failed to initialize NVML: (?P<error>.*\S|\s)\s*$"),
+    later.compile(r"Failed to initialize NVML: (?P<error>[^`'\"\n]*[^`'\"\s]|\s)"),  # a quote ends it in prose
     later.compile(r"NVIDIA-SMI has failed because it (?P<error>" + typed("couldn't communicate with the NVIDIA driver")
                   + ")"),
     later.compile(r"NVIDIA-SMI (?P<error>" + typed("couldn't find libnvidia-ml.so library") + ")"),

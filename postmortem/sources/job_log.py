@@ -36,6 +36,8 @@ ANCHORS: tuple[bytes, ...] = (
     b"Main process exited", b"main process exited",
     b"over memory limit", b"ray-oom-prevention", b"oom_kill", b"to signal",
     b"with signal", b"by signal", b"from signal", b") received", b"received signal", b"Received signal",
+    b"-536870904", b"0xe0000008", b"0xE0000008", b"process oom", b"eason: oom", b"eason: 'oom'", b'eason":"oom',
+    b'eason\\":\\"oom', b"eason: \"oom", b"Memory limit exceeded",
 )
 
 _OOM_REPORTS = (
@@ -55,6 +57,9 @@ _OOM_REPORTS = (
                                r"(?P<pid>\d+) uid \d+ \"(?P<process>[^\"]{1,64})\"")),
     ("systemd-oomd", later.compile(r"Killed (?P<unit>/\S+) due to memory (?:pressure|used)")),
     ("htcondor", later.compile(r"[Jj]ob has gone over memory limit of (?P<limit>\d+) ?(?:Mb|MB|megabytes)")),
+    ("chromium", later.compile(r"(?i)\breason\W{0,3}\s*[:=]\s*\W{0,3}oom\b|\bRenderer process oom\b"
+                               r"|(?<![\d-])-536870904(?!\d)|\b0xe0000008\b")),
+    ("hugging-face-spaces", later.compile(r"(?:CPU )?Memory limit exceeded \((?P<limit>\d+ ?[GM]i?B?)\)")),
     ("dask", later.compile(r"Worker (?:\S{1,200} \(pid=(?P<pid>\d+)\) )?exceeded \d{1,3}% memory budget\.? +"
                            r"Restarting")),
 )
@@ -68,7 +73,11 @@ budget (distributed's worker memory docs; `Worker exceeded 95% memory budget. Re
 dask/distributed#1829; newer releases name the worker: `Worker tls://... (pid=129) exceeded 95% memory budget.
 Restarting...`). HTCondor holds a job past its memory request (`Docker job has gone over memory limit of 1024 Mb`, the
 hold reason of its Docker universe; CHTC/templates-GPUs#7), and Ray's kill message ends with its OOM documentation's
-link."""
+link. Chromium ends a process out of memory with its own status, which Electron reports as the reason `oom` and the
+exit code 0xE0000008 (-536870904): `{ exitCode: -536870904, reason: oom }` (electron/electron#36614), `Error: Reason:
+oom, Exit Code: -536870904` (signalapp/Signal-Desktop#7189), `{\"reason\":\"oom\",...}` (electron/electron#45201),
+`Crash reason:  0xe0000008` (electron/electron#36841). A Hugging Face Space stopped at its memory limit says `CPU Memory
+limit exceeded (16GB)` (sedthh/pyxelate#27)."""
 
 _PROGRESS_END = r"(?<=(?:[\w?]/s|s/\w{1,20})\])"
 """Right after a progress bar's last redraw: tqdm ends its line with a carriage return, which a paste loses, and its

@@ -42,7 +42,8 @@ READS_UNCLAIMED = True
 
 CODE_WORDS = (b"Xid", b"XID", b"xid", b"SXid", b"SXID", b"sxid")
 _CODE_TEXTS = tuple(word.decode() for word in CODE_WORDS)
-NAME_WORDS = (b"cudaError", b"CUDA_ERROR_", b"NVML_ERROR_", b"_STATUS_", b"uda error", b"UDA error", b"UDA Error",
+NAME_WORDS = (b"cudaError", b"CUDA_ERROR_", b"Cuda(", b"CudaError", b"NVML_ERROR_", b"_STATUS_", b"uda error",
+              b"UDA error", b"UDA Error",
               b"uda driver error", b"UDA driver error", b"UDA Driver Error")
 
 _CODE = later.compile(
@@ -50,8 +51,11 @@ _CODE = later.compile(
     r"(?P<gap>[ \t]*+(?:[:=#|(\[-]|\u2014|\u2013)?[ \t]*+)(?P<code>\d{1,5})(?![\d.]?\d|\w)")
 """A code after its word: `Xid 149,` `XID 79(GPU has fallen off the bus)` `Xid=94` `| Xid | 48` `Xid: 13`
 `Xid (PCI:0000:01:00): 79` `Xid 48 — uncorrectable`; not a version (`xid 1.2`) or a longer token."""
-_NAMES = later.compile(r"\b(?P<cuda>cudaError[A-Za-z]+|CUDA_ERROR_[A-Z_]+)\b|\b(?P<nvml>NVML_ERROR_[A-Z_]+)\b")
-"""CUDA errors and NVML returns by name; library statuses by the framework reader's own pattern (LIBRARY_STATUS)."""
+_NAMES = later.compile(r"\b(?P<cuda>cudaError[A-Za-z]+|CUDA_ERROR_[A-Z_]+)\b|\b(?P<nvml>NVML_ERROR_[A-Z_]+)\b"
+                       r"|\bCuda(?:Error)?(?:::|\(|:[ \t]++)(?P<camel>[A-Z][a-z]++(?:[A-Z][a-z0-9]*+)++)\b")
+"""CUDA errors and NVML returns by name; library statuses by the framework reader's own pattern (LIBRARY_STATUS). A
+driver error as Rust's CUDA bindings print their enum after the word Cuda (`Cuda(NoBinaryForGpu)`, snarkVM's error
+around cust's CudaError; `CudaError::LaunchFailed`)."""
 _NUMBERED = later.compile(r"(?i)\bcuda(?:[ \t]++(?:driver|runtime))?[ \t]++error[ \t]*+(?:code[ \t]*+)?[:=#]?[ \t]*+"
                            r"\(?(?P<number>\d{1,4})(?![\d.])")
 """A CUDA error by number after words that name it: `Cuda driver error 804 in call at file` (LAMMPS), `CUDA error
@@ -85,7 +89,8 @@ _API_RESULT = later.compile(
 """A Vulkan or OpenCL result by number after the call (or the OpenCL module) that returned it: ncnn's `vkQueueSubmit
 failed -4` (Tencent/ncnn#5150), `vkEnumeratePhysicalDevices failed -3` (k4yt3x/video2x#1019), darktable's
 `[local laplacian cl] failed: -4` (darktable-org/darktable#3374); read as the result's name (data/api-results.tsv)."""
-RESULT_WORDS = (b"failed -", b"failed: -", b"returned -", b"error -", b"error: -", b"err = -", b"err=-")
+RESULT_WORDS = (b"failed -", b"failed: -", b"returned -", b"error -", b"error: -", b"err = -", b"err=-", b"error (-",
+                b"ERROR (-", b"Error (-")
 """What stands before a result number (_API_RESULT)."""
 API_WORDS = (b"cudaGet", b"cudaSet", b"cudaMalloc", b"cudaMemcpy", b"cudaDevice", b"cudaStream", b"cudaEvent",
              b"cudaLaunch", b"cudaFree", b"cuInit", b"cuCtx", b"cuMem", b"cuModule", b"cuLaunch", b"cuDevice")
@@ -423,7 +428,7 @@ def _name_event(doc: TextDoc, line: Line, hit: regex.Match, reasons: list[str]) 
         reasons.append(HEALTHY)
         return None
     groups = hit.groupdict()
-    if groups.get("cuda") and (record := knowledge.cuda_error(name)):
+    if (groups.get("cuda") or groups.get("camel")) and (record := knowledge.cuda_error(groups.get("camel") or name)):
         return doc.event(knowledge.cuda_error_kind(record.cause), line, {**knowledge.cuda_error_fields(record),
                                                                     "read": LOOSE})
     if groups.get("nvml") and (code := knowledge.nvml_return(name)):

@@ -158,6 +158,12 @@ _CUDNN_INIT = later.compile(r"Failed to get convolution algorithm\. This "
 _LIB_GAVE_UP = later.compile(r"\b(?P<lib>cublasLt|cuBLASLt|cublas|cuBLAS) ran into an error")
 """bitsandbytes' words for a cuBLASLt call that failed without a status it prints (`Exception: cublasLt ran into
 an error!`): its int8 matmul on a GPU or build its kernels do not support."""
+_LIB_CALL_FAILED = later.compile(
+    r"(?<![\w.])(?P<call>(?P<lib>cublas(?:Lt)?|cusolver|cufft|curand|cusparse|cutensor)(?:Dn|Sp|Rf|Mg|Xt)?[A-Z]\w{1,40}+)"
+    r"(?:\(\))? (?:failed|FAILED)\b")
+"""A library call named and said to have failed, with no status printed (Fortran and C codes' own checks:
+QE-GPU's `zhegvdx_gpu error: cusolverDnZpotrf failed!`, Yambo's `[SERIAL_lin_system_gpu]cusolverDnCgetrs failed`):
+the entry point's prefix names the library (CUDA's library APIs: cusolverDn*, cublas*, cufft*, ...)."""
 _NODE = later.compile(r"\{\{node (?P<node>[^}]+)\}\}")
 
 
@@ -178,6 +184,8 @@ def library_error(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:
         fields = {"library": "cudnn", "status": None, "reason": "cuDNN failed to initialize"}
     elif gave_up := _LIB_GAVE_UP.search(body):
         fields = {"library": _library_name(gave_up["lib"]), "status": None, "reason": f"{gave_up['lib']} failed"}
+    elif call := _LIB_CALL_FAILED.search(body):
+        fields = {"library": _library_name(call["lib"]), "status": None, "reason": f"{call['call']} failed"}
     else:
         return []
     if number:

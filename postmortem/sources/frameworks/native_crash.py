@@ -13,7 +13,7 @@ from typing import Any
 import regex
 
 from ... import later
-from ...knowledge import WINDOWS_EXCEPTIONS, data_rows, signal_name
+from ...knowledge import WINDOWS_EXCEPTIONS, core_dumped_words, data_rows, signal_name
 from ...text import Line
 from .traceback import FOLLOW_LIMIT, Context, Found, Prefixed, follow, prefixed
 
@@ -48,16 +48,27 @@ _NATIVE_FRAME = later.compile(
 )
 _SHELL = later.compile(
     r"\G(?:\S+: line \d+:\s+\d+\s+)?"
-    r"(?P<what>Segmentation fault|Bus error|Aborted|Illegal instruction|Floating point exception)"
-    r"(?P<core>\s+\(core dumped\))?(?:\s+.*)?"
+    r"(?P<what>Segmentation fault|Bus error|Aborted|Illegal instruction|Floating point exception|\L<localized>)"
+    r"(?P<core>\s*+[(\uff08](?:core dumped|\L<core>)[)\uff09])?(?:\s+.*)?",
+    localized=[row["words"] for row in data_rows("shell-signals.tsv") if row["means"] != "core dumped"],
+    core=list(core_dumped_words()),
 )
+"""A shell's report of a job's signal, in English or in its users' language (data/shell-signals.tsv:
+`段错误 (核心已转储)`, `Speicherzugriffsfehler (Speicherabzug geschrieben)`); a full-width parenthesis as Chinese input
+methods type it."""
 _GLIBC = later.compile(r"^(?:malloc|free|realloc|double free|corrupted|munmap_chunk|malloc_consolidate)\S*.*")
 _HEAP_ERROR = later.compile(
     r"^(?:\*\*\* )?Error in `(?P<program>[^'`\n]{1,200})': (?P<message>(?:double free or corruption|free\(\)|"
-    r"munmap_chunk\(\)|malloc\(\)|realloc\(\)|corrupted [a-z]|malloc_consolidate\(\))[^:\n]{0,80})")
+    r"munmap_chunk\(\)|malloc\(\)|realloc\(\)|corrupted [a-z]|malloc_consolidate\(\))[^:\n]{0,80})"
+    r"|^(?P<message>double free or corruption \((?:out|!prev|top|fasttop)\)"
+    r"|corrupted size vs\. prev_size(?: in fastbins)?|corrupted double-linked list(?: \(not small\))?"
+    r"|(?:free|malloc|realloc|munmap_chunk|malloc_consolidate|tcache_thread_shutdown)\(\): [a-z][\w ()!>.\-]{3,60}+)$")
 """glibc's report of a corrupt heap before it aborts the process (malloc_printerr; glibc up to 2.25 names the program:
 `*** Error in `python': double free or corruption (!prev): 0x000056383cda7e40 ***`, then its backtrace and memory
-map): junyanz/pytorch-CycleGAN-and-pix2pix#251, facebookresearch/Detectron#380, facebookresearch/habitat-sim#28."""
+map): junyanz/pytorch-CycleGAN-and-pix2pix#251, facebookresearch/Detectron#380, facebookresearch/habitat-sim#28. From
+glibc 2.26 on, the message stands alone on its line (malloc_printerr's `corrupted size vs. prev_size`, `free():
+invalid pointer`, `double free or corruption (out)`, the messages of malloc/malloc.c) and the abort follows in any
+language (`Annullato (core dump creato)`: negativo17/nvidia-driver#153)."""
 _WINDOWS = later.compile(r"(?i)(?:exit status|exception code|exit code)[:\s]+(?:-?\d+\s+\()?"
                          r"(?P<code>0x[ce][0-9a-f]{7}|32212\d{5}|-10737\d{5})\b"
                          r"|(?P<violation>exception: access violation (?:reading|writing|executing) 0x[0-9a-f]+)")
@@ -165,8 +176,9 @@ def _heap_error(ctx: Context, line: Line, pre: Prefixed) -> Found | None:
     aborts it: a native crash, whatever the memory map after it lists."""
     if (match := _HEAP_ERROR.match(pre.body.strip())) is None:
         return None
-    fields = {"signal": "SIGABRT", "source": "glibc", "glibc_message": match["message"].strip(),
-              "process": match["program"]}
+    fields = {"signal": "SIGABRT", "source": "glibc", "glibc_message": match["message"].strip()}
+    if match["program"]:
+        fields["process"] = match["program"]
     return Found("fatal-signal", line, line, fields, ("fatal-signal", "glibc", match["message"].strip()), pre.time)
 
 

@@ -45,7 +45,8 @@ _PREFIX_PIECES = later.compile(
     | From[ ]worker[ ](?P<worker>\d+):\s*                 # Julia Distributed
     | (?P<task>\d{1,4}):[ ]                                 # srun --label: "0: "
     | [ \t]*(?P<iso>\d{4}-\d\d-\d\d[ T_]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?)(?:Z|[+-]\d\d:?\d\d)?:?[ ]?
-    | \[(?P<iso>\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?)(?:Z|[+-]\d\d:?\d\d)?\][ ]?  # DeepSpeed: "[2024-10-22 10:29:01,123] "
+    | \[(?P<iso>\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?)(?:Z|[+-]\d\d:?\d\d)?\][ ]?
+                                                            # DeepSpeed: "[2024-10-22 10:29:01,123] "
     | (?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[ ]+(?P<dd>\d{1,2})[ ](?P<hms>\d\d:\d\d:\d\d)
       [ ]+[\w.\-]+[ ]+[\w.\-/]+(?:\[\d+\])?:[ ]                # syslog: "Oct 22 10:30:05 host prog[123]: "
     | -\s+[\w.]+\s+-\s+[A-Z]+\s+-\s+
