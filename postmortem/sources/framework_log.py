@@ -64,7 +64,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"curandGenerate", b"cusparseX",  # a library call said to have failed (cuda_runtime._LIB_CALL_FAILED)
     b"Found no NVIDIA driver", b"NVIDIA driver on your system is too old", b"nvidia driver is too old",
     b"required nvenc API version", b"minimum required Nvidia driver", b"CUDA initialization failure",
-    b"libcuda.so.1: cannot open", b"libcuda.so: cannot open",
+    b"libcuda.so.1: cannot open", b"libcuda.so: cannot open", b": cannot open shared object file",
     b"encountered in worker", b"encountered in DataLoader worker", b"is killed by signal: ", b"exited unexpectedly",
     b"failed (exitcode: ", b"ChildFailedError:",
     b"Fatal Python error: ", b"received by PID", b"*** Aborted at", b"SIGSEGV", b"SIGBUS", b"SIGABRT",

@@ -42,8 +42,8 @@ READS_UNCLAIMED = True
 
 CODE_WORDS = (b"Xid", b"XID", b"xid", b"SXid", b"SXID", b"sxid")
 _CODE_TEXTS = tuple(word.decode() for word in CODE_WORDS)
-NAME_WORDS = (b"cudaError", b"CUDA_ERROR_", b"Cuda(", b"CudaError", b"NVML_ERROR_", b"_STATUS_", b"uda error",
-              b"UDA error", b"UDA Error",
+NAME_WORDS = (b"cudaError", b"CUDA_ERROR_", b"Cuda(", b"CudaError", b"CudaException", b"NVML_ERROR_", b"_STATUS_",
+              b"uda error", b"UDA error", b"UDA Error",
               b"uda driver error", b"UDA driver error", b"UDA Driver Error")
 
 _CODE = later.compile(
@@ -52,10 +52,12 @@ _CODE = later.compile(
 """A code after its word: `Xid 149,` `XID 79(GPU has fallen off the bus)` `Xid=94` `| Xid | 48` `Xid: 13`
 `Xid (PCI:0000:01:00): 79` `Xid 48 — uncorrectable`; not a version (`xid 1.2`) or a longer token."""
 _NAMES = later.compile(r"\b(?P<cuda>cudaError[A-Za-z]+|CUDA_ERROR_[A-Z_]+)\b|\b(?P<nvml>NVML_ERROR_[A-Z_]+)\b"
-                       r"|\bCuda(?:Error)?(?:::|\(|:[ \t]++)(?P<camel>[A-Z][a-z]++(?:[A-Z][a-z0-9]*+)++)\b")
+                       r"|\bCuda(?:Error|Exception)?(?:::|\(|:[ \t]++'?)(?:Error)?"
+                       r"(?P<camel>[A-Z][a-z]++(?:[A-Z][a-z0-9]*+)++)\b")
 """CUDA errors and NVML returns by name; library statuses by the framework reader's own pattern (LIBRARY_STATUS). A
 driver error as Rust's CUDA bindings print their enum after the word Cuda (`Cuda(NoBinaryForGpu)`, snarkVM's error
-around cust's CudaError; `CudaError::LaunchFailed`)."""
+around cust's CudaError; `CudaError::LaunchFailed`) and .NET's ManagedCuda its CUResult (`CudaException:
+'ErrorIllegalAddress: ...'`, kunzmi/managedCuda#89)."""
 _NUMBERED = later.compile(r"(?i)\bcuda(?:[ \t]++(?:driver|runtime))?[ \t]++error[ \t]*+(?:code[ \t]*+)?[:=#]?[ \t]*+"
                            r"\(?(?P<number>\d{1,4})(?![\d.])")
 """A CUDA error by number after words that name it: `Cuda driver error 804 in call at file` (LAMMPS), `CUDA error

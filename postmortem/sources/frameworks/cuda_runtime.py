@@ -30,6 +30,11 @@ _DRIVER_PHRASES = later.compile(
     r"|Driver does not support the required nvenc API version\. Required: (?P<required>[\d.]+) Found: (?P<found>[\d.]+)"
     r"|The minimum required Nvidia driver for nvenc is (?P<required>[\d.]+) or newer"  # FFmpeg's NVENC
     r"|libcuda\.so(?:\.1)?: cannot open shared object file"  # no driver in the machine or container
+    # a CUDA runtime library of the version the program was built for is missing (built for CUDA 11, run where
+    # CUDA 12's are: qdrant/fastembed#238, milvus-io/milvus#50025, autogluon/autogluon#1112); TensorFlow's
+    # "Could not load dynamic library ...; dlerror: ..." is its harmless probe when no GPU is wanted, not this
+    r"|(?<!dlerror: )lib(?:cudart|cublasLt|cublas|cusolver|cufft|curand|cusparse|nvrtc|nvJitLink)\.so(?:\.[\d.]+)?: "
+    r"cannot open shared object file"
 )
 _API = later.compile(
     r"expr=(?P<a>[A-Za-z_]\w*)|failed call to (?P<a>[A-Za-z_]\w*)|when calling `(?P<a>[A-Za-z_]\w*)"
