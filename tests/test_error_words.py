@@ -36,6 +36,8 @@ READ = {
     # jax-ml/jax#5147: TensorFlow's stream executor failing to make a cuFFT plan
     "2020-12-09 16:54:19.478098: F external/org_tensorflow/tensorflow/stream_executor/cuda/cuda_fft.cc:439] failed to "
     "initialize batched cufft plan with customized allocator: Failed to create cuFFT batched plan.": "library-failure",
+    # ipmitool/ipmitool#385: ipmiutil's line of a BMC's memory sensor event (a DIMM's corrected errors)
+    "003a 12/14/22 23:09:44 MIN EFI  Memory #88  Correctable ECC, DIMM(49) 6f [a0 02 31]": "host-memory",
 }
 
 
@@ -68,6 +70,8 @@ NOT_READ = [
     "from daemon: manifest for nvcr.io/nvidia/driver:460.32.03-amzn2 not found",
     # a denial
     "no out of memory errors on the GPU this time",
+    # a memory inventory at boot: DIMMs named, nothing failed
+    "Memory controller initialized, 8 DIMMs found",
     # Ray's list of what may have ended a worker (vllm-project/vllm#586): a guess among several
     "Worker unexpectedly exits with a connection error code 2. End of file. There are some potential root causes. "
     "(1) The process is killed by SIGKILL by OOM killer due to high memory usage.",
