@@ -113,16 +113,16 @@ def rank(findings: Sequence[Finding], events: Sequence[Event], causes: Mapping[s
 
     rules: tuple[Rule, ...] = (_after_sticky_error, _after_off_bus, _abort_after_error, summary, deeper)
     def why(root: Finding, follower: Finding) -> str | None:
+        if root is follower or (root.outside and not follower.outside):
+            return None
+        # words explain nothing, except the message an abort carries in its own lines (C++ terminate's what())
+        weak = _weak_only(root, by_id) and not _weak_only(follower, by_id)
         pairs = _per_incident(scopes[root.signature], scopes[follower.signature], incident_of)
-        return next((words for rs, fs in pairs for rule in rules if (words := rule(root, rs, follower, fs))), None)
+        return next((words for rs, fs in pairs for rule in ((_abort_message,) if weak else rules)
+                     if (words := rule(root, rs, follower, fs))), None)
 
-    links = {
-        (root.signature, follower.signature): words
-        for follower in findings
-        for root in findings
-        if root is not follower and not (_weak_only(root, by_id) and not _weak_only(follower, by_id))
-        and not (root.outside and not follower.outside) and (words := why(root, follower))
-    }
+    links = {(root.signature, follower.signature): words
+             for follower in findings for root in findings if (words := why(root, follower))}
     ranked: list[Finding] = []
     consequences: dict[str, list[str]] = {}
     for finding in findings:
@@ -219,11 +219,19 @@ ABORT_REACH = 30
 between them)."""
 
 
-def _abort_after_error(root: Finding, rs: _Scope, follower: Finding, fs: _Scope) -> str | None:
+def _abort_message(root: Finding, rs: _Scope, follower: Finding, fs: _Scope) -> str | None:
+    """The abort's own message (the exception's `what():` under `terminate called after throwing ...`) says why the
+    process ended, even where only its words were read (ginkgo-project/ginkgo#1794: `what(): ... cuda: failed to
+    allocate memory block of 91587203607B`)."""
+    return _abort_after_error(root, rs, follower, fs, inside_only=True)
+
+
+def _abort_after_error(root: Finding, rs: _Scope, follower: Finding, fs: _Scope,
+                       inside_only: bool = False) -> str | None:
     """A process that reports an error and then aborts (a failed CHECK on the error, an uncaught exception, a
     fatal-error handler) died of the error: the abort is its last step. Both in one input, the error at most
     ABORT_REACH lines before the abort or inside the abort's own lines (`terminate called after throwing ...` and the
-    exception's `what():` under it), and no pid that tells them apart."""
+    exception's `what():` under it; only there when `inside_only`), and no pid that tells them apart."""
     aborts = [e for e in fs.events
               if e.kind in ("fatal-signal", "child-failed") and e.fields.get("signal") == "SIGABRT"]
     if not aborts or len(aborts) != len(fs.events) or root.role == "consequence" or root.cause == follower.cause:
@@ -231,7 +239,8 @@ def _abort_after_error(root: Finding, rs: _Scope, follower: Finding, fs: _Scope)
     for abort in aborts:
         for error in rs.events:
             if (error.where.path == abort.where.path and error.where.line is not None and abort.where.line is not None
-                    and (0 <= abort.where.line - (error.where.end_line or error.where.line) <= ABORT_REACH
+                    and ((not inside_only
+                          and 0 <= abort.where.line - (error.where.end_line or error.where.line) <= ABORT_REACH)
                          or abort.where.line <= error.where.line <= (abort.where.end_line or abort.where.line))
                     and error.fields.get("pid") in (None, abort.fields.get("pid"))):
                 return (f"the abort at line {abort.where.line} of {abort.where.path} ends the process that reported "

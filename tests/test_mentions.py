@@ -631,6 +631,32 @@ RND19_WORDINGS = {
     "store instruction on an invalid memory address.": "illegal-memory-access",
 }
 
+RND20_WORDINGS = {
+    # FluidX3D's own check of the GPU's memory, in a quoted box (ProjectPhysX/FluidX3D#46)
+    '> Error: Device "NVIDIA GeForce GTX 1050 Ti" does not have enough memory.     |': "gpu-oom",
+    # the C++ library's allocation failure alone: the host's memory (C0untFloyd/roop-unleashed#215)
+    "[ONNXRuntimeError] : 1 : FAIL : Load model from /content/roop-unleashed/models/inswapper_128.onnx "
+    "failed:std::bad_alloc": "host-oom",
+    # the shell's Killed in Chinese after the last metrics (danijar/dreamerv3#203)
+    "Writing metrics: /home/bzs/logdir/dreamer/20251205T175323/scores.jsonl\n已杀死": "host-oom",
+    # Ray's memory monitor before Ray 2 (ray-project/ray#4877)
+    "ray.memory_monitor.RayOutOfMemoryError: More than 95% of the memory on node Local is used (15.98 / 16.82 GB). "
+    "The top 5 memory consumers are:": "host-oom",
+    # ZDoom's crash handler: the kernel's reason and the signal's number (Farama-Foundation/ViZDoom#282)
+    "*** Fatal Error ***\nAddress not mapped to object (signal 11)\nAddress: 0x8": "native-crash",
+    # the exception's what() under a C++ terminate is the abort's reason (ginkgo-project/ginkgo#1794)
+    "> terminate called after throwing an instance of 'gko::AllocationError'\n>   what():  /home/zhanghy/software/"
+    "ginkgo-develop/cuda/base/memory.cpp:58: cuda: failed to allocate memory block of 91587203607B": "gpu-oom",
+}
+
+
+def test_a_bad_alloc_beside_the_gpu_is_not_the_hosts():
+    """thrust's bad_alloc is a failed cudaMalloc; a terminate's bad_alloc is the abort's (native_crash reads it: a
+    program's own bug throws it as well, tests/heldout/rnd10's COLMAP case)."""
+    for text in ("terminate called after throwing an instance of 'thrust::system::detail::bad_alloc'\n",
+                 "terminate called after throwing an instance of 'std::bad_alloc'\n  what():  std::bad_alloc\n"):
+        assert "host-oom" not in [f.cause for f in analyze_text(text).findings], text
+
 
 def test_tensorflows_harmless_library_probe_is_not_a_missing_library():
     """TensorFlow probes for the CUDA libraries and says to ignore the dlerror when no GPU is wanted
@@ -685,6 +711,7 @@ CORPUS_WORDINGS = {
                                              *RND14_WORDINGS.items(), *RND15_WORDINGS.items(),
                                              *RND16_WORDINGS.items(), *RND17_WORDINGS.items(),
                                              *RND18_WORDINGS.items(), *RND19_WORDINGS.items(),
+                                             *RND20_WORDINGS.items(),
                                              *CORPUS_WORDINGS.items()])
 def test_held_out_rounds_wordings_are_read_by_general_rules(text, cause):
     report = analyze_text(text + "\n")

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .. import later
-from ..knowledge import signal_name
+from ..knowledge import data_rows, signal_name
 from ..model import Event
 from ..text import Line, TextDoc
 
@@ -36,6 +36,8 @@ ANCHORS: tuple[bytes, ...] = (
     b"Main process exited", b"main process exited",
     b"over memory limit", b"ray-oom-prevention", b"oom_kill", b"to signal",
     b"with signal", b"by signal", b"from signal", b") received", b"received signal", b"Received signal",
+    b"(signal ", b"RayOutOfMemoryError",
+    *sorted({row["words"].encode() for row in data_rows("shell-signals.tsv") if row["means"] != "core dumped"}),
     b"-536870904", b"0xe0000008", b"0xE0000008", b"process oom", b"eason: oom", b"eason: 'oom'", b'eason":"oom',
     b'eason\\":\\"oom', b"eason: \"oom", b"Memory limit exceeded",
 )
@@ -52,7 +54,8 @@ _OOM_REPORTS = (
     ("slurm", later.compile(r"exceeded (?:job )?memory limit(?: \((?P<used>\d+) > (?P<limit>\d+)\))?, being killed")),
     ("ray", later.compile(r"(?<!\d)(?P<count>\d+) Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)"
                           r"|ray\.exceptions\.OutOfMemoryError|Task was killed due to the node running low on memory"
-                          r"|address the out of memory issue: \S{0,80}ray-oom-prevention")),
+                          r"|address the out of memory issue: \S{0,80}ray-oom-prevention"
+                          r"|RayOutOfMemoryError: More than \d{1,3}% of the memory on node")),
     ("earlyoom", later.compile(r"low memory! at or below SIG(?:TERM|KILL) limits|sending SIG(?:TERM|KILL) to process "
                                r"(?P<pid>\d+) uid \d+ \"(?P<process>[^\"]{1,64})\"")),
     ("systemd-oomd", later.compile(r"Killed (?P<unit>/\S+) due to memory (?:pressure|used)")),
@@ -64,7 +67,9 @@ _OOM_REPORTS = (
                            r"Restarting")),
 )
 """Reports that name the out-of-memory kill themselves (no guess needed); Ray's memory monitor kills a task or a
-worker for host memory (`ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory`,
+worker for host memory (`ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory`;
+before Ray 2, `ray.memory_monitor.RayOutOfMemoryError: More than 95% of the memory on node Local is used`:
+ray-project/ray#4877;
 docs.ray.io's "Out-Of-Memory Prevention"). earlyoom and systemd-oomd are the
 user-space OOM killers of desktops and distributions (earlyoom's main.c: `low memory! at or below SIGTERM limits`,
 `sending SIGTERM to process 322603 uid 1000 "python3.13"`; systemd's oomd: `Killed /user.slice/... due to memory
@@ -87,12 +92,14 @@ _DECORATION = r"[\s\"'`*_]"
 _JOB_CONTROL = later.compile(
     rf"(?:line \d+:\s+(?P<pid>\d+)\s+|^{_DECORATION}*(?:\[\d+\][+-]?\s+)?|{_PROGRESS_END})"
     r"(?P<what>Killed|(?<=line \d{1,9}:\s{1,9}\d{1,9}\s{1,9})killed|Segmentation fault|Bus error|Aborted"
-    r"|Illegal instruction|Floating point exception|Terminated)"
-    rf"(?P<core> \(core dumped\))?(?:\s+(?P<command>\S.*?))?{_DECORATION}*$"
+    r"|Illegal instruction|Floating point exception|Terminated|\L<localized>)"
+    rf"(?P<core> \(core dumped\))?(?:\s+(?P<command>\S.*?))?{_DECORATION}*$",
+    localized=[row["words"] for row in data_rows("shell-signals.tsv") if row["means"] != "core dumped"],
 )
 """bash/sh job control: `script: line 28:  8156 Killed  python3 main.py`, or the bare word on its own line, or right
 after a progress bar's last redraw (`4/8 [02:10<02:22, 35.73s/it]Killed`, dorado's `Killed**` in bold, chatglm's
-`... 2.91s/it]Killed"` quoted in a sentence: nanoporetech/dorado#358, zai-org/ChatGLM-6B#179)."""
+`... 2.91s/it]Killed"` quoted in a sentence: nanoporetech/dorado#358, zai-org/ChatGLM-6B#179); in its users' language
+too (data/shell-signals.tsv: `已杀死`, danijar/dreamerv3#203)."""
 _ZSH_JOB = later.compile(
     rf"(?:^\s*+|{_PROGRESS_END})(?:zsh: |(?:\[\d+\]\s++(?:[+-]\s++)?)?(?P<pid>\d+)\s++)"
     r"(?P<what>killed|segmentation fault|bus error|abort|illegal hardware instruction|floating point exception"
@@ -121,11 +128,15 @@ _SIGNAL_NUMBER = later.compile(
     r"(?i)\b(?:crashed|terminated|died|aborted|exited|shutdown|shut[ \t]down)[ \t]++"
     r"(?:with|by|from|on|due[ \t]++to)[ \t]++signal[ \t]*+(?P<number>\d{1,2})\b"
     r"|\b(?:interrupt[ \t]++)?signal[ \t]*+\((?P<number>\d{1,2})\)[ \t]++received\b"
-    r"|\breceived[ \t]++signal[ \t]++(?P<number>\d{1,2})\b")
+    r"|\breceived[ \t]++signal[ \t]++(?P<number>\d{1,2})\b"
+    r"|\b(?:Address not mapped to object|Invalid permissions for mapped object|Invalid address alignment"
+    r"|Nonexistent physical address|Integer divide by zero|Illegal opcode)[ \t]++\(signal[ \t]++(?P<number>\d{1,2})\)")
 """A program's own crash handler naming the signal by number (Godot's `handle_crash: Program crashed with signal
 11`, a launcher's `process terminated with signal 9`, nvcc's `'ptxas' died due to signal 9 (Kill signal)`,
 text-generation-inference's `Download process was signaled to shutdown with signal 7`), or the signal handler of a
-server telling what it received (HeavyDB's `Interrupt signal (11) received.`, `received signal 11`)."""
+server telling what it received (HeavyDB's `Interrupt signal (11) received.`, `received signal 11`), or the kernel's
+reason for the signal (its si_code as glibc's psiginfo words it) with the number: ZDoom's `Address not mapped to object
+(signal 11)` (Farama-Foundation/ViZDoom#282)."""
 _CANCELLED = later.compile(r"CANCELLED AT (?P<when>\S+) DUE TO (?P<reason>TIME LIMIT|PREEMPTION)")
 
 
