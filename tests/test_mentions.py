@@ -649,6 +649,17 @@ RND20_WORDINGS = {
     "ginkgo-develop/cuda/base/memory.cpp:58: cuda: failed to allocate memory block of 91587203607B": "gpu-oom",
 }
 
+RND21_WORDINGS = {
+    # a renderer's own check of the GPU's free memory (NCAR/VAPOR#3236)
+    "Not enough GPU RAM free (3686MB free, need at least 4122MB)": "gpu-oom",
+    # ViSUS's resource limit (sci-visus/visus-issues#138)
+    "12:07:51.685 INFO GLTEXTURE.160 Failed to acquire gpu memory (157mb), GLCreateTexture::setArray failed": "gpu-oom",
+    # MSVC's std::bad_alloc text under Python (hbb1/2d-gaussian-splatting#208)
+    "MemoryError: bad allocation": "host-oom",
+    # VTK without a display (tracim/tracim#4099)
+    "bad X server connection. DISPLAY=localhost:10.0. Aborting.": "native-crash",
+}
+
 
 def test_a_bad_alloc_beside_the_gpu_is_not_the_hosts():
     """thrust's bad_alloc is a failed cudaMalloc; a terminate's bad_alloc is the abort's (native_crash reads it: a
@@ -711,7 +722,7 @@ CORPUS_WORDINGS = {
                                              *RND14_WORDINGS.items(), *RND15_WORDINGS.items(),
                                              *RND16_WORDINGS.items(), *RND17_WORDINGS.items(),
                                              *RND18_WORDINGS.items(), *RND19_WORDINGS.items(),
-                                             *RND20_WORDINGS.items(),
+                                             *RND20_WORDINGS.items(), *RND21_WORDINGS.items(),
                                              *CORPUS_WORDINGS.items()])
 def test_held_out_rounds_wordings_are_read_by_general_rules(text, cause):
     report = analyze_text(text + "\n")
