@@ -76,12 +76,10 @@ def cuda_errors() -> tuple[CudaError, ...]:
 
 @cache
 def _index() -> dict[str, CudaError]:
-    """Lower-cased names, messages and numbers to records; a driver name also as the Rust bindings (cust, RustaCUDA)
-    spell its enum variant: CUDA_ERROR_NO_BINARY_FOR_GPU as NoBinaryForGpu."""
+    """Lower-cased names, messages and numbers to records."""
     index: dict[str, CudaError] = {}
     for record in cuda_errors():
-        camel = record.driver_name.removeprefix("CUDA_ERROR_").replace("_", "") if record.driver_name else None
-        for key in (record.runtime_name, record.driver_name, record.message, str(record.number), camel):
+        for key in (record.runtime_name, record.driver_name, record.message, str(record.number)):
             if key:
                 index.setdefault(key.lower(), record)
         if record.message:  # "device side assert triggered": a hyphen typed as a blank (cuda_message_pattern)
@@ -121,6 +119,19 @@ def cuda_error(token: str | int) -> CudaError | None:
         return _index()[key]
     numbered = _NUMBERED.fullmatch(key)
     return _index().get(numbered.group(1) or numbered.group(2)) if numbered else None
+
+
+def cuda_error_variant(name: str) -> CudaError | None:
+    """The driver error a binding names by its enum variant: Rust's cust and RustaCUDA, .NET's ManagedCuda spell
+    CUDA_ERROR_NO_BINARY_FOR_GPU as NoBinaryForGpu (or ErrorNoBinaryForGPU). A separate map: a one-word variant
+    (`Timeout`, `Assert`, `Unknown`) is an everyday word that must not name an error elsewhere."""
+    return _variants().get(name.lower().removeprefix("error"))
+
+
+@cache
+def _variants() -> dict[str, CudaError]:
+    return {record.driver_name.removeprefix("CUDA_ERROR_").replace("_", "").lower(): record
+            for record in cuda_errors() if record.driver_name}
 
 
 def cuda_error_kind(cause: str | None) -> str:
@@ -308,6 +319,13 @@ def _localized_signals() -> dict[str, str]:
     """A shell's signal words in its users' languages (data/shell-signals.tsv), lower-cased, to the signal."""
     return {row["words"].lower(): row["means"] for row in data_rows("shell-signals.tsv")
             if row["means"] != "core dumped"}
+
+
+@cache
+def shell_signal_words() -> tuple[str, ...]:
+    """A shell's signal words in its users' languages as written (`段错误`, `Annullato`): what the shell readers
+    (job_log, native_crash) look for beside the English ones, and their anchors."""
+    return tuple(row["words"] for row in data_rows("shell-signals.tsv") if row["means"] != "core dumped")
 
 
 @cache

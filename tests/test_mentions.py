@@ -678,6 +678,17 @@ def test_tensorflows_harmless_library_probe_is_not_a_missing_library():
     assert "driver-mismatch" not in [f.cause for f in analyze_text(text).findings]
 
 
+def test_a_bindings_variant_names_an_error_only_where_a_binding_printed_it():
+    """`Timeout`, `Assert`, `Unknown` are CUDA_ERROR_* variants in Rust's and .NET's bindings and everyday words
+    elsewhere: knowledge.cuda_error does not read them, only the variant lookup does."""
+    from postmortem import knowledge
+
+    for word in ("timeout", "assert", "unknown"):
+        assert knowledge.cuda_error(word) is None
+    assert knowledge.cuda_error_variant("Timeout").driver_name == "CUDA_ERROR_TIMEOUT"
+    assert knowledge.cuda_error_variant("ErrorIllegalAddress").driver_name == "CUDA_ERROR_ILLEGAL_ADDRESS"
+
+
 def test_near_misses_of_round_18s_wordings_are_not_read():
     """A library's file that failed to load is no failed call; an enum word of another API is no CUDA error; a glibc
     message quoted inside a sentence is not glibc's report."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from ..knowledge import MESSAGE_MIN, cuda_errors, data_rows
+from ..knowledge import MESSAGE_MIN, cuda_errors, data_rows, shell_signal_words
 from ..model import Event
 from ..text import Line, TextDoc
 from .frameworks.arch import gpu_arch, kernel_resources
@@ -71,7 +71,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"SIGILL", b"SIGFPE", b"Segmentation fault", b"Bus error", b"Aborted", b"Illegal instruction",
     b"Floating point exception", b"terminate called",
     # a shell's signal words in its users' languages (data/shell-signals.tsv)
-    *sorted({row["words"].encode() for row in data_rows("shell-signals.tsv") if row["means"] != "core dumped"}),
+    *sorted(word.encode() for word in shell_signal_words()),
     b"Exception Code: 0x", b"Exception code: 0x", b"exception code 0x", b"exit status 0xc", b"exit status 0xC",
     b"exit status 0xe", b"exit status 0xE",
     b"(0xC0000", b"(0xc0000", b" 322122", b" -10737",  # a Windows crash status in decimal (native_crash._WINDOWS)

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .. import later
-from ..knowledge import data_rows, signal_name
+from ..knowledge import shell_signal_words, signal_name
 from ..model import Event
 from ..text import Line, TextDoc
 
@@ -37,7 +37,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"over memory limit", b"ray-oom-prevention", b"oom_kill", b"to signal",
     b"with signal", b"by signal", b"from signal", b") received", b"received signal", b"Received signal",
     b"(signal ", b"RayOutOfMemoryError",
-    *sorted({row["words"].encode() for row in data_rows("shell-signals.tsv") if row["means"] != "core dumped"}),
+    *sorted(word.encode() for word in shell_signal_words()),
     b"-536870904", b"0xe0000008", b"0xE0000008", b"process oom", b"eason: oom", b"eason: 'oom'", b'eason":"oom',
     b'eason\\":\\"oom', b"eason: \"oom", b"Memory limit exceeded",
 )
@@ -94,7 +94,7 @@ _JOB_CONTROL = later.compile(
     r"(?P<what>Killed|(?<=line \d{1,9}:\s{1,9}\d{1,9}\s{1,9})killed|Segmentation fault|Bus error|Aborted"
     r"|Illegal instruction|Floating point exception|Terminated|\L<localized>)"
     rf"(?P<core> \(core dumped\))?(?:\s+(?P<command>\S.*?))?{_DECORATION}*$",
-    localized=[row["words"] for row in data_rows("shell-signals.tsv") if row["means"] != "core dumped"],
+    localized=list(shell_signal_words()),
 )
 """bash/sh job control: `script: line 28:  8156 Killed  python3 main.py`, or the bare word on its own line, or right
 after a progress bar's last redraw (`4/8 [02:10<02:22, 35.73s/it]Killed`, dorado's `Killed**` in bold, chatglm's

@@ -430,7 +430,9 @@ def _name_event(doc: TextDoc, line: Line, hit: regex.Match, reasons: list[str]) 
         reasons.append(HEALTHY)
         return None
     groups = hit.groupdict()
-    if (groups.get("cuda") or groups.get("camel")) and (record := knowledge.cuda_error(groups.get("camel") or name)):
+    record = (knowledge.cuda_error_variant(groups["camel"]) if groups.get("camel")
+              else knowledge.cuda_error(name) if groups.get("cuda") else None)
+    if record is not None:
         return doc.event(knowledge.cuda_error_kind(record.cause), line, {**knowledge.cuda_error_fields(record),
                                                                     "read": LOOSE})
     if groups.get("nvml") and (code := knowledge.nvml_return(name)):

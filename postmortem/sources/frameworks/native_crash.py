@@ -13,7 +13,7 @@ from typing import Any
 import regex
 
 from ... import later
-from ...knowledge import WINDOWS_EXCEPTIONS, core_dumped_words, data_rows, signal_name
+from ...knowledge import WINDOWS_EXCEPTIONS, core_dumped_words, data_rows, shell_signal_words, signal_name
 from ...text import Line
 from .traceback import FOLLOW_LIMIT, Context, Found, Prefixed, follow, prefixed
 
@@ -50,7 +50,7 @@ _SHELL = later.compile(
     r"\G(?:\S+: line \d+:\s+\d+\s+)?"
     r"(?P<what>Segmentation fault|Bus error|Aborted|Illegal instruction|Floating point exception|\L<localized>)"
     r"(?P<core>\s*+[(\uff08](?:core dumped|\L<core>)[)\uff09])?(?:\s+.*)?",
-    localized=[row["words"] for row in data_rows("shell-signals.tsv") if row["means"] != "core dumped"],
+    localized=list(shell_signal_words()),
     core=list(core_dumped_words()),
 )
 """A shell's report of a job's signal, in English or in its users' language (data/shell-signals.tsv:
