@@ -268,3 +268,18 @@ def test_minidebuginfo_names_the_functions_dynsym_lacks(tmp_path):
                                                     check=False).stdout:
         from test_core import gdb_frames, our_frames
         assert our_frames(core_of(core)) == gdb_frames(tmp_path / "crash", core)
+
+
+@pytest.mark.parametrize("payload", [b"not json", b"[1, 2]", b'{"x": null}', b'{"4096": [1, 2, []]}',
+                                     b'{"4096": ["a.c", "3", []]}', b'{"4096": ["a.c", 3, [["f", "a.c"]]]}',
+                                     b'{"4096": ["a.c", true, []]}', b'{"4096": ["a.c", 3, {}]}',
+                                     b'{"4096": [null, null, [], 4]}'])
+def test_a_kept_answer_of_another_shape_drops_the_whole_entry(payload):
+    """The user cache's answers are never trusted: anything but exactly what Answers.keep writes is no entry (the
+    pcs are looked up in DWARF again), and an entry of the right shape reads back as written."""
+    from postmortem.core.lines import Location, Place, _stored
+
+    good = {"4096": ["a.c", 3, [["inl", "b.h", 7]]], "8192": None}
+    import json
+    assert _stored(json.dumps(good).encode()) == {4096: Location("a.c", 3, (Place("inl", "b.h", 7),)), 8192: None}
+    assert _stored(payload) == {}

@@ -135,3 +135,40 @@ def test_the_benchmark_log_offers_the_parsers_few_candidate_lines(tmp_path):
         doc = TextDoc(FileReader(handle), str(log))
         doc.scan(text_prefilter(), text_repeats())
     assert doc.candidate_lines / megabytes <= 10, f"{doc.candidate_lines / megabytes:.1f} candidate lines per MB"
+
+
+_CORE_PROBE = """
+import json, sys
+from postmortem.cli import main
+sys.argv = ["postmortem", "analyze", "--format", "json", "-o", sys.argv[2], sys.argv[1]]
+try:
+    main()
+except SystemExit:
+    pass
+from postmortem.core import lines
+print(json.dumps(lines.PARSED), file=sys.stderr)
+"""
+
+
+def test_a_second_look_at_a_core_parses_no_dwarf(tmp_path):
+    """The lines and inlined frames of a build are kept in the user cache (core/lines.Answers): the second run on
+    the same core parses no CU, line row or DIE, and its frames are the first run's, lines included."""
+    import shutil
+
+    from hostile import core_craft
+    from test_core import DATA
+
+    (tmp_path / "core").write_bytes(bytes(core_craft.committed("null-write")))
+    for name in ("crash", "libcrash.so"):
+        shutil.copy(DATA / name, tmp_path / name)
+    env = {**os.environ, "POSTMORTEM_CACHE": str(tmp_path / "cache")}
+    parsed, frames = [], []
+    for run in ("cold", "warm"):
+        out = tmp_path / f"{run}.json"
+        done = subprocess.run([sys.executable, "-c", _CORE_PROBE, str(tmp_path / "core"), str(out)],
+                              capture_output=True, text=True, timeout=120, check=True, cwd=ROOT, env=env)
+        parsed.append(json.loads(done.stderr.strip().splitlines()[-1]))
+        frames.append(json.loads(out.read_text())["cores"][0]["threads"][0]["frames"])
+    assert parsed[0]["cus"] >= 1 and parsed[0]["rows"] >= 1, parsed[0]
+    assert parsed[1] == {"cus": 0, "rows": 0, "dies": 0}, parsed[1]
+    assert frames[1] == frames[0] and frames[0][0]["line"] == 3

@@ -17,7 +17,7 @@ from .. import later
 from . import elf, gpu, link_map, notes
 from .arch import AARCH64, BY_MACHINE, Arch
 from .elf import ElfError, Read
-from .lines import SourceLines
+from .lines import Answers, SourceLines
 from .memory import Memory
 from .modules import Files, Module, ReadAs, group_mappings, load_module, memory_source, vdso_module
 from .report import Core, Frame, InlineFrame, ModuleInfo, Signal, Thread
@@ -521,6 +521,7 @@ def _symbolize(raw_threads, finder: _ModuleFinder):
                 known[key] = _lookup(frame, finder, sources, names)
             rows.append((frame, *known[key]))
         done.append((tid, crashed, regs, rows))
+    Answers.keep()
     return done, names
 
 

@@ -7,12 +7,18 @@ whole: pyelftools reads through windows over the file the module resolved to
 line program and DIEs are parsed, once per image. Every step spends from one
 `LineBudget` per core. Lines are only taken from a file whose build-id is the
 core's: a rebuilt library's lines would point at the wrong source.
+
+What a pc was found to be is kept per DWARF file (`Answers`): the cores of one
+run share it (the eight ranks of a job wait at the same pcs of one libpython),
+and the user cache keeps it between runs, so a second look at the same build
+parses no DWARF at all (issue 28: a pyenv libpython's DWARF took 2.8 s a core).
 """
 
 from __future__ import annotations
 
 import bisect
 import io
+import json
 import lzma
 import os
 import struct
@@ -21,8 +27,9 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cache, cached_property
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, ClassVar
 
+from .. import user_cache
 from .elf import ElfError, Read
 
 if TYPE_CHECKING:
@@ -58,6 +65,8 @@ INFLATE_CHUNK = 1 << 18
 `.debug_info` that inflates to tens of MiB (Debian's libc6-dbg compresses every section)."""
 INFLATED_KEPT = 2
 """Inflated chunks kept per compressed section (pyelftools reads mostly forward through one CU)."""
+MAX_KEPT_ANSWERS = 200_000
+"""Answers kept per DWARF file between runs (a core's stacks ask a few hundred; a deep recursion a few)."""
 
 _SCOPES = frozenset({"DW_TAG_subprogram", "DW_TAG_lexical_block", "DW_TAG_inlined_subroutine"})
 """DIEs that hold code: followed only when their ranges cover the pc."""
@@ -73,6 +82,10 @@ _LIMITS = {"cus": MAX_CUS, "rows": MAX_LINE_ROWS, "dies": MAX_DIES}
 
 class BudgetSpent(Exception):
     """The core's budget of CUs, rows or DIEs is spent: the pcs left get no lines."""
+
+
+PARSED: dict[str, int] = dict.fromkeys(_LIMITS, 0)
+"""DWARF records parsed by this process, all cores together: CUs, line rows, DIEs (the count CI guards)."""
 
 
 @cache
@@ -95,6 +108,7 @@ class LineBudget:
     spent: str | None = None
 
     def take(self, what: str, count: int = 1) -> None:
+        PARSED[what] += count
         left = getattr(self, what) - count
         setattr(self, what, left)
         if left < 0:
@@ -118,6 +132,78 @@ class Location:
     file: str | None
     line: int | None
     inlined: tuple[Place, ...] = ()
+
+
+class Answers:
+    """What the pcs of one DWARF file were found to be (link-time address -> Location, None where DWARF holds no
+    line), for every core of this run and, through the user cache, of later runs. Kept only for a file with a
+    build-id, under its build-id, size and path: another build, or a file put in its place, is another entry.
+    A kept entry is never trusted: one that is not exactly the shape written is dropped whole and rebuilt."""
+
+    _open: ClassVar[dict[str, Answers]] = {}
+    """By identity: the files this process has answered for."""
+
+    def __init__(self, identity: str):
+        self.key = user_cache.key("source-lines", identity)
+        self.found: dict[int, Location | None] = _stored(user_cache.read("lines", self.key))
+        self.new = 0
+
+    @classmethod
+    def of(cls, image: Image) -> Answers | None:
+        """The answers of the DWARF file `image`, None for a file without a build-id (nothing names its build)."""
+        build_id = image.build_id
+        if build_id is None or image.size is None:
+            return None
+        identity = f"{build_id}:{image.size}:{image.name}"
+        if identity not in cls._open:
+            cls._open[identity] = cls(identity)
+        return cls._open[identity]
+
+    @classmethod
+    def keep(cls) -> None:
+        """Write the answers found since the last keep to the user cache."""
+        for answers in cls._open.values():
+            if answers.new and len(answers.found) <= MAX_KEPT_ANSWERS:
+                plain = {str(vaddr): _plain_location(where) for vaddr, where in answers.found.items()}
+                user_cache.write("lines", answers.key, json.dumps(plain, separators=(",", ":")).encode())
+            answers.new = 0
+
+
+def _plain_location(where: Location | None) -> list | None:
+    if where is None:
+        return None
+    return [where.file, where.line, [[p.function, p.file, p.line] for p in where.inlined]]
+
+
+def _stored(payload: bytes | None) -> dict[int, Location | None]:
+    """The answers a cache entry holds, or none when any part of it is not what `Answers.keep` writes."""
+    if payload is None:
+        return {}
+    try:
+        stored = json.loads(payload)
+        return {int(vaddr): _location(value) for vaddr, value in stored.items()}
+    except (ValueError, TypeError, AttributeError, RecursionError):
+        return {}
+
+
+def _location(value: object) -> Location | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or len(value) != 3 or not isinstance(value[2], list):
+        raise ValueError("not a kept location")
+    file, line = _place_parts(value[0], value[1])
+    inlined = []
+    for place in value[2]:
+        if not isinstance(place, list) or len(place) != 3 or not isinstance(place[0], str | None):
+            raise ValueError("not a kept inlined frame")
+        inlined.append(Place(place[0], *_place_parts(place[1], place[2])))
+    return Location(file, line, tuple(inlined))
+
+
+def _place_parts(file: object, line: object) -> tuple[str | None, int | None]:
+    if not isinstance(file, str | None) or not (line is None or type(line) is int):
+        raise ValueError("not a kept file and line")
+    return file, line
 
 
 class _ReadOnlyFile(io.RawIOBase):
@@ -264,7 +350,12 @@ class SourceLines:
 
     def _locate(self, module: Module, vaddr: int) -> Location | None:
         image = dwarf_image(module)
-        if image is None or image.size is None or self.budget.spent:
+        if image is None or image.size is None:
+            return None
+        answers = Answers.of(image)
+        if answers is not None and vaddr in answers.found:
+            return answers.found[vaddr]
+        if self.budget.spent:
             return None
         key = module.build_id or module.build_id_on_disk or image.name
         if key not in self._info:
@@ -274,14 +365,16 @@ class SourceLines:
             except parse_errors():
                 pass
         info = self._info[key]
-        if info is None or not info.has_lines:
-            return None
         try:
-            return info.locate(vaddr, self.budget)
+            where = info.locate(vaddr, self.budget) if info is not None and info.has_lines else None
         except BudgetSpent:
             return None
         except parse_errors():
-            return None
+            where = None
+        if answers is not None:
+            answers.found[vaddr] = where
+            answers.new += 1
+        return where
 
 
 def minidebuginfo(image: Image) -> Image | None:
