@@ -660,6 +660,41 @@ RND21_WORDINGS = {
     "bad X server connection. DISPLAY=localhost:10.0. Aborting.": "native-crash",
 }
 
+RND22_WORDINGS = {
+    # torch.multiprocessing.spawn's ProcessExitedException (bert-nmt/bert-nmt#14, lyu-yx/ACUMEN#4)
+    "Exception: process 1 terminated with signal SIGKILL": "host-oom",
+    "torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with signal SIGSEGV": "native-crash",
+    # ENOMEM from fork (facebookresearch/fairseq#1503, pytorch/pytorch#4387)
+    "OSError: [Errno 12] Cannot allocate memory": "host-oom",
+    # the kernel's memory cgroup OOM report (chaoyi-wu/RadFM#30; mm/memcontrol.c)
+    "memory+swap: usage 117964800kB, limit 117964800kB": "host-oom",
+    "[ 8123.442211] memory: usage 8388608kB, limit 8388608kB, failcnt 2215": "host-oom",
+    # Horovod's NCCL call failure (horovod/horovod#3618)
+    "horovod.common.exceptions.HorovodInternalError: ncclAllReduce failed: unhandled cuda error": "library-failure",
+    # NCCL before 2.3, no NCCL tag (horovod/horovod#666)
+    "seyun:17283:17549 [3] include/socket.h:371 WARN Connection closed by remote peer": "nccl-comm-error",
+    # a contained fault over NVLink (daydreamlive/scope#749)
+    "torch.AcceleratorError: CUDA error: Invalid access of peer GPU memory over nvlink or a hardware error":
+        "gpu-nvlink",
+    # Slurm NHC's Xid check (mej/nhc#147)
+    "Found XID errors: 63": "gpu-memory-ecc",
+    # ONNX Runtime's CUDA provider without cuDNN (microsoft/foundry-dev-tools#75)
+    "[ONNXRuntimeError] : 1 : FAIL : Failed to load library libonnxruntime_providers_cuda.so with error: "
+    "libcudnn.so.8: cannot open shared object file: No such file or directory": "driver-mismatch",
+    # ggml's architecture checks (omacom/omarchy#2039, LostRuins/koboldcpp#610)
+    "common.cuh:106: ggml was not compiled with any CUDA arch <= 610": "arch-mismatch",
+    "ERROR: ggml-cuda was compiled without support for the current GPU architecture.": "arch-mismatch",
+    # cudaErrorInvalidSymbol where the GPU's code is absent (andyschwarzl/gpuNUFFT#97, ethereum-mining/ethminer#422)
+    "Cuda error in func 'set_constants' at line 168 : invalid device symbol.": "arch-mismatch",
+    # Unreal's Vulkan RHI (carla-simulator/carla#8575)
+    "Out of memory on Vulkan; MemoryTypeIndex=5, AllocSize=1.000MB": "gpu-oom",
+    # Iray's own architecture check, wrapped (isaac-sim/IsaacSim#671)
+    "GPU 1 (NVIDIA RTX PRO 5000 Blackwell) with CUDA compute capability 12.0\n"
+    "is unsupported by this version of iray photoreal.": "arch-mismatch",
+    # OptiX's result by number (owl-project/NVISII#40)
+    "Optix call (optixInit()) failed with code 7801 (line 150)": "driver-mismatch",
+}
+
 
 def test_a_bad_alloc_beside_the_gpu_is_not_the_hosts():
     """thrust's bad_alloc is a failed cudaMalloc; a terminate's bad_alloc is the abort's (native_crash reads it: a
@@ -734,6 +769,7 @@ CORPUS_WORDINGS = {
                                              *RND16_WORDINGS.items(), *RND17_WORDINGS.items(),
                                              *RND18_WORDINGS.items(), *RND19_WORDINGS.items(),
                                              *RND20_WORDINGS.items(), *RND21_WORDINGS.items(),
+                                             *RND22_WORDINGS.items(),
                                              *CORPUS_WORDINGS.items()])
 def test_held_out_rounds_wordings_are_read_by_general_rules(text, cause):
     report = analyze_text(text + "\n")
@@ -897,3 +933,20 @@ def test_a_signal_word_inside_a_sentence_is_no_shell_report():
     for text in ("Die Verbindung wurde abgebrochen, bitte erneut versuchen.",
                  "El proceso fue abortado por el usuario."):
         assert not analyze_text(text + "\n").findings, text
+
+
+def test_a_health_checks_xid_noun_is_read_but_not_its_absence():
+    """Slurm NHC's `Found XID errors: 63` names Xid 63; a check that found none names none."""
+    assert analyze_text("Found XID errors: 63\n").findings[0].cause == "gpu-memory-ecc"
+    for text in ("No XID errors found\n", "XID errors: 0\n", "check_xid_errors: no Xid errors in dmesg\n"):
+        assert not analyze_text(text).findings, text
+
+
+def test_an_untagged_warn_is_nccls_only_after_its_prefix_and_source_line():
+    """NCCL before 2.3 printed `host:pid:tid [dev] file:line WARN ...` without its tag; a log level WARN elsewhere is
+    not NCCL's."""
+    old = "seyun:17283:17549 [3] include/socket.h:371 WARN Connection closed by remote peer\n"
+    assert [e.kind for e in analyze_text(old).events] == ["nccl-warn"]
+    for text in ("2024-05-01 12:00:01 WARN Connection closed by remote peer\n",
+                 "[server] WARN Connection refused, retrying in 5 s\n"):
+        assert "nccl-warn" not in [e.kind for e in analyze_text(text).events], text

@@ -66,7 +66,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"required nvenc API version", b"minimum required Nvidia driver", b"CUDA initialization failure",
     b"libcuda.so.1: cannot open", b"libcuda.so: cannot open", b": cannot open shared object file",
     b"encountered in worker", b"encountered in DataLoader worker", b"is killed by signal: ", b"exited unexpectedly",
-    b"failed (exitcode: ", b"ChildFailedError:",
+    b"failed (exitcode: ", b"ChildFailedError:", b" terminated with signal SIG", b" terminated with exit code ",
     b"Fatal Python error: ", b"received by PID", b"*** Aborted at", b"SIGSEGV", b"SIGBUS", b"SIGABRT",
     b"SIGILL", b"SIGFPE", b"Segmentation fault", b"Bus error", b"Aborted", b"Illegal instruction",
     b"Floating point exception", b"terminate called",

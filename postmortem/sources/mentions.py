@@ -47,10 +47,12 @@ NAME_WORDS = (b"cudaError", b"CUDA_ERROR_", b"Cuda(", b"CudaError", b"CudaExcept
               b"uda driver error", b"UDA driver error", b"UDA Driver Error")
 
 _CODE = later.compile(
-    r"(?i)(?<![\w/.-])(?P<word>s?xid)s?\b(?:\s*\(PCI:(?P<pci>[0-9a-f:.]{7,16})\))?"
+    r"(?i)(?<![\w/.-])(?P<word>s?xid)s?\b(?:[ \t]++(?:errors?|error[ \t]++codes?|codes?|events?)\b)?"
+    r"(?:\s*\(PCI:(?P<pci>[0-9a-f:.]{7,16})\))?"
     r"(?P<gap>[ \t]*+(?:[:=#|(\[-]|\u2014|\u2013)?[ \t]*+)(?P<code>\d{1,5})(?![\d.]?\d|\w)")
 """A code after its word: `Xid 149,` `XID 79(GPU has fallen off the bus)` `Xid=94` `| Xid | 48` `Xid: 13`
-`Xid (PCI:0000:01:00): 79` `Xid 48 — uncorrectable`; not a version (`xid 1.2`) or a longer token."""
+`Xid (PCI:0000:01:00): 79` `Xid 48 — uncorrectable`, and after the word's noun as a health check prints it (Slurm
+NHC's `Found XID errors: 63`, mej/nhc#147; `Xid error 79`); not a version (`xid 1.2`) or a longer token."""
 _NAMES = later.compile(r"\b(?P<cuda>cudaError[A-Za-z]+|CUDA_ERROR_[A-Z_]+)\b|\b(?P<nvml>NVML_ERROR_[A-Z_]+)\b"
                        r"|\bCuda(?:Error|Exception)?(?:::|\(|:[ \t]++'?)(?:Error)?"
                        r"(?P<camel>[A-Z][a-z]++(?:[A-Z][a-z0-9]*+)++)\b")
@@ -87,12 +89,15 @@ CALL_WORDS = (b"runtime error in", b"driver error in")
 """The words before a call whose error message follows (_CALL_MESSAGE)."""
 _API_RESULT = later.compile(
     r"(?P<call>\bvk[A-Z]\w{2,60}+|\bcl[A-Z]\w{2,60}+|\bcl\]|(?i:\bopencl\b))[^\n]{0,80}?"
-    r"(?i:failed|returned|error|err|result|status)[^\d\n-]{0,12}?(?P<number>-\d{1,10}+)(?!\d)")
-"""A Vulkan or OpenCL result by number after the call (or the OpenCL module) that returned it: ncnn's `vkQueueSubmit
-failed -4` (Tencent/ncnn#5150), `vkEnumeratePhysicalDevices failed -3` (k4yt3x/video2x#1019), darktable's
-`[local laplacian cl] failed: -4` (darktable-org/darktable#3374); read as the result's name (data/api-results.tsv)."""
+    r"(?i:failed|returned|error|err|result|status)[^\d\n-]{0,12}?(?P<number>-\d{1,10}+)(?!\d)"
+    r"|(?P<call>\boptix[A-Z]\w{2,60}+)[^\n]{0,80}?(?i:failed|returned|error|result|code)[^\d\n-]{0,20}?"
+    r"(?P<number>7\d{3})(?!\d)")
+"""A Vulkan, OpenCL or OptiX result by number after the call (or the OpenCL module) that returned it: ncnn's
+`vkQueueSubmit failed -4` (Tencent/ncnn#5150), `vkEnumeratePhysicalDevices failed -3` (k4yt3x/video2x#1019), darktable's
+`[local laplacian cl] failed: -4` (darktable-org/darktable#3374), NVISII's `Optix call (optixInit()) failed with code
+7801 (line 150)` (owl-project/NVISII#40); read as the result's name (data/api-results.tsv)."""
 RESULT_WORDS = (b"failed -", b"failed: -", b"returned -", b"error -", b"error: -", b"err = -", b"err=-", b"error (-",
-                b"ERROR (-", b"Error (-")
+                b"ERROR (-", b"Error (-", b"optix")
 """What stands before a result number (_API_RESULT)."""
 API_WORDS = (b"cudaGet", b"cudaSet", b"cudaMalloc", b"cudaMemcpy", b"cudaDevice", b"cudaStream", b"cudaEvent",
              b"cudaLaunch", b"cudaFree", b"cuInit", b"cuCtx", b"cuMem", b"cuModule", b"cuLaunch", b"cuDevice")
@@ -172,9 +177,10 @@ def _api_results() -> dict[tuple[str, int], str]:
 
 
 def api_result(call: str, number: int) -> tuple[str, Phrase] | None:
-    """The name of a Vulkan or OpenCL result a call returned, and the phrase row that says what it proves; None
+    """The name of a Vulkan, OpenCL or OptiX result a call returned, and the phrase row that says what it proves; None
     where the number is no result of that API or its name proves no cause."""
-    name = _api_results().get(("vulkan" if call.startswith("vk") else "opencl", number))
+    api = "vulkan" if call.startswith("vk") else "optix" if call.startswith("optix") else "opencl"
+    name = _api_results().get((api, number))
     phrase = _phrase_naming(name) if name else None
     return (name, phrase) if name and phrase else None
 

@@ -38,6 +38,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"Flight Recorder",
     b"flight recorder",
     b"NCCL WARN",
+    b" WARN Connection", b" WARN Call to", b" WARN Net", b" WARN NET", b".cu:",  # NCCL before 2.3: no NCCL tag
     b"NCCL INFO NCCL version",
     b".cc:",  # NCCL INFO unwinding lines ("NCCL INFO misc/socket.cc:47 -> 3"); other INFO lines are noise
     b"NCCL error",
@@ -45,6 +46,8 @@ ANCHORS: tuple[bytes, ...] = (
     b"NCCL failure",
     b"== ncclSuccess (",
     b"Check failed: nccl",  # glog's CHECK on an NCCL call, with NCCL's message (_CHECK_CALL)
+    b"failed: unhandled cuda error", b"failed: unhandled system error", b"failed: internal error",
+    b"failed: invalid usage", b"failed: invalid argument", b"failed: remote process exited",  # Horovod (_CALL_FAILED)
     b"ncclUnhandledCudaError",
     b"ncclSystemError",
     b"ncclInternalError",
@@ -83,12 +86,16 @@ _DUMP = later.compile(r"(?i)dump(?:ing)? (?:the )?debug info|flight recorder|ncc
 _DUMP_PATH = later.compile(r"(?<!\S)[^\s/]*+(/\S*nccl_trace_rank_\S*)")
 
 _PREFIX = r"(?:(?<![^\s:\[\]])(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<device>\d+)\] )?"
+_OLD_TAG = r"(?:NCCL |(?<=\d\] [\w./-]{1,200}\.\w{1,4}:\d{1,6} ))"
+"""NCCL's tag word before WARN or INFO; NCCL 1.x and the first 2.x releases printed none (`mtk:2521:2528 [0]
+include/socket.h:371 WARN Connection closed by remote peer`, horovod/horovod#666), read then only after the prefix
+and the source file's line that NCCL puts before it."""
 _WARN = later.compile(_PREFIX + r"(?:(?<![\w./-])(?P<src>[\w./-]+\.\w+:\d+) (?:\(\w+\) )?)?"
-                               r"NCCL WARN (?P<message>(?:.*\S)?)\s*$")
+                               + _OLD_TAG + r"WARN (?P<message>(?:.*\S)?)\s*$")
 """`host:pid:tid [dev] file:line NCCL WARN message`; NCCL 2.30 and later name the function too:
 `file:line (function) NCCL WARN`."""
 _INFO_VERSION = later.compile(_PREFIX + r"NCCL INFO NCCL version (?P<version>[\d.]+)(?:\+cuda(?P<cuda>[\d.]+))?")
-_INFO_TRACE = later.compile(_PREFIX + r"NCCL INFO (?P<src>[\w./-]+\.\w+:\d+) -> (?P<code>\d+)")
+_INFO_TRACE = later.compile(_PREFIX + r"(?:NCCL |(?<=\d\] ))INFO (?P<src>[\w./-]+\.\w+:\d+) -> (?P<code>\d+)")
 _REMOTE = later.compile(r"(?:peer|to|from) (?P<remote>\S+?)<(?P<port>\d+)>")
 _ERRNO = later.compile(
     r"Connection closed by remote peer|Connection refused|Connection reset by peer|Connection timed out"
@@ -106,6 +113,11 @@ _CHECK = later.compile(r"(?:(?P<src>[\w.-]+\.\w+:\d+)\] )?Check failed: \w+ == n
                     r"(?P<message>[^.*]+?)\.?(?:\s+\*\*\*.*)?\s*$")
 """Caffe's (and NVCaffe's, DIGITS') glog CHECK on an NCCL call: `parallel.cpp:195] Check failed: result ==
 ncclSuccess (1 vs. 0)  unhandled cuda error`."""
+_CALL_FAILED = later.compile(r"\b(?P<call>nccl[A-Z]\w{2,40}) failed: (?P<message>[a-z][a-z ]{2,60}?)"
+                             r"\s*+(?:\(run with|[.,\[]|$)")
+"""Horovod's report of an NCCL call that returned an error, with ncclGetErrorString's text (horovod/common/ops/
+nccl_operations.cc): `ncclCommInitRank failed: unhandled cuda error` (horovod/horovod#108, #785), `ncclAllReduce
+failed: unhandled cuda error` (horovod/horovod#3618), `ncclCommInitRank failed: unhandled system error` (#1651)."""
 _CHECK_CALL = later.compile(r"Check failed: (?P<call>nccl\w++)\([^()\n]{0,300}+\)"
                          r"\s*+:\s*+(?P<message>[a-z][a-z ]{2,60}?)\s*+\((?P<code>\d{1,2})\)")
 """OneFlow's glog CHECK on an NCCL call, with NCCL's message and result number: `eager_nccl_comm_manager.cpp:75] Check
@@ -160,9 +172,9 @@ def _read(doc: TextDoc, line: Line, folds: dict, progress: dict) -> int:
         progress.setdefault((rank, int(match[1])), seen)
         if "operation timeout" not in text:  # a line may carry the timeout too (pasted lines run together)
             return line.number
-    if "NCCL WARN" in text:
+    if "NCCL WARN" in text or (" WARN " in text and _WARN.search(text)):
         return _warn(line, folds)
-    if "NCCL INFO" in text:
+    if "NCCL INFO" in text or ("] INFO " in text and _INFO_TRACE.search(text)):
         return _info(line, folds)
     if any(marker in text for marker in ("WorkNCCL(", "operation timeout", "watchdog thread terminat",
                                          "communicator was aborted", "Timeout at NCCL work")):
@@ -315,11 +327,11 @@ def _info(line: Line, folds: dict) -> int:
 
 
 def _error(doc: TextDoc, line: Line, folds: dict) -> int:
-    """`NCCL error in: ...`, `NCCL failure ...`, Caffe's `Check failed: ... == ncclSuccess (N vs. 0)` and
-    `ncclSystemError: ...`, with the lines that belong to them."""
+    """`NCCL error in: ...`, `NCCL failure ...`, Caffe's `Check failed: ... == ncclSuccess (N vs. 0)`, Horovod's
+    `ncclAllReduce failed: ...` and `ncclSystemError: ...`, with the lines that belong to them."""
     text = line.text
     match = (_ERROR_IN.search(text) or _FAILURE.search(text) or _ERROR_CODE.search(text) or _CHECK.search(text)
-             or _CHECK_CALL.search(text))
+             or _CHECK_CALL.search(text) or _CALL_FAILED.search(text))
     fields: dict = {}
     if match:
         groups = match.groupdict()

@@ -31,9 +31,11 @@ _DRIVER_PHRASES = later.compile(
     r"|The minimum required Nvidia driver for nvenc is (?P<required>[\d.]+) or newer"  # FFmpeg's NVENC
     r"|libcuda\.so(?:\.1)?: cannot open shared object file"  # no driver in the machine or container
     # a CUDA runtime library of the version the program was built for is missing (built for CUDA 11, run where
-    # CUDA 12's are: qdrant/fastembed#238, milvus-io/milvus#50025, autogluon/autogluon#1112); TensorFlow's
-    # "Could not load dynamic library ...; dlerror: ..." is its harmless probe when no GPU is wanted, not this
-    r"|(?<!dlerror: )lib(?:cudart|cublasLt|cublas|cusolver|cufft|curand|cusparse|nvrtc|nvJitLink)\.so(?:\.[\d.]+)?: "
+    # CUDA 12's are: qdrant/fastembed#238, milvus-io/milvus#50025, autogluon/autogluon#1112), cuDNN's included
+    # (ONNX Runtime's CUDA provider: `libcudnn.so.8: cannot open shared object file`, microsoft/foundry-dev-tools#75);
+    # TensorFlow's "Could not load dynamic library ...; dlerror: ..." is its harmless probe when no GPU is wanted
+    r"|(?<!dlerror: )lib(?:cudart|cublasLt|cublas|cusolver|cufft|curand|cusparse|nvrtc|nvJitLink|cudnn(?:_\w+)?)"
+    r"\.so(?:\.[\d.]+)?: "
     r"cannot open shared object file"
 )
 _API = later.compile(

@@ -1,7 +1,7 @@
 """PyTorch's processes: DataLoader workers that died, and torchrun (torch.distributed.elastic) children.
 
 A worker killed by a signal or by a full /dev/shm (Paddle's DataLoader words it the
-same way), workers that exited, elastic's `failed (exitcode: ...)` line and the
+same way), workers that exited, `mp.spawn`'s processes that died, elastic's `failed (exitcode: ...)` line and the
 ChildFailedError summary table with one entry per failed rank.
 """
 
@@ -30,6 +30,10 @@ _ELASTIC = later.compile(
     r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: "
     r"(?P<rank>\d+) \(pid: (?P<pid>\d+)\)(?: of binary: (?P<binary>\S+))?"
 )
+_SPAWN_EXIT = later.compile(r"\bprocess (?P<index>\d+) terminated with (?:signal (?P<sig>SIG[A-Z0-9]+)"
+                            r"|exit code (?P<code>-?\d+))")
+"""torch.multiprocessing.spawn's ProcessExitedException (torch/multiprocessing/spawn.py): a process `mp.spawn` started
+died by a signal or exited non-zero without raising (one that raised is a ProcessRaisedException with its traceback)."""
 _CHILD_FAILED = later.compile(r"ChildFailedError:")
 _ROOT_FIELDS = later.compile(
     r"^\s*(?:time\s*:\s*(?P<time>\S+)|host\s*:\s*(?P<host>\S+)"
@@ -64,6 +68,13 @@ def workers(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:
         fields = _child_fields(match["code"], match["pid"], match["rank"])
         fields["binary"] = match["binary"]
         return [Found("child-failed", line, line, fields, _child_key(fields), pre.time)]
+    if match := _SPAWN_EXIT.search(body):
+        fields = {"process": "mp.spawn process", "rank": int(match["index"])}
+        if match["sig"]:
+            fields["signal"] = signal_name(match["sig"]) or match["sig"]
+        else:
+            fields.update(_child_fields(match["code"], None, None))
+        return [Found("child-failed", line, line, fields, ("child-failed", "spawn", fields["rank"]), pre.time)]
     if _CHILD_FAILED.search(body):
         return _child_failed_block(ctx, line, pre)
     return []
