@@ -222,7 +222,9 @@ def _job_hang(everyone: list[Waiter], events: Sequence[Event]) -> Event:
     (kind, where), largest = ordered[0]
     suspects = [w for (k, _), group in ordered[1:] if k not in LAUNCHERS for w in group] \
         if kind in OTHERS and len(found) > 1 else []
-    suspects.sort(key=lambda w: w.main.kind != DEAD)  # a rank that ended is where the job stopped
+    # a rank that ended is where the job stopped; then one that waits for no other process (busy, or in a wait of its
+    # own): a rank in another collective or barrier waits for someone too, often for that one
+    suspects.sort(key=lambda w: (w.main.kind != DEAD, w.main.kind in OTHERS))
     blocked = [e for e in events if e.kind == "thread-blocked"
                and any(GPU_MODULES.search(m) for m in e.fields.get("kernel_modules", []))]
     tool_hangs = [e for e in events if e.kind == "tool-hang"]

@@ -269,7 +269,7 @@ def test_card_or_slot(tmp_path):
     conn = connect(db, readonly=True)
     verdicts = {m.card: m.verdict for m in fleet.card_or_slot(conn)}
     assert verdicts == {card_a: "card", card_b: "slot"}
-    nodes = {(n.kind, n.label): len(n.cases) for n in fleet.bad_nodes(conn)}
+    nodes = {(n.kind, n.label): n.cases for n in fleet.bad_nodes(conn)}
     assert nodes == {("host", "node05"): 2}  # card A faulted once on each of two hosts: card-or-slot names it
     html = render(conn)
     assert "follow the card or the slot" in html and card_a in html
@@ -483,3 +483,57 @@ def test_a_store_made_before_the_application_id_is_still_ours_and_gets_it(tmp_pa
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
     conn.close()
+
+
+def _summaries_equal_a_recount(db: Path) -> None:
+    """The summaries the triggers keep (store.MIGRATIONS 2: buckets, their hosts, version facts) equal the count from
+    the cases themselves."""
+    from postmortem.fleet.buckets import KEY
+
+    keyed = ", ".join(f"COALESCE({part}, '')" for part in KEY)
+    with sqlite3.connect(db) as conn:
+        kept = sorted(conn.execute("SELECT cause, signature, kind, detail, cases FROM bucket_counts"))
+        recount = sorted(conn.execute(f"SELECT {keyed}, COUNT(*) FROM cases WHERE status = 'ok' GROUP BY 1, 2, 3, 4"))
+        assert kept == recount
+        kept = sorted(conn.execute("SELECT cause, signature, kind, detail, host, cases FROM bucket_hosts"))
+        recount = sorted(conn.execute(f"SELECT {keyed}, host, COUNT(*) FROM cases WHERE status = 'ok' AND host != '' "
+                                      "GROUP BY 1, 2, 3, 4, 5"))
+        assert kept == recount
+        facts = ("FROM facts f JOIN cases c ON c.id = f.case_id WHERE c.status = 'ok' AND f.name IN "
+                 f"({', '.join(repr(name) for name in fleet.VERSION_FACTS)})")
+        kept = sorted(conn.execute("SELECT name, value, cause, cases FROM fact_counts"))
+        assert kept == sorted(conn.execute(f"SELECT f.name, f.value, c.cause, COUNT(DISTINCT c.id) {facts} "
+                                           "GROUP BY 1, 2, 3"))
+        kept = sorted(conn.execute("SELECT name, cause, cases FROM fact_cases"))
+        assert kept == sorted(conn.execute(f"SELECT f.name, c.cause, COUNT(DISTINCT c.id) {facts} GROUP BY 1, 2"))
+
+
+def test_bucket_summaries_stay_exact_as_cases_are_added_reanalysed_changed_and_dropped(tmp_path):
+    """The triggers behind `buckets`: a scan, a case whose content changed (its old case dropped), a case moved, and
+    rows changed in place (cause, host, stack, status) and deleted: after each the summaries equal a recount."""
+    archive, expected = _small_archive(tmp_path)
+    db = tmp_path / "s.sqlite"
+    scan(archive, db, jobs=1)
+    _summaries_equal_a_recount(db)
+    arch = next(name for name, t in expected.items() if t == "rtx5090-sm120")
+    (archive / arch / "train.log").write_text((ROOT / "samples/gpu-off-bus/dmesg.txt").read_text())
+    scan(archive, db, jobs=1)
+    _summaries_equal_a_recount(db)
+    with sqlite3.connect(db) as conn:
+        ids = [row[0] for row in conn.execute("SELECT id FROM cases ORDER BY id")]
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute("UPDATE cases SET cause = 'unknown', fingerprint = 'fp1', stack_signature = NULL WHERE id = ?",
+                     (ids[0],))
+        conn.execute("UPDATE cases SET host = 'elsewhere' WHERE id = ?", (ids[1],))
+        conn.execute("UPDATE cases SET cause = 'native-crash', stack_signature = 'a | b' WHERE id = ?", (ids[2],))
+        conn.execute("UPDATE cases SET status = 'error' WHERE id = ?", (ids[3],))
+        conn.execute("DELETE FROM cases WHERE id = ?", (ids[4],))
+        conn.executemany("INSERT INTO facts VALUES (?, 'driver_version', ?)",  # a second value, and a repeated one
+                         [(ids[5], "535.104.05"), (ids[5], "550.54.15"), (ids[5], "550.54.15"), (ids[6], "535.104.05")])
+        conn.execute("DELETE FROM facts WHERE case_id = ? AND name = 'driver_version'", (ids[7],))
+        conn.execute("UPDATE cases SET cause = 'gpu-oom' WHERE id = ?", (ids[5],))
+    _summaries_equal_a_recount(db)
+    with connect(db, readonly=True) as conn:
+        found, errors = buckets(conn)
+    assert sum(b.count for b in found) == len(ids) - 2 and errors == 1
+    assert any(b.detail == "fp1" and b.detail_kind == "fingerprint" for b in found)

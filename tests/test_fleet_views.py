@@ -126,7 +126,7 @@ def test_a_machine_is_one_row_with_its_gpus_in_it(tmp_path, shape):
         page = render(conn)
     finally:
         conn.close()
-    assert [(n.kind, n.label, len(n.cases)) for n in nodes] == [("host", host, 2)]  # not a GPU row and a host row
+    assert [(n.kind, n.label, n.cases) for n in nodes] == [("host", host, 2)]  # not a GPU row and a host row
     assert nodes[0].gpus == gpus
     assert all(count <= 2 for _, count in nodes[0].signature_counts())  # a case counts once per signature
     section = page.split('id="bad-nodes"', 1)[1].split("</section>", 1)[0]

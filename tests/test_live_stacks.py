@@ -183,3 +183,25 @@ def test_a_dump_in_a_markdown_fence_beside_a_gdb_backtrace() -> None:
     assert (main["tid"], main["name"], main["frames"]) == (367714, "MainThread", [])
     assert [f["function"] for f in main["python"][:2]] == ["ctc_loss", "ctc_loss"]
     assert main["python"][-1] == {"function": "<module>", "file": "returnn/rnn.py", "line": 11}
+
+
+def test_a_rank_that_waits_for_no_one_is_suspected_before_one_in_another_collective(tmp_path: Path) -> None:
+    """Issue 27: ranks 0 and 1 wait in all_reduce, rank 2 in a subgroup's barrier waiting for rank 3, which runs its
+    own loop; "the first group that differs from the majority" would blame rank 2. Dumps in py-spy's layout, each
+    line with torchrun's rank prefix."""
+    def dump(rank: int, pid: int, state: str, frames: list[str]) -> str:
+        lines = [f"Process {pid}: python train.py", "Python v3.11.7 (/usr/bin/python3.11)", "",
+                 f'Thread {pid} ({state}): "MainThread"', *(f"    {frame}" for frame in frames)]
+        return "\n".join(f"[rank{rank}]: {line}" for line in lines)
+
+    collective = ["all_reduce (torch/distributed/distributed_c10d.py:2501)", "step (train.py:88)",
+                  "<module> (train.py:120)"]
+    paste = "\n".join([
+        dump(0, 3100, "idle", collective), dump(1, 3101, "idle", collective),
+        dump(2, 3102, "idle", ["barrier (torch/distributed/distributed_c10d.py:4159)", "sync_pairs (train.py:61)",
+                               "step (train.py:90)", "<module> (train.py:120)"]),
+        dump(3, 3103, "active", ["collate (train.py:40)", "step (train.py:84)", "<module> (train.py:120)"])])
+    report = analyze([str(_paste(tmp_path, "ranks.txt", paste))])
+    hang = _job_hang(report)
+    assert (hang.fields["waiting_kind"], hang.fields["suspect_rank"]) == ("collective", 3), hang.fields
+    assert hang.fields["suspects"].index("rank 3") < hang.fields["suspects"].index("rank 2")

@@ -145,6 +145,13 @@ def test_every_documented_xid_with_a_cause_has_a_signature():
 REFERENCE = SHARED / "reference"
 
 
+READ_OTHERWISE = {"cudaErrorContained": "gpu-nvlink"}
+"""CUDA errors whose verdict is not the reference table's cause, and why: CUDA documents a contained error as an
+invalid access of peer memory over NVLink first and a hardware error second; the real reports of it
+(tests/heldout/rnd22, the fal.ai and CoreWeave GB200 cases) were NVLink faults. Its explanation names the memory
+reading and the Xid 94/95 that would show it."""
+
+
 @needs(REFERENCE)
 def test_every_documented_code_has_an_entry():
     """Each Xid, SXid and CUDA error of the reference tables is known; each one with a cause is explained by it."""
@@ -161,9 +168,10 @@ def test_every_documented_code_has_an_entry():
     assert all(knowledge.sxid(int(r["sxid"])).name == r["name"] for r in sxids)
     assert all(knowledge.cuda_error(int(r["number"])).number == int(r["number"]) for r in errors)
     for row in errors:
-        if row["cause"] != "-":
+        cause = READ_OTHERWISE.get(row["runtime_name"], row["cause"])
+        if cause != "-":
             answer = explain(row["runtime_name"] if row["runtime_name"] != "-" else row["driver_name"])
-            assert row["cause"] in [f.cause for f in answer.findings], row["runtime_name"]
+            assert cause in [f.cause for f in answer.findings], row["runtime_name"]
     for row in xids:
         if row["cause"] != "-":
             assert row["cause"] in [f.cause for f in explain(f"Xid {row['xid']}").findings], row["xid"]

@@ -87,9 +87,13 @@ ASKED = (
 """What maintainers ask for, in their words, and the request of data/evidence-requests.tsv that gathers it."""
 
 
-def test_the_evidence_asked_for_is_what_the_maintainers_asked_for(answers):
+def test_the_evidence_asked_for_is_what_the_maintainers_asked_for():
     """Judged on the cases whose thread asked the reporter for evidence this tool knows how to ask for (other
-    asks -- "which model size", "try NCCL 2.4.7" -- are questions about the program, not evidence)."""
+    asks -- "which model size", "try NCCL 2.4.7" -- are questions about the program, not evidence), each on its
+    opening post: the thread as the maintainer read it when asking (a later comment may hold the answer, and then
+    asking again would be wrong: nccl-tests#14's NCCL_DEBUG lines)."""
+    import dataclasses
+
     judged, agreed = [], []
     for folder in ALL:
         meta = yaml.safe_load((folder / "case.yaml").read_text())
@@ -98,7 +102,9 @@ def test_the_evidence_asked_for_is_what_the_maintainers_asked_for(answers):
         if not wanted:
             continue
         judged.append(folder.name)
-        if wanted & {r.id for r in answers[folder.name].requests}:
+        issue = read(folder / "issue.json")
+        opening = triage(dataclasses.replace(issue, posts=issue.posts[:1]))
+        if wanted & {r.id for r in opening.requests}:
             agreed.append(folder.name)
     assert len(judged) >= 5
     assert len(agreed) == len(judged), sorted(set(judged) - set(agreed))
@@ -457,3 +463,11 @@ def test_an_issue_of_screenshots_is_asked_for_the_error_as_text(answers):
         assert answers[name].requests[0].id == "error-as-text", name
     assert "error-as-text" not in {r.id for r in answers["b-gpu-memory-ecc-verl-407"].requests}
     assert "error-as-text" not in {r.id for r in answers["d-native-crash-ollama-4601"].requests}
+
+
+def test_evidence_a_comment_already_gave_is_not_asked_for_again(answers):
+    """nccl-tests#14: the reporter's comment holds NCCL's own WARN lines (an NCCL of 2018, without its NCCL tag), the
+    NCCL_DEBUG output the maintainer asked for; the answer over the whole thread does not ask for it again."""
+    result = answers["d-nccl-comm-error-nccl-tests-14"]
+    assert "nccl-warn" in {e.kind for e in result.report.events}
+    assert "nccl-debug" not in {r.id for r in result.requests}

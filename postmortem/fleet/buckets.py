@@ -48,7 +48,7 @@ class Bucket:
 
 def bucket_key(cause: str, signature: str | None, stack: str | None, fingerprint: str | None
                ) -> tuple[str, str | None, str | None, str | None]:
-    """(cause, signature, detail kind, detail) of one case: the rules of the module docstring."""
+    """(cause, signature, detail kind, detail) of one case: the rules of the module docstring (KEY says them in SQL)."""
     if cause in SPLIT_BY_STACK and stack:
         return cause, signature, "stack", stack
     if cause == "unknown":
@@ -56,25 +56,75 @@ def bucket_key(cause: str, signature: str | None, stack: str | None, fingerprint
     return cause, signature, None, None
 
 
+_STACKED = "(cause IN ('native-crash', 'unknown') AND stack_signature IS NOT NULL AND stack_signature != '')"
+KEY = (
+    "cause",
+    f"CASE WHEN cause = 'unknown' AND NOT {_STACKED} THEN NULL ELSE signature END",
+    f"CASE WHEN {_STACKED} THEN 'stack' WHEN cause = 'unknown' AND fingerprint IS NOT NULL AND fingerprint != '' "
+    "THEN 'fingerprint' END",
+    f"CASE WHEN {_STACKED} THEN stack_signature WHEN cause = 'unknown' THEN fingerprint END",
+)
+"""bucket_key as SQL over a `cases` row, in the very words of the store's index on it (store.MIGRATIONS 2): the
+buckets are one GROUP BY that reads the index alone, however many cases the store holds."""
+_KEYED = ", ".join(KEY)
+_NAMES = ", ".join(f"key{i}" for i in range(len(KEY)))
+_NAMED = ", ".join(f"{expression} AS key{i}" for i, expression in enumerate(KEY))
+_SAME_BUCKET = " AND ".join(f"{expression} IS ?" for expression in KEY)
+
+
 def buckets(conn: sqlite3.Connection) -> tuple[list[Bucket], int]:
-    """Every bucket, largest first, and the number of cases that could not be analysed."""
+    """Every bucket, largest first, and the number of cases that could not be analysed: from the store's summaries
+    (store.MIGRATIONS 2), a bucket's first and last case by a seek in the index of the bucket key."""
     found: dict[tuple, Bucket] = {}
-    gpus = _gpu_names(conn)
-    texts = _suspect_texts(conn)
-    for row in _case_rows(conn):
-        bucket = found.get(row.key)
-        if bucket is None:
-            bucket = found[row.key] = Bucket(*row.key, example=row.paths[0] if row.paths else None,
-                                             example_text=texts.get(row.id))
-        bucket.count += 1
-        if row.time:
-            bucket.first_seen = min(bucket.first_seen or row.time, row.time)
-            bucket.last_seen = max(bucket.last_seen or row.time, row.time)
-        if row.host:
-            bucket.hosts.add(row.host)
-        bucket.gpus.update(gpus.get(row.id, ()))
+    for *kept, count in conn.execute("SELECT cause, signature, kind, detail, cases FROM bucket_counts"):
+        key = _key_of(kept)
+        found[key] = Bucket(*key, count=count, first_seen=_seen(conn, "MIN", key), last_seen=_seen(conn, "MAX", key))
+    for *kept, host in conn.execute("SELECT cause, signature, kind, detail, host FROM bucket_hosts"):
+        if (bucket := found.get(_key_of(kept))) is not None:
+            bucket.hosts.add(host)
+    for *key, label in conn.execute(
+            f"SELECT DISTINCT {_NAMES}, {gpu_label('g')} FROM (SELECT id, {_NAMED} FROM cases WHERE status = 'ok') "
+            "JOIN gpu_faults g ON g.case_id = id"):
+        if (bucket := found.get(tuple(key))) is not None:
+            bucket.gpus.add(label)
+    for bucket in found.values():
+        oldest = _oldest(conn, (bucket.cause, bucket.signature, bucket.detail_kind, bucket.detail))
+        if oldest is not None:
+            bucket.example, bucket.example_text = _example(conn, oldest)
     errors = conn.execute("SELECT COUNT(*) FROM cases WHERE status = 'error'").fetchone()[0]
     return sorted(found.values(), key=lambda b: (-b.count, b.key)), errors
+
+
+def _key_of(kept: list[str]) -> tuple[str, str | None, str | None, str | None]:
+    """A bucket key as the summaries keep it ('' for a part that is none) back as bucket_key gives it."""
+    cause, signature, kind, detail = kept
+    return cause, signature or None, kind or None, detail or None
+
+
+def _seen(conn: sqlite3.Connection, which: str, key: tuple) -> str | None:
+    """The first (MIN) or last (MAX) dated case of a bucket: one seek in the index of the bucket key."""
+    return conn.execute(f"SELECT {which}(time) FROM cases WHERE status = 'ok' AND {_SAME_BUCKET} AND time > ''",
+                        key).fetchone()[0]
+
+
+
+
+def _oldest(conn: sqlite3.Connection, key: tuple) -> str | None:
+    """The bucket's first case, as buckets are listed (oldest dated case, else the first undated by id)."""
+    for order in ("time IS NOT NULL ORDER BY time, id", "time IS NULL ORDER BY id"):
+        row = conn.execute(f"SELECT id FROM cases WHERE status = 'ok' AND {_SAME_BUCKET} AND {order} LIMIT 1",
+                           key).fetchone()
+        if row is not None:
+            return row[0]
+    return None
+
+
+def _example(conn: sqlite3.Connection, case: str) -> tuple[str | None, str | None]:
+    """A case's first path and the first line of its first suspect event (what an unknown bucket says)."""
+    path = conn.execute("SELECT MIN(path) FROM locations WHERE case_id = ?", (case,)).fetchone()[0]
+    text = conn.execute("SELECT text FROM events WHERE case_id = ? AND role = 'suspect' ORDER BY event_id LIMIT 1",
+                        (case,)).fetchone()
+    return path, (text[0] or "").split("\n", 1)[0][:300] if text is not None else None
 
 
 @dataclass(frozen=True)
@@ -92,20 +142,19 @@ class CaseRow:
         return {"id": self.id, "time": self.time, "host": self.host, "paths": list(self.paths)}
 
 
-def _case_rows(conn: sqlite3.Connection) -> list[CaseRow]:
-    """Every analysed case with its bucket key, oldest first (undated last)."""
-    paths: dict[str, list[str]] = defaultdict(list)
-    for case, path in conn.execute("SELECT case_id, path FROM locations ORDER BY path"):
-        paths[case].append(path)
-    rows = conn.execute("""SELECT id, cause, signature, stack_signature, fingerprint, time, host FROM cases
-                           WHERE status = 'ok' ORDER BY time IS NULL, time, id""")
-    return [CaseRow(case, bucket_key(cause, signature, stack, fingerprint), when, host, tuple(paths[case]))
-            for case, cause, signature, stack, fingerprint, when, host in rows]
-
-
 def bucket_cases(conn: sqlite3.Connection, key: str) -> list[CaseRow]:
     """The cases of the bucket whose key (as `postmortem buckets` prints it) is `key`, oldest first."""
-    return [row for row in _case_rows(conn) if _key_text(row.key) == key]
+    chosen = next((k for k in conn.execute(f"SELECT DISTINCT {_KEYED} FROM cases WHERE status = 'ok'")
+                   if _key_text(k) == key), None)
+    if chosen is None:
+        return []
+    rows = conn.execute(f"SELECT id, time, host FROM cases WHERE status = 'ok' AND {_SAME_BUCKET} "
+                        "ORDER BY time IS NULL, time, id", chosen).fetchall()
+    paths: dict[str, list[str]] = defaultdict(list)
+    for case, path in conn.execute(f"SELECT case_id, path FROM locations WHERE case_id IN (SELECT id FROM cases "
+                                   f"WHERE status = 'ok' AND {_SAME_BUCKET}) ORDER BY path", chosen):
+        paths[case].append(path)
+    return [CaseRow(case, chosen, when, host, tuple(paths[case])) for case, when, host in rows]
 
 
 def _key_text(key: tuple[str, str | None, str | None, str | None]) -> str:
@@ -113,33 +162,15 @@ def _key_text(key: tuple[str, str | None, str | None, str | None]) -> str:
     return " / ".join(part for part in (cause, signature, detail) if part)
 
 
-def gpu_label(case: str, host: str | None, pci: str | None, uuid: str | None, serial: str | None) -> str:
-    """A GPU as an operator finds it: its board serial, else its UUID, else host and PCI address.
-
-    A PCI address without a host names no GPU beyond its own case (every machine has a 0000:01:00), so such a
-    GPU is labelled with its case and never merges with another case's."""
-    if serial:
-        return f"serial {serial}"
-    if uuid:
-        return uuid
-    return f"{host} {pci or '?'}" if host else f"{pci or '?'} in case {case}"
-
-
-def _gpu_names(conn: sqlite3.Connection) -> dict[str, set[str]]:
-    """Case id -> labels of the GPUs its hardware findings point at."""
-    names: dict[str, set[str]] = defaultdict(set)
-    for case, host, pci, uuid, serial in conn.execute("SELECT case_id, host, pci, uuid, serial FROM gpu_faults"):
-        names[case].add(gpu_label(case, host, pci, uuid, serial))
-    return names
-
-
-def _suspect_texts(conn: sqlite3.Connection) -> dict[str, str]:
-    """Case id -> first line of its first suspect event (what an unknown bucket says)."""
-    texts: dict[str, str] = {}
-    for case, text in conn.execute("SELECT case_id, text FROM events WHERE "
-                                   "role = 'suspect' ORDER BY case_id, event_id"):
-        texts.setdefault(case, (text or "").split("\n", 1)[0][:300])
-    return texts
+def gpu_label(row: str) -> str:
+    """A GPU as an operator finds it, in SQL over a gpu_faults (or gpus) row named `row`: its board serial, else its
+    UUID, else host and PCI address. A PCI address without a host names no GPU beyond its own case (every machine has
+    a 0000:01:00), so such a GPU is labelled with its case and never merges with another case's."""
+    pci = f"COALESCE(NULLIF({row}.pci, ''), '?')"
+    return (f"CASE WHEN {row}.serial IS NOT NULL AND {row}.serial != '' THEN 'serial ' || {row}.serial "
+            f"WHEN {row}.uuid IS NOT NULL AND {row}.uuid != '' THEN {row}.uuid "
+            f"WHEN {row}.host IS NOT NULL AND {row}.host != '' THEN {row}.host || ' ' || {pci} "
+            f"ELSE {pci} || ' in case ' || {row}.case_id END")
 
 
 def format_text(found: list[Bucket], errors: int) -> str:

@@ -15,7 +15,8 @@ from .analysis import HARDWARE_LAYERS
 from .buckets import gpu_label
 
 VERSION_FACTS = ("driver_version", "cuda_version", "torch_version", "framework", "kernel_version")
-"""Facts whose values are versions worth correlating with causes."""
+"""Facts whose values are versions worth correlating with causes (the store counts these: a new one needs a
+migration that counts it too, store._version_summaries)."""
 
 MIN_CASES_FOR_CORRELATION = 3
 """Fewest cases with a version and a cause before their link is shown."""
@@ -38,22 +39,27 @@ class Trend:
 
 
 def trend(conn: sqlite3.Connection) -> Trend:
-    """Cases per cause per day (per hour when all fall within three days, per week beyond 180 days)."""
-    rows = [(datetime.fromisoformat(t), cause) for t, cause in
-            conn.execute("SELECT time, cause FROM cases WHERE status = 'ok' AND time IS NOT NULL")]
+    """Cases per cause per day (per hour when all fall within three days, per week beyond 180 days): SQLite counts
+    them per hour (a case's time is a naive UTC `YYYY-MM-DDTHH:MM:SS`), a few thousand rows are summed into periods
+    here; causes most frequent first, ties in the order the store first holds them."""
+    first = conn.execute("SELECT MIN(time) FROM cases WHERE status = 'ok' AND time IS NOT NULL").fetchone()[0]
+    last = conn.execute("SELECT MAX(time) FROM cases WHERE status = 'ok' AND time IS NOT NULL").fetchone()[0]
     undated = conn.execute("SELECT COUNT(*) FROM cases WHERE status = 'ok' AND time IS NULL").fetchone()[0]
-    if not rows:
+    if first is None:
         return Trend("day", (), (), (), undated)
-    start, end = min(t for t, _ in rows), max(t for t, _ in rows)
+    start, end = datetime.fromisoformat(first), datetime.fromisoformat(last)
     span = end - start
     unit = "hour" if span <= timedelta(days=3) else "week" if span > timedelta(days=180) else "day"
     periods = _periods(start, end, unit)
     index = {p: i for i, p in enumerate(periods)}
     counts: list[Counter] = [Counter() for _ in periods]
-    for moment, cause in rows:
-        counts[index[_period(moment, unit)]][cause] += 1
-    totals = Counter(cause for _, cause in rows)
-    causes = tuple(cause for cause, _ in totals.most_common())
+    totals: Counter = Counter()
+    for hour, cause, count in conn.execute(
+            "SELECT substr(time, 1, 13), cause, COUNT(*) FROM cases WHERE status = 'ok' AND time IS NOT NULL "
+            "GROUP BY 1, 2 ORDER BY MIN(rowid)"):
+        counts[index[_period(datetime.fromisoformat(hour), unit)]][cause] += count
+        totals[cause] += count
+    causes = tuple(sorted(totals, key=lambda cause: -totals[cause]))
     return Trend(unit, tuple(periods), causes, tuple(dict(c) for c in counts), undated)
 
 
@@ -92,46 +98,61 @@ class Node:
 
     label: str
     kind: str  # "host", or "gpu" where no case names the host
-    cases: set[str] = field(default_factory=set)
-    signatures: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    cases: int = 0
+    signatures: dict[str, int] = field(default_factory=dict)
     gpus: set[str] = field(default_factory=set)
     first_seen: str | None = None
     last_seen: str | None = None
 
     def signature_counts(self) -> list[tuple[str, int]]:
         """(signature, cases with it), most cases first."""
-        return sorted(((sig, len(cases)) for sig, cases in self.signatures.items()), key=lambda p: (-p[1], p[0]))
-
-    def seen(self, case: str, signature: str, gpu: str | None, when: str | None) -> None:
-        self.cases.add(case)
-        self.signatures[signature].add(case)
-        if gpu:
-            self.gpus.add(gpu)
-        if when:
-            self.first_seen = min(self.first_seen or when, when)
-            self.last_seen = max(self.last_seen or when, when)
+        return sorted(self.signatures.items(), key=lambda p: (-p[1], p[0]))
 
 
 def bad_nodes(conn: sqlite3.Connection, repeated: int = 2) -> list[Node]:
     """Machines with hardware findings in at least `repeated` cases (times: the cases' own, from their evidence).
 
     A hardware fault on a GPU belongs to its case's host; without a host, to the card's serial or UUID; with
-    neither, to no machine (a bare PCI address is on every machine)."""
-    nodes: dict[tuple[str, str], Node] = {}
-    for case, host, pci, uuid, serial, signature, when in conn.execute("""
-            SELECT f.case_id, f.host, f.pci, f.uuid, f.serial, f.signature, c.time
-            FROM gpu_faults f JOIN cases c ON c.id = f.case_id"""):
-        gpu = gpu_label(case, host, pci, uuid, serial)
-        kind, owner = ("host", host) if host else ("gpu", gpu if serial or uuid else None)
-        if owner:
-            nodes.setdefault((kind, owner), Node(owner, kind)).seen(case, signature, gpu, when)
+    neither, to no machine (a bare PCI address is on every machine). SQLite gathers the hardware faults once and
+    counts the cases per machine and per signature in one statement."""
     marks = ",".join("?" * len(HARDWARE_LAYERS))
-    for case, host, signature, when in conn.execute(f"""
-            SELECT f.case_id, c.host, f.signature, c.time FROM findings f JOIN cases c ON c.id = f.case_id
-            WHERE f.layer IN ({marks}) AND c.host IS NOT NULL""", HARDWARE_LAYERS):
-        nodes.setdefault(("host", host), Node(host, "host")).seen(case, signature, None, when)
-    found = [n for n in nodes.values() if len(n.cases) >= repeated]
-    return sorted(found, key=lambda n: (-len(n.cases), n.kind, n.label))
+    faults = f"""
+        SELECT CASE WHEN f.host IS NOT NULL AND f.host != '' THEN 'host' ELSE 'gpu' END AS kind,
+               CASE WHEN f.host IS NOT NULL AND f.host != '' THEN f.host
+                    WHEN (f.serial IS NOT NULL AND f.serial != '') OR (f.uuid IS NOT NULL AND f.uuid != '')
+                    THEN {gpu_label('f')} END AS owner,
+               f.case_id AS case_id, f.signature AS signature, {gpu_label('f')} AS gpu, c.time AS time
+        FROM gpu_faults f JOIN cases c ON c.id = f.case_id
+        UNION ALL
+        SELECT 'host', c.host, f.case_id, f.signature, NULL, c.time FROM findings f JOIN cases c ON c.id = f.case_id
+        WHERE f.layer IN ({marks}) AND c.host IS NOT NULL"""
+    nodes: dict[tuple[str, str], Node] = {}
+    signatures: list[tuple[str, str, str, int]] = []
+    gpus: list[tuple[str, str, str]] = []
+    for row, kind, owner, what, count, first, last in conn.execute(f"""
+            WITH hw AS MATERIALIZED ({faults})
+            SELECT 'node', kind, owner, NULL, COUNT(DISTINCT case_id), MIN(NULLIF(time, '')), MAX(NULLIF(time, ''))
+            FROM hw WHERE owner IS NOT NULL GROUP BY kind, owner HAVING COUNT(DISTINCT case_id) >= ?
+            UNION ALL
+            SELECT 'signature', kind, owner, signature, COUNT(DISTINCT case_id), NULL, NULL FROM hw
+            WHERE owner IS NOT NULL GROUP BY kind, owner, signature
+            UNION ALL
+            SELECT DISTINCT 'gpu', kind, owner, gpu, NULL, NULL, NULL FROM hw
+            WHERE owner IS NOT NULL AND gpu IS NOT NULL
+            """, (*HARDWARE_LAYERS, repeated)):
+        if row == "node":
+            nodes[(kind, owner)] = Node(owner, kind, count, first_seen=first, last_seen=last)
+        elif row == "signature":
+            signatures.append((kind, owner, what, count))
+        else:
+            gpus.append((kind, owner, what))
+    for kind, owner, signature, count in signatures:
+        if (node := nodes.get((kind, owner))) is not None:
+            node.signatures[signature] = count
+    for kind, owner, gpu in gpus:
+        if (node := nodes.get((kind, owner))) is not None:
+            node.gpus.add(gpu)
+    return sorted(nodes.values(), key=lambda n: (-n.cases, n.kind, n.label))
 
 
 # ---------------------------------------------------------------- card or slot
@@ -235,25 +256,30 @@ class VersionLink:
 
 def version_links(conn: sqlite3.Connection) -> list[VersionLink]:
     """(fact, value, cause) where the cause's rate among cases with that value is MIN_LIFT times its rate
-    among cases with another value of the same fact, with at least MIN_CASES_FOR_CORRELATION cases."""
+    among cases with another value of the same fact, with at least MIN_CASES_FOR_CORRELATION cases.
+
+    Counted, not listed, from the store's summaries (store.MIGRATIONS 2): the cases with another value and not this
+    one are those with the fact less those with this value (a case with both is among the latter), and so for each
+    cause."""
     marks = ",".join("?" * len(VERSION_FACTS))
-    rows = conn.execute(f"""
-        SELECT DISTINCT f.name, f.value, c.id, c.cause FROM facts f JOIN cases c ON c.id = f.case_id
-        WHERE c.status = 'ok' AND f.name IN ({marks})""", VERSION_FACTS).fetchall()
-    cases_of: dict[tuple[str, str], set[str]] = defaultdict(set)
-    cause_of: dict[str, str] = {}
-    for name, value, case, cause in rows:
-        cases_of[(name, value)].add(case)
-        cause_of[case] = cause
+    counted = conn.execute(f"SELECT name, value, cause, cases FROM fact_counts WHERE name IN ({marks})",
+                           VERSION_FACTS).fetchall()
+    per_fact_cause = {(name, cause): cases for name, cause, cases in conn.execute(
+        f"SELECT name, cause, cases FROM fact_cases WHERE name IN ({marks})", VERSION_FACTS)}
+    per_value: Counter = Counter()
+    for name, value, _, cases in counted:
+        per_value[(name, value)] += cases
+    per_fact: Counter = Counter()
+    for (name, _), cases in per_fact_cause.items():
+        per_fact[name] += cases
     links = []
-    for (name, value), cases in cases_of.items():
-        others = set().union(*(c for (n, v), c in cases_of.items() if n == name and v != value)) - cases
-        for cause, hits in Counter(cause_of[c] for c in cases).items():
-            if cause == "unknown" or hits < MIN_CASES_FOR_CORRELATION or not others:
-                continue
-            rate = hits / len(cases)
-            elsewhere = sum(1 for c in others if cause_of[c] == cause) / len(others)
-            link = VersionLink(name, value, cause, hits, len(cases), rate, elsewhere)
-            if link.lift >= MIN_LIFT:
-                links.append(link)
+    for name, value, cause, hits in counted:
+        cases = per_value[(name, value)]
+        others = per_fact[name] - cases
+        if cause == "unknown" or hits < MIN_CASES_FOR_CORRELATION or not others:
+            continue
+        elsewhere = (per_fact_cause[(name, cause)] - hits) / others
+        link = VersionLink(name, value, cause, hits, cases, hits / cases, elsewhere)
+        if link.lift >= MIN_LIFT:
+            links.append(link)
     return sorted(links, key=lambda l: (-min(l.lift, 1e9), -l.with_cause, l.fact, l.value))

@@ -32,6 +32,128 @@ from .analysis import CaseResult
 if TYPE_CHECKING:
     import pandas
 
+
+def _bucket_summaries() -> str:
+    """Migration 2, frozen like every applied migration: the bucket key of a case (fleet/buckets.bucket_key) as SQL,
+    an index on it (with time and host: a bucket's first and last case are an index seek), and two summary tables kept
+    exact by triggers as cases are written, re-analysed or dropped (cases per bucket, cases per bucket and host), so
+    `buckets` and the report read a few hundred rows, not every case. The summaries hold '' for a key part that is
+    NULL (a primary key must not be NULL). The trend counts cases per hour and cause in an index of its own; the bad
+    nodes find the hardware findings by layer."""
+    stacked = ("({r}cause IN ('native-crash', 'unknown') AND {r}stack_signature IS NOT NULL "
+               "AND {r}stack_signature != '')")
+    key = ("{r}cause",
+           f"CASE WHEN {{r}}cause = 'unknown' AND NOT {stacked} THEN NULL ELSE {{r}}signature END",
+           f"CASE WHEN {stacked} THEN 'stack' WHEN {{r}}cause = 'unknown' AND {{r}}fingerprint IS NOT NULL "
+           "AND {r}fingerprint != '' THEN 'fingerprint' END",
+           f"CASE WHEN {stacked} THEN {{r}}stack_signature WHEN {{r}}cause = 'unknown' THEN {{r}}fingerprint END")
+
+    def of(row: str) -> list[str]:
+        return [part.format(r=row) for part in key]
+
+    def kept(row: str) -> list[str]:
+        return [f"COALESCE({part}, '')" for part in of(row)]
+
+    def summary(row: str) -> str:
+        return ", ".join(kept(row))
+
+    where = " AND ".join(f"{name} = {value}" for name, value in zip(("cause", "signature", "kind", "detail"),
+                                                                      kept("OLD.")))
+    add = (f"INSERT INTO bucket_counts SELECT {summary('NEW.')}, 1 WHERE NEW.status = 'ok' "
+           "ON CONFLICT DO UPDATE SET cases = cases + 1;\n"
+           f"INSERT INTO bucket_hosts SELECT {summary('NEW.')}, NEW.host, 1 WHERE NEW.status = 'ok' "
+           "AND NEW.host IS NOT NULL AND NEW.host != '' ON CONFLICT DO UPDATE SET cases = cases + 1;\n")
+    drop = (f"UPDATE bucket_counts SET cases = cases - 1 WHERE OLD.status = 'ok' AND {where};\n"
+            f"DELETE FROM bucket_counts WHERE cases <= 0 AND {where};\n"
+            f"UPDATE bucket_hosts SET cases = cases - 1 WHERE OLD.status = 'ok' AND host = OLD.host AND {where};\n"
+            f"DELETE FROM bucket_hosts WHERE cases <= 0 AND host = OLD.host AND {where};\n")
+    plain = of("")
+    return f"""
+CREATE INDEX cases_bucket_key ON cases({", ".join(plain)}, time, host) WHERE status = 'ok';
+CREATE INDEX cases_hour ON cases(substr(time, 1, 13), cause) WHERE status = 'ok' AND time IS NOT NULL;
+CREATE INDEX findings_layer ON findings(layer, case_id);
+CREATE TABLE bucket_counts (cause TEXT NOT NULL, signature TEXT NOT NULL, kind TEXT NOT NULL, detail TEXT NOT NULL,
+    cases INTEGER NOT NULL, PRIMARY KEY (cause, signature, kind, detail)) WITHOUT ROWID;
+CREATE TABLE bucket_hosts (cause TEXT NOT NULL, signature TEXT NOT NULL, kind TEXT NOT NULL, detail TEXT NOT NULL,
+    host TEXT NOT NULL, cases INTEGER NOT NULL, PRIMARY KEY (cause, signature, kind, detail, host)) WITHOUT ROWID;
+INSERT INTO bucket_counts SELECT {summary("")}, COUNT(*) FROM cases WHERE status = 'ok' GROUP BY 1, 2, 3, 4;
+INSERT INTO bucket_hosts SELECT {summary("")}, host, COUNT(*) FROM cases WHERE status = 'ok' AND host IS NOT NULL
+    AND host != '' GROUP BY 1, 2, 3, 4, 5;
+CREATE TRIGGER bucket_case_added AFTER INSERT ON cases BEGIN
+{add}END;
+CREATE TRIGGER bucket_case_dropped AFTER DELETE ON cases BEGIN
+{drop}END;
+CREATE TRIGGER bucket_case_changed AFTER UPDATE ON cases BEGIN
+{drop}{add}END;
+{_version_summaries()}"""
+
+
+def _version_summaries() -> str:
+    """Part of migration 2: the cases per version fact, value and cause (fact_counts) and per fact and cause
+    (fact_cases: a case with two values of one fact counts once), for the version facts of fleet.VERSION_FACTS as
+    they were then, kept by triggers. A case dropped is taken off before its facts go (SQLite deletes them after it,
+    when the case is no longer there to say its cause); a fact row repeated within a case counts once."""
+    names = "('driver_version', 'cuda_version', 'torch_version', 'framework', 'kernel_version')"
+    cause = "(SELECT cause FROM cases WHERE id = {r}.case_id AND status = 'ok')"
+    same_value = "case_id = {r}.case_id AND name = {r}.name AND value = {r}.value"
+    same_name = "case_id = {r}.case_id AND name = {r}.name"
+
+    def counted(table: str, columns: str, values: str, sign: str) -> str:
+        step = "cases + 1" if sign == "+" else "cases - 1"
+        if sign == "+":
+            return (f"INSERT INTO {table} SELECT {values}, 1 WHERE {{cause}} IS NOT NULL {{guard}} "
+                    f"ON CONFLICT DO UPDATE SET cases = {step};\n")
+        return (f"UPDATE {table} SET cases = {step} WHERE ({columns}) = ({values}) {{guard}};\n"
+                f"DELETE FROM {table} WHERE cases <= 0 AND ({columns}) = ({values});\n")
+
+    def fact_rows(sign: str, row: str, when_value: str, when_name: str, who: str) -> str:
+        c = who.format(r=row)
+        return (counted("fact_counts", "name, value, cause", f"{row}.name, {row}.value, {c}", sign)
+                .format(cause=c, guard=when_value)
+                + counted("fact_cases", "name, cause", f"{row}.name, {c}", sign).format(cause=c, guard=when_name))
+
+    def alone(same: str, row: str) -> str:
+        """No other row of the case says it (an added row is there already; a dropped one is gone)."""
+        other = " AND rowid != NEW.rowid" if row == "NEW" else ""
+        return f"AND {row}.name IN {names} AND NOT EXISTS (SELECT 1 FROM facts WHERE {same.format(r=row)}{other})"
+
+    added = fact_rows("+", "NEW", alone(same_value, "NEW"), alone(same_name, "NEW"), cause)
+    dropped = fact_rows("-", "OLD", alone(same_value, "OLD"), alone(same_name, "OLD"), cause)
+    own = f"SELECT DISTINCT name, value FROM facts WHERE case_id = {{r}}.id AND name IN {names}"
+    own_names = f"SELECT DISTINCT name FROM facts WHERE case_id = {{r}}.id AND name IN {names}"
+
+    def moved(row: str, sign: str) -> str:
+        step = "cases + 1" if sign == "+" else "cases - 1"
+        if sign == "+":
+            return (f"INSERT INTO fact_counts SELECT name, value, {row}.cause, 1 FROM ({own.format(r=row)}) "
+                    f"WHERE {row}.status = 'ok' ON CONFLICT DO UPDATE SET cases = {step};\n"
+                    f"INSERT INTO fact_cases SELECT name, {row}.cause, 1 FROM ({own_names.format(r=row)}) "
+                    f"WHERE {row}.status = 'ok' ON CONFLICT DO UPDATE SET cases = {step};\n")
+        return (f"UPDATE fact_counts SET cases = {step} WHERE {row}.status = 'ok' AND cause = {row}.cause "
+                f"AND (name, value) IN ({own.format(r=row)});\n"
+                f"UPDATE fact_cases SET cases = {step} WHERE {row}.status = 'ok' AND cause = {row}.cause "
+                f"AND name IN ({own_names.format(r=row)});\n"
+                "DELETE FROM fact_counts WHERE cases <= 0;\nDELETE FROM fact_cases WHERE cases <= 0;\n")
+
+    return f"""CREATE TABLE fact_counts (name TEXT NOT NULL, value TEXT NOT NULL, cause TEXT NOT NULL,
+    cases INTEGER NOT NULL, PRIMARY KEY (name, value, cause)) WITHOUT ROWID;
+CREATE TABLE fact_cases (name TEXT NOT NULL, cause TEXT NOT NULL, cases INTEGER NOT NULL,
+    PRIMARY KEY (name, cause)) WITHOUT ROWID;
+INSERT INTO fact_counts SELECT f.name, f.value, c.cause, COUNT(DISTINCT c.id) FROM facts f JOIN cases c
+    ON c.id = f.case_id WHERE c.status = 'ok' AND f.name IN {names} GROUP BY 1, 2, 3;
+INSERT INTO fact_cases SELECT f.name, c.cause, COUNT(DISTINCT c.id) FROM facts f JOIN cases c
+    ON c.id = f.case_id WHERE c.status = 'ok' AND f.name IN {names} GROUP BY 1, 2;
+CREATE TRIGGER fact_added AFTER INSERT ON facts BEGIN
+{added}END;
+CREATE TRIGGER fact_dropped AFTER DELETE ON facts BEGIN
+{dropped}END;
+CREATE TRIGGER fact_case_dropped BEFORE DELETE ON cases BEGIN
+{moved("OLD", "-")}END;
+CREATE TRIGGER fact_case_changed AFTER UPDATE OF cause, status ON cases BEGIN
+{moved("OLD", "-")}{moved("NEW", "+")}END
+"""
+
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("initial schema", """
 CREATE TABLE cases (
@@ -67,8 +189,11 @@ CREATE INDEX gpus_case ON gpus(case_id);
 CREATE INDEX gpu_faults_case ON gpu_faults(case_id);
 CREATE INDEX cases_bucket ON cases(cause, signature);
 """),
+    ("bucket summaries", _bucket_summaries()),
 )
-"""Schema changes in order; version N is MIGRATIONS[N-1]. Never edit an applied one: append a new one."""
+"""Schema changes in order; version N is MIGRATIONS[N-1]. Never edit an applied one: append a new one. Version 2 indexes
+the bucket key (fleet/buckets.KEY, the same expressions: SQLite matches them by structure, not by spelling), so the
+buckets are one GROUP BY over the index."""
 
 TABLES = ("cases", "locations", "findings", "events", "facts", "gpus", "gpu_faults")
 CHILD_TABLES = ("findings", "events", "facts", "gpus", "gpu_faults")
@@ -184,13 +309,25 @@ def migrate(conn: sqlite3.Connection) -> None:
         conn.execute("BEGIN IMMEDIATE")
         try:
             if version > schema_version(conn):  # asked again under the write lock: two scans creating one store
-                for statement in filter(str.strip, script.split(";")):
+                for statement in _statements(script):
                     conn.execute(statement)
                 conn.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", (version, name, _now()))
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+
+
+def _statements(script: str) -> list[str]:
+    """A migration's statements, one by one (a trigger's body holds semicolons of its own: sqlite3 says where a
+    statement is complete)."""
+    found, pending = [], ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            found.append(pending.strip().removesuffix(";"))
+            pending = ""
+    return [*found, pending.strip()] if pending.strip() else found
 
 
 def _now() -> str:

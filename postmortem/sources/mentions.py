@@ -228,14 +228,14 @@ REPEATS = ANCHORS
 and a format reader that folds its storms (kernel_log) keeps folding where it shares an anchor with this one."""
 
 
-_TOKEN = later.compile(r"[\w:.]++")
-"""A token: what differs between repeats of one report is each token that holds a digit (times, pids, bus ids,
-counters), and a format reader folds such lines into the event of the first (kernel_log's storms, a device
-plugin's repeated health line)."""
+_NUMBERED_TOKEN = later.compile(r"(?<![\w:.])[\w:.]*?\d[\w:.]*+")
+"""A token (a run of word characters, colons and dots) that holds a digit: what differs between repeats of one report
+(times, pids, bus ids, counters), and a format reader folds such lines into the event of the first (kernel_log's
+storms, a device plugin's repeated health line)."""
 
 
 def shape(text: str) -> str:
-    return " ".join(_TOKEN.sub(lambda t: "#" if any(c.isdigit() for c in t[0]) else t[0], text).split())
+    return " ".join(_NUMBERED_TOKEN.sub("#", text).split())
 
 
 def parse(doc: TextDoc, lines: list[Line], earlier: Sequence[Event] = (),

@@ -390,10 +390,13 @@ def _retyped(message: str) -> str | None:
     import difflib
 
     clause = message.rsplit(",", 1)[-1].strip(" .")
-    scored = [(difflib.SequenceMatcher(None, text.lower(), clause).ratio(), name)
-              for name, (_, text) in RESULTS.items()]
-    ratio, name = max(scored, default=(0.0, None))
-    return name if ratio >= RETYPED_RATIO else None
+    best: tuple[float, str | None] = (0.0, None)
+    for name, (_, text) in RESULTS.items():
+        matcher = difflib.SequenceMatcher(None, text.lower(), clause)
+        # the quick ratios bound the ratio from above: most clauses are too long or too unlike to be looked at closer
+        if matcher.real_quick_ratio() >= RETYPED_RATIO and matcher.quick_ratio() >= RETYPED_RATIO:
+            best = max(best, (matcher.ratio(), name))
+    return best[1] if best[0] >= RETYPED_RATIO else None
 
 
 def _add(folds: dict, key: tuple, kind: str, first: Line, last: Line, text: str | None, fields: dict) -> None:
