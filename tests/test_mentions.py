@@ -695,6 +695,34 @@ RND22_WORDINGS = {
     "Optix call (optixInit()) failed with code 7801 (line 150)": "driver-mismatch",
 }
 
+RND23_WORDINGS = {
+    # a CUDA library's own name beside its out of memory (NVIDIA/cuda-quantum#1884)
+    "terminate called after throwing an instance of 'std::runtime_error'\n"
+    "  what():  [custatevec] %out of memory in addQubitsToState (line 210)": "gpu-oom",
+    # Faiss's failed cudaMalloc before its abort (facebookresearch/faiss#648)
+    "Faiss assertion 'cudaMalloc(p, size) == cudaSuccess' failed in void faiss::gpu::allocMemorySpace(faiss::gpu::"
+    "MemorySpace, void**, size_t) at utils/MemorySpace.cpp:20; details: Failed to cudaMalloc 16000000000 bytes\n"
+    "Aborted": "gpu-oom",
+    # Dr.Jit's refusal of a driver branch (mitsuba-renderer/mitsuba3#1472)
+    "jit_optix_api_init(): DrJit considers the driver of your graphics card buggy and prone to miscompilation (we "
+    "explicitly do not support OptiX with CUDA version 11.7, which corresponds to driver version 565).":
+        "driver-mismatch",
+    # a crash handler's frame marked (SEGV) (alvr-org/ALVR#3230)
+    "0  libnvidia-glcore.so.595.45.04 + 0xda806f   (SEGV)": "native-crash",
+    # a Windows crash handler's exception code (gnif/LookingGlass#1106)
+    "exception 0xc0000094 (INT_DIVIDE_BY_ZERO), address is 00007ff7b8ea15f0": "native-crash",
+    # a status sign-extended to 64 bits and printed from a double (lmstudio-ai/lmstudio-bug-tracker#1950)
+    "(Exit code: 18446744072635812000). Unknown error. Try a different model and/or config.": "native-crash",
+    # PyTorch's shared-memory allocator on Windows (pytorch/pytorch#3019)
+    "RuntimeError: Couldn't open shared file mapping: <torch_13820_2864299034>, error code: <1455>": "host-oom",
+    # Triton's Python backend (aws/sagemaker-python-sdk#2801, triton-inference-server/server#6195)
+    "UNAVAILABLE: Internal: Unable to initialize shared memory key '/pre_multi_skin_GPU_0' to requested size "
+    "(67108864 bytes).": "shm-exhausted",
+    # Text Generation Inference's warmup (huggingface/text-generation-inference#755)
+    "Error: Warmup(Generation(\"Not enough memory to handle 4096 prefill tokens. You need to decrease "
+    "`--max-batch-prefill-tokens`\"))": "gpu-oom",
+}
+
 
 def test_a_bad_alloc_beside_the_gpu_is_not_the_hosts():
     """thrust's bad_alloc is a failed cudaMalloc; a terminate's bad_alloc is the abort's (native_crash reads it: a
@@ -769,7 +797,7 @@ CORPUS_WORDINGS = {
                                              *RND16_WORDINGS.items(), *RND17_WORDINGS.items(),
                                              *RND18_WORDINGS.items(), *RND19_WORDINGS.items(),
                                              *RND20_WORDINGS.items(), *RND21_WORDINGS.items(),
-                                             *RND22_WORDINGS.items(),
+                                             *RND22_WORDINGS.items(), *RND23_WORDINGS.items(),
                                              *CORPUS_WORDINGS.items()])
 def test_held_out_rounds_wordings_are_read_by_general_rules(text, cause):
     report = analyze_text(text + "\n")
@@ -950,3 +978,23 @@ def test_an_untagged_warn_is_nccls_only_after_its_prefix_and_source_line():
     for text in ("2024-05-01 12:00:01 WARN Connection closed by remote peer\n",
                  "[server] WARN Connection refused, retrying in 5 s\n"):
         assert "nccl-warn" not in [e.kind for e in analyze_text(text).events], text
+
+
+def test_a_wide_exit_code_names_a_status_only_where_one_is_near():
+    """A Windows status sign-extended to 64 bits and printed from a double keeps only its neighbourhood: the one
+    known status within the double's rounding is named (0xC0000409), a value near several names none, and a negative
+    exit code near -1 is no crash status."""
+    fields = [e.fields for e in analyze_text("(Exit code: 18446744072635812000). Unknown error.\n").events
+              if e.kind == "fatal-signal"]
+    assert fields and fields[0]["exception_code"] == "0xc0000409"
+    assert not analyze_text("(Exit code: 18446744072635810000). Unknown error.\n").findings
+    assert not [e for e in analyze_text("(Exit code: 18446744073709515000). Unknown error.\n").events
+                if e.kind == "fatal-signal"]
+
+
+def test_segv_is_a_crash_word_only_alone():
+    """`(SEGV)` and AddressSanitizer's `SEGV on` are a crash; siginfo's SEGV_MAPERR and a flag name are not."""
+    assert analyze_text("==9==ERROR: AddressSanitizer: SEGV on unknown address 0x000000000010\n"
+                        ).findings[0].cause == "native-crash"
+    for text in ("si_code=SEGV_MAPERR handled by the JIT\n", "export ASAN_OPTIONS=handle_segv=1 NO-SEGV-HANDLER=1\n"):
+        assert not analyze_text(text).findings, text

@@ -73,6 +73,7 @@ ANCHORS: tuple[bytes, ...] = (
     # a shell's signal words in its users' languages (data/shell-signals.tsv)
     *sorted(word.encode() for word in shell_signal_words()),
     b"Exception Code: 0x", b"Exception code: 0x", b"exception code 0x", b"exit status 0xc", b"exit status 0xC",
+    b"exception 0xc", b"exception 0xC", b"Exception 0xc", b"Exception 0xC", b"1844674407",  # native_crash._WINDOWS
     b"exit status 0xe", b"exit status 0xE",
     b"(0xC0000", b"(0xc0000", b" 322122", b" -10737",  # a Windows crash status in decimal (native_crash._WINDOWS)
     b"exception: access violation",  # ctypes' OSError for a native call that faulted (native_crash._WINDOWS)

@@ -105,18 +105,21 @@ API_WORDS = (b"cudaGet", b"cudaSet", b"cudaMalloc", b"cudaMemcpy", b"cudaDevice"
 _SIGNALS = later.compile(r"(?i)(?<![\w-])(?P<what>segmentation[ \t]++fault|seg[ \t]?faul?t(?:ed|s)?"
                           r"|(?<!\ban[ \t])illegal[ \t]++instruction|floating[ -]point[ \t]++exception"
                           r"|access[ \t]++violation|segmentation[ \t]++violation"
-                          r"|(?<!pci[ \t])(?<!pcie[ \t])(?<!pci-e[ \t])(?<!aer:[ \t])bus[ \t]++error)"
+                          r"|(?<!pci[ \t])(?<!pcie[ \t])(?<!pci-e[ \t])(?<!aer:[ \t])bus[ \t]++error"
+                          r"|(?-i:(?<![\w-])SEGV(?=[^\w-]|$)))"
                           r"(?!\w)"
                           r"|(?-i:(?<=[a-z,][ \t])Killed)(?![\w-])"
                           r"|(?<=[\"'`\u2018\u201c])(?P<quoted>killed)(?=[\"'`\u2019\u201d])")
 """A crash signal told in words (`the socket closed by segmentation fault core dumped error`, `python segfaults at
-import`, `I simply get a Killed message`: the shell's word, capitalised inside a sentence or quoted; Windows' `access
-violation`; `I meet Bus error: nonexistent physical address with signal 7`, a bus error told, which PCIe's `PCIe Bus
-Error` is not): the end a shell or faulthandler would have reported; CUDA's "an illegal instruction was encountered"
-is the CUDA error, read by its message."""
+import`, `I simply get a Killed message`: the shell's word, capitalised inside a sentence or quoted; Windows'
+`access violation`; `I meet Bus error: nonexistent physical address with signal 7`, a bus error told, which PCIe's
+`PCIe Bus Error` is not; a crash handler's frame marked `(SEGV)`, SteamVR's `libnvidia-glcore.so.595.45.04 +
+0xda806f (SEGV)`, alvr-org/ALVR#3230, and AddressSanitizer's `SEGV on unknown address`): the end a shell or
+faulthandler would have reported; CUDA's "an illegal instruction was encountered" is the CUDA error, read by its
+message."""
 SIGNAL_WORDS = (b"egmentation fault", b"EGMENTATION FAULT", b"egfault", b"EGFAULT", b"eg fault", b"llegal instruction",
                 b"LLEGAL INSTRUCTION", b"egmentation violation", b"point exception", b"POINT EXCEPTION",
-                b"Killed", b"killed",
+                b"Killed", b"killed", b"SEGV",
                 b"ccess violation", b"CCESS VIOLATION", b"us error", b"US ERROR")
 _HEALTHY = later.compile(r"(?:Success|SUCCESS)$")
 _REPEATED_TAG = later.compile(r"^\s*(?:\[[^\]]{1,40}\]\s*)?(?P<tag>[\w.-]{2,30}:)\s")

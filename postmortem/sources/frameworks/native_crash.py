@@ -69,12 +69,20 @@ map): junyanz/pytorch-CycleGAN-and-pix2pix#251, facebookresearch/Detectron#380, 
 glibc 2.26 on, the message stands alone on its line (malloc_printerr's `corrupted size vs. prev_size`, `free():
 invalid pointer`, `double free or corruption (out)`, the messages of malloc/malloc.c) and the abort follows in any
 language (`Annullato (core dump creato)`: negativo17/nvidia-driver#153)."""
-_WINDOWS = later.compile(r"(?i)(?:exit status|exception code|exit code)[:\s]+(?:-?\d+\s+\()?"
-                         r"(?P<code>0x[ce][0-9a-f]{7}|32212\d{5}|-10737\d{5})\b"
+_WINDOWS = later.compile(r"(?i)(?:exit status|exception code|exit code|exception)[:\s]+(?:-?\d+\s+\()?"
+                         r"(?:(?P<code>0x[ce][0-9a-f]{7}|32212\d{5}|-10737\d{5})|(?P<wide>18446744072[6-9]\d{8}))\b"
                          r"|(?P<violation>exception: access violation (?:reading|writing|executing) 0x[0-9a-f]+)")
 """A Windows process's crash status, as hex or as the decimal a launcher prints it: unsigned (Python's
-subprocess: `returned non-zero exit status 3221225477`) or signed (`exit code -1073741819`); or the access violation
-ctypes raises when a native call faults (`OSError: exception: access violation reading 0x0000000000001894`)."""
+subprocess: `returned non-zero exit status 3221225477`), signed (`exit code -1073741819`), or sign-extended to 64 bits
+and printed unsigned (ziglang/zig#2950), which a JavaScript front end rounds to a double (LM Studio's `Exit code:
+18446744072635812000`, lmstudio-ai/lmstudio-bug-tracker#1081, #1950); a crash handler's `exception 0xc0000094
+(INT_DIVIDE_BY_ZERO)` (gnif/LookingGlass#1106); or the access violation ctypes raises when a native call faults
+(`OSError: exception: access violation reading 0x0000000000001894`)."""
+WIDE = (1 << 64) - (1 << 32)
+"""A 32-bit status sign-extended to 64 bits, less the status: what a wide decimal exit code adds to it."""
+ROUNDED = 1024
+"""How far the double a wide exit code was printed from may be from the integer it stood for: the doubles near 2**64
+are 2048 apart, and JavaScript prints the shortest digits that read back as that double."""
 _TERMINATE = later.compile(r"terminate called (?:after throwing an instance of '(?P<type>[^']+)'"
                            r"|without an active exception|recursively)")
 _WHAT = later.compile(r"^\s*what\(\):\s*(?P<what>.*)")
@@ -163,11 +171,18 @@ def _windows_exit(ctx: Context, line: Line, pre: Prefixed) -> Found | None:
     match = _WINDOWS.search(pre.body)
     if not match:
         return None
-    code = int(match["code"], 0) & 0xFFFFFFFF if match["code"] else ACCESS_VIOLATION
-    if code not in WINDOWS_EXCEPTIONS and not (match["code"] or "0xc").lower().startswith("0xc"):
-        return None  # a decimal or a customer code (0xE...) the table does not know is just a number
-    status, signal = WINDOWS_EXCEPTIONS.get(code, (None, None))
-    fields = {"exception_code": f"0x{code:08x}", "status": status, "signal": signal, "platform": "windows"}
+    if match["wide"]:  # the exact status is lost to the double's rounding: a known one only where just one is near
+        near = [known for known in WINDOWS_EXCEPTIONS if abs(int(float(match["wide"])) - WIDE - known) <= ROUNDED]
+        code = near[0] if len(near) == 1 else None
+    else:
+        code = int(match["code"], 0) & 0xFFFFFFFF if match["code"] else ACCESS_VIOLATION
+        if code not in WINDOWS_EXCEPTIONS and not (match["code"] or "0xc").lower().startswith("0xc"):
+            return None  # a decimal or a customer code (0xE...) the table does not know is just a number
+    status, signal = WINDOWS_EXCEPTIONS.get(code, (None, None)) if code is not None else (None, None)
+    fields = {"exception_code": f"0x{code:08x}" if code is not None else "0xc000....", "status": status,
+              "signal": signal, "platform": "windows"}
+    if match["wide"]:
+        fields["exit_code"] = match["wide"]
     return Found("fatal-signal", line, line, fields, ("fatal-signal", code), pre.time)
 
 
