@@ -723,6 +723,21 @@ RND23_WORDINGS = {
     "`--max-batch-prefill-tokens`\"))": "gpu-oom",
 }
 
+RND24_WORDINGS = {
+    # OpenCV's host allocator, in both of its formats (Arthurzhangsheng/CodeFormer_GUI#5, opencv/opencv#10725)
+    "cv2.error: OpenCV(4.6.0) D:\\a\\opencv-python\\opencv\\modules\\core\\src\\alloc.cpp:73: error: "
+    "(-4:Insufficient memory) Failed to allocate 3072000 bytes in function 'cv::OutOfMemoryError'": "host-oom",
+    "OpenCV Error: Insufficient memory (Failed to allocate 3686400 bytes) in void* cv::OutOfMemoryError(size_t), file "
+    "/export/tmp/myOpencv/opencv/modules/core/src/alloc.cpp, line 55": "host-oom",
+    # the dynamic loader out of memory (Nek5000/nekRS#372, njoy/NJOY2016#12)
+    "/home/lxj/.local/nekrs/examples/turbPipePeriodic/.cache/libturbPipe.so: cannot map zero-fill pages": "host-oom",
+    # CUDA.jl's device-side exceptions (JuliaGPU/CUDA.jl#2612, #1720)
+    "ERROR: a BoundsError was thrown during kernel execution on thread (513, 1, 1) in block (3, 1, 1).":
+        "device-assert",
+    "ERROR: KernelException: exception thrown during kernel execution on device NVIDIA RTX 6000 Ada Generation":
+        "device-assert",
+}
+
 
 def test_a_bad_alloc_beside_the_gpu_is_not_the_hosts():
     """thrust's bad_alloc is a failed cudaMalloc; a terminate's bad_alloc is the abort's (native_crash reads it: a
@@ -798,6 +813,7 @@ CORPUS_WORDINGS = {
                                              *RND18_WORDINGS.items(), *RND19_WORDINGS.items(),
                                              *RND20_WORDINGS.items(), *RND21_WORDINGS.items(),
                                              *RND22_WORDINGS.items(), *RND23_WORDINGS.items(),
+                                             *RND24_WORDINGS.items(),
                                              *CORPUS_WORDINGS.items()])
 def test_held_out_rounds_wordings_are_read_by_general_rules(text, cause):
     report = analyze_text(text + "\n")
@@ -998,3 +1014,10 @@ def test_segv_is_a_crash_word_only_alone():
                         ).findings[0].cause == "native-crash"
     for text in ("si_code=SEGV_MAPERR handled by the JIT\n", "export ASAN_OPTIONS=handle_segv=1 NO-SEGV-HANDLER=1\n"):
         assert not analyze_text(text).findings, text
+
+
+def test_opencvs_gpu_modules_out_of_memory_is_not_the_hosts():
+    """OpenCV's host allocator names cv::OutOfMemoryError; its CUDA modules' allocation failure is the GPU's."""
+    text = ("cv2.error: OpenCV(4.8.0) /io/opencv/modules/core/src/cuda/gpu_mat.cu:116: error: (-217:Gpu API call) "
+            "out of memory in function 'allocate'\n")
+    assert "host-oom" not in [f.cause for f in analyze_text(text).findings]

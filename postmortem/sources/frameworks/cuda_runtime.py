@@ -244,7 +244,8 @@ def version_mismatch(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:
 # ---------------------------------------------------------------- GPU out of memory
 
 _OOM = later.compile(
-    r"(?:CUDA|GPU|cuda)\s++out of memory|(?<!ray\.exceptions\.)OutOfMemoryError|Allocation on device"
+    r"(?:CUDA|GPU|cuda)\s++out of memory|(?<!ray\.exceptions\.)(?<!cv::)(?<!in function ')OutOfMemoryError"
+    r"|Allocation on device"
     r"|RESOURCE_EXHAUSTED:.{0,200}?(?:[Oo]ut of memory|allocat)|OOM when allocating"
     r"|\(GPU_\d+_bfc\) ran out of memory trying to allocate|MPS backend out of memory"
     r"|Resource exhausted: Out\b|Out of memory allocating [\d,]+ bytes|Failed to allocate memory for requested buffer"
@@ -256,7 +257,8 @@ _OOM = later.compile(
 )
 """The gaps inside a wording are bounded (200-400 characters, a kernel's name and arguments): unbounded, a line holding
 its first words many times was scanned to its end from each copy. Ray's `ray.exceptions.OutOfMemoryError` is its
-memory monitor's kill for host memory (sources/job_log.py), not the GPU's."""
+memory monitor's kill for host memory (sources/job_log.py), not the GPU's; OpenCV's `cv::OutOfMemoryError` is its
+host allocator's (data/cause-phrases.tsv)."""
 _SIZE = r"(?<!\d)(\d++(?:\.\d++)?+\s*+(?:[KMGTP]i?B|bytes|B))"
 """A size as allocators print it; read from the first digit only (so a long digit run costs one attempt)."""
 _OOM_FIELDS: tuple[tuple[str, regex.Pattern], ...] = tuple(
