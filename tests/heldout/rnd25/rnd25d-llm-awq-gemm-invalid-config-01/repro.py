@@ -1,0 +1,1 @@
+x = torch.Tensor(2048 * 16, 14336).cuda().half()
