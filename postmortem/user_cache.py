@@ -21,7 +21,6 @@ import hashlib
 import json
 import os
 import stat
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +80,8 @@ def write(kind: str, entry_key: str, payload: bytes) -> None:
     path = _path(kind, entry_key)
     if path is None or len(payload) > MAX_ENTRY:
         return
+    import tempfile  # only a run that writes pays for it (random, shutil): most runs only read
+
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         if not _private(path.parent):
