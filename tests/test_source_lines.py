@@ -283,3 +283,20 @@ def test_a_kept_answer_of_another_shape_drops_the_whole_entry(payload):
     import json
     assert _stored(json.dumps(good).encode()) == {4096: Location("a.c", 3, (Place("inl", "b.h", 7),)), 8192: None}
     assert _stored(payload) == {}
+
+
+def test_a_process_holds_the_answers_of_a_bounded_number_of_builds(monkeypatch, tmp_path):
+    """A fleet scan reads cores of many builds: past MAX_OPEN_ANSWERS, the oldest builds' answers are let go once
+    kept (and read back from the user cache when a later core needs them)."""
+    from postmortem.core import lines
+
+    monkeypatch.setenv("POSTMORTEM_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(lines, "MAX_OPEN_ANSWERS", 2)
+    monkeypatch.setattr(lines.Answers, "_open", {})
+    for n in range(5):
+        answers = lines.Answers(f"build{n}:1:/lib{n}.so")
+        answers.found[4096 + n], answers.new = lines.Location("a.c", n, ()), 1
+        lines.Answers._open[f"build{n}"] = answers
+        lines.Answers.keep()
+    assert list(lines.Answers._open) == ["build3", "build4"]
+    assert lines.Answers("build0:1:/lib0.so").found == {4096: lines.Location("a.c", 0, ())}

@@ -67,6 +67,9 @@ INFLATED_KEPT = 2
 """Inflated chunks kept per compressed section (pyelftools reads mostly forward through one CU)."""
 MAX_KEPT_ANSWERS = 200_000
 """Answers kept per DWARF file between runs (a core's stacks ask a few hundred; a deep recursion a few)."""
+MAX_OPEN_ANSWERS = 64
+"""DWARF files whose answers one process holds at once (a fleet scan reads cores of many builds): the oldest go
+after they are kept."""
 
 _SCOPES = frozenset({"DW_TAG_subprogram", "DW_TAG_lexical_block", "DW_TAG_inlined_subroutine"})
 """DIEs that hold code: followed only when their ranges cover the pc."""
@@ -161,12 +164,14 @@ class Answers:
 
     @classmethod
     def keep(cls) -> None:
-        """Write the answers found since the last keep to the user cache."""
+        """Write the answers found since the last keep to the user cache; hold no more than MAX_OPEN_ANSWERS files."""
         for answers in cls._open.values():
             if answers.new and len(answers.found) <= MAX_KEPT_ANSWERS:
                 plain = {str(vaddr): _plain_location(where) for vaddr, where in answers.found.items()}
                 user_cache.write("lines", answers.key, json.dumps(plain, separators=(",", ":")).encode())
             answers.new = 0
+        for identity in list(cls._open)[:max(0, len(cls._open) - MAX_OPEN_ANSWERS)]:
+            del cls._open[identity]
 
 
 def _plain_location(where: Location | None) -> list | None:
