@@ -25,6 +25,7 @@ from hung import (
     barrier_deadlock,
     blocked_in_c,
     blocked_in_ctypes,
+    build_c,
     busy_threads,
     gdb_attach_bt,
     hang_line,
@@ -416,6 +417,45 @@ def test_run_takes_no_snapshot_of_a_job_that_keeps_writing(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "taking a snapshot" not in done.stderr
     assert "hang_snapshot" not in json.loads((tmp_path / "case" / "run.json").read_text())
+
+
+def test_run_takes_no_hang_snapshot_of_a_job_that_computes_silently(tmp_path):
+    """Issue 27: a job that prints nothing for longer than --hang-after but uses the CPU is looked at once: its main
+    thread runs Python code (no wait), so it is moving, the busy check is set aside and no hang is reported."""
+    program = textwrap.dedent("""\
+        import time
+        def crunch(until):
+            total = 0
+            while time.monotonic() < until:
+                total += 1
+            return total
+        print("working", flush=True)
+        crunch(time.monotonic() + 7)
+        print("done", flush=True)
+    """)
+    done = _run(tmp_path, program, "--hang-after", "2s")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "working\ndone\n"
+    assert "looking where it runs" in done.stderr and "the job is moving" in done.stderr, done.stderr
+    assert "crunch" in done.stderr
+    assert "hang_snapshot" not in json.loads((tmp_path / "case" / "run.json").read_text())
+    assert sorted(p.name for p in (tmp_path / "case").iterdir() if p.is_dir()) == []  # no snapshot left behind
+
+
+def test_run_calls_a_job_spinning_in_a_gpu_wait_hung_though_it_uses_cpu(tmp_path):
+    """CUDA's wait for a kernel polls: a real C program spinning in a function named cudaStreamSynchronize uses a
+    core and prints nothing. The busy check finds its main thread in the GPU's wait (data/wait-places.tsv), so the
+    snapshot is the hang's."""
+    exe = build_c(PROGRAMS / "spin_wait.c", tmp_path / "spin_wait")
+    done = subprocess.run([sys.executable, "-m", "postmortem", "run", "--telemetry", "0", "--hang-after", "2s",
+                           "--out", str(tmp_path / "case"), "--", str(exe), "7"],
+                          capture_output=True, text=True, check=False, timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert "looking where it runs" in done.stderr and "the job is moving" not in done.stderr, done.stderr
+    record = json.loads((tmp_path / "case" / "run.json").read_text())
+    assert record["hang_snapshot"] == "hang-snapshot"
+    job = json.loads((tmp_path / "case" / "hang-snapshot" / f"process.{record['pid']}.json").read_text())
+    assert "cudaStreamSynchronize" in [f.get("symbol") for f in job["stacks"][0]["frames"]]
 
 
 def test_snapshots_of_one_job_in_a_folder_per_node_are_grouped_as_one(tmp_path):

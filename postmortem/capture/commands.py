@@ -83,7 +83,8 @@ def collect_command(paths: tuple[str, ...], output: Path | None, since: str, ano
               help="Case directory (default: postmortem-run-<time> here).")
 @click.option("--hang-after", default="0", show_default=True,
               help="Take a snapshot of the job (postmortem snapshot) when its output and its GPU utilisation have "
-                   "not changed for this long (20m, 1h); 0 never. The job goes on.")
+                   "not changed for this long (20m, 1h); 0 never. A job that used CPU meanwhile is looked at first: "
+                   "if every process runs code and none waits, it is moving and the watch goes on. The job goes on.")
 def run_command(command: tuple[str, ...], telemetry: str, sanitizer: bool, gpu_core: bool, sync: bool,
                 out: Path | None, hang_after: str) -> None:
     """Run a job with crash evidence switched on; if it fails, collect and explain.

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -394,11 +394,18 @@ class _HangWatch:
     """Takes one snapshot of the job's processes (capture/snapshot.py, into CASE/hang-snapshot) when for
     `after_s` seconds the job wrote nothing and the GPUs' utilisation (telemetry.csv, when nvidia-smi samples it)
     did not change: a job that stopped moving. The job goes on; the snapshot never stops it for more than
-    milliseconds."""
+    milliseconds.
+
+    A job that used CPU meanwhile may be computing silently, or spinning in a wait (NCCL and CUDA poll while they
+    wait): CPU time alone cannot tell. Its snapshot says where each process's main thread is: when every one runs
+    code that is no known wait (hang.thread_wait: "running"), the job is moving, the snapshot is set aside and the
+    watch goes on (and its snapshot is dropped); otherwise it is the hang's snapshot."""
 
     def __init__(self, after_s: float, case: Path, family: _Family, say: Callable[[str], None]):
         self.after_s, self.case, self.family, self.say = after_s, case, family, say
         self.last_change = time.monotonic()
+        self.cpu_at_change = 0.0
+        self.busy_checks = 0
         self.taken: str | None = None
         self._utilisation: tuple[str, ...] = ()
         self._stop = threading.Event()
@@ -406,6 +413,7 @@ class _HangWatch:
 
     def saw_output(self) -> None:
         self.last_change = time.monotonic()
+        self.cpu_at_change = -1.0  # read again at the next look: reading /proc on every line would cost the job
 
     def __enter__(self) -> _HangWatch:
         if self.after_s > 0:
@@ -422,26 +430,85 @@ class _HangWatch:
             utilisation = _latest_utilisation(self.case / TELEMETRY)
             if utilisation != self._utilisation:
                 self._utilisation, self.last_change = utilisation, time.monotonic()
+                self.cpu_at_change = -1.0
+            if self.cpu_at_change < 0:
+                self.cpu_at_change = _cpu_seconds(self.family.pids)
             if time.monotonic() - self.last_change >= self.after_s:
-                self._snapshot()
-                return
+                used = _cpu_seconds(self.family.pids) - self.cpu_at_change
+                if used < BUSY_SHARE * self.after_s or self.busy_checks >= MAX_BUSY_CHECKS:
+                    self._snapshot("hang-snapshot", f"no output and no change in GPU utilisation for "
+                                                    f"{self.after_s:g} s")
+                    return
+                self.busy_checks += 1
+                if self._snapshot(f"busy-check-{self.busy_checks}", f"no output for {self.after_s:g} s, but "
+                                  f"the job used {used:.1f} s of CPU: looking where it runs"):
+                    return
+                self.last_change, self.cpu_at_change = time.monotonic(), -1.0
 
-    def _snapshot(self) -> None:
+    def _snapshot(self, name: str, why: str) -> bool:
         """`postmortem snapshot` in a process of its own: the job is this process's child, and a parent waiting
-        for its child would be told the child's ptrace stops, which are the snapshot's to see."""
+        for its child would be told the child's ptrace stops, which are the snapshot's to see. True when it is the
+        hang's (kept as CASE/hang-snapshot); a busy check whose processes all run code is set aside as moving."""
         pids = sorted(pid for pid in self.family.pids if os.path.exists(f"/proc/{pid}"))
-        self.say(f"no output and no change in GPU utilisation for {self.after_s:g} s: taking a snapshot of "
-                 f"{len(pids)} process(es); the job goes on (Ctrl-C stops it)")
-        folder = self.case / "hang-snapshot"
-        if os.path.lexists(folder):  # a name planted before the job started: never followed
+        self.say(f"{why}: taking a snapshot of {len(pids)} process(es); the job goes on (Ctrl-C stops it)")
+        folder = self.case / name
+        if os.path.lexists(folder) or os.path.lexists(self.case / "hang-snapshot"):  # planted: never followed
             self.say(f"no snapshot taken: {folder} exists already")
-            return
+            return True
         done = run_tool([sys.executable, "-m", "postmortem", "snapshot", *map(str, pids), "-o", str(folder),
                          "--telemetry", "3s"], SNAPSHOT_TIMEOUT_S)
         for line in done.errors.splitlines():
             if "stopped" in line or not done.ok:
                 self.say(line.removeprefix("postmortem: "))
-        self.taken = folder.name if (folder / "snapshot.json").exists() else None
+        if not (folder / "snapshot.json").exists():
+            return True
+        if name != "hang-snapshot":
+            running = _all_running(folder)
+            if running:
+                self.say(f"every process runs code, in {running}: the job is moving; the watch goes on")
+                shutil.rmtree(folder, ignore_errors=True)  # a moving job's stacks (and cores) are no evidence
+                return False
+            folder.rename(self.case / "hang-snapshot")
+        self.taken = "hang-snapshot"
+        return True
+
+
+BUSY_SHARE = 0.5
+"""Share of one core the job's processes must have used over the quiet time for it to be looked at as busy."""
+MAX_BUSY_CHECKS = 20
+"""Busy checks before a job quiet that long is snapshot as hung whatever it runs (a spin the table does not know)."""
+
+
+def _cpu_seconds(pids: Iterable[int]) -> float:
+    """User and system CPU time of the processes, from /proc/PID/stat (a process gone counts nothing)."""
+    total = 0
+    for pid in list(pids):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            fields = stat[stat.rindex(")") + 2:].split()
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _all_running(folder: Path) -> str | None:
+    """Where the main threads of a snapshot's processes run, when none of them waits (hang.thread_wait); else None."""
+    from ..hang import thread_wait
+    from ..sources.process_snapshot import with_kernel_waits
+
+    places = []
+    for path in sorted(folder.glob("process.*.json")):
+        with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
+            state = json.loads(path.read_text(encoding="utf-8"))
+            threads = with_kernel_waits([t for t in state.get("stacks") or [] if isinstance(t, dict)],
+                                        [t for t in state.get("threads") or [] if isinstance(t, dict)])
+            main = next((t for t in threads if t.get("tid") == state.get("pid")), None)
+            if main is None:
+                return None
+            wait = thread_wait(main)
+            if wait.kind != "running":
+                return None
+            places.append(wait.where)
+    return ", ".join(dict.fromkeys(places)) if places else None
 
 
 def _latest_utilisation(telemetry: Path) -> tuple[str, ...]:

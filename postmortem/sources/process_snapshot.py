@@ -68,7 +68,7 @@ def _process(record: Mapping[str, Any], where: Location) -> Iterator[Event]:
         "devices": [str(d) for d in record.get("devices") or []],
         "stopped_ms": record.get("stopped_ms") if isinstance(record.get("stopped_ms"), int | float) else None,
         "core": _text(record.get("core")),
-        "stacks": _with_kernel_waits([s for s in record.get("stacks") or [] if isinstance(s, dict)][:MAX_STACKS],
+        "stacks": with_kernel_waits([s for s in record.get("stacks") or [] if isinstance(s, dict)][:MAX_STACKS],
                                      threads),
         "ppid": record.get("ppid") if isinstance(record.get("ppid"), int) else None,
         "ended": _text(record.get("ended")),
@@ -97,7 +97,7 @@ def _process(record: Mapping[str, Any], where: Location) -> Iterator[Event]:
                     fields={k: v for k, v in thread_fields.items() if v not in (None, [], "")})
 
 
-def _with_kernel_waits(stacks: list[dict], threads: list[dict]) -> list[dict]:
+def with_kernel_waits(stacks: list[dict], threads: list[dict]) -> list[dict]:
     """Each thread's stack with where /proc saw it wait in the kernel: its state, and its wait channel then the
     functions of its kernel stack (`futex_do_wait`, `fcntl_setlk`) as `kernel`, for hang.thread_wait."""
     by_tid = {t["tid"]: t for t in threads}
