@@ -404,7 +404,8 @@ class _HangWatch:
     def __init__(self, after_s: float, case: Path, family: _Family, say: Callable[[str], None]):
         self.after_s, self.case, self.family, self.say = after_s, case, family, say
         self.last_change = time.monotonic()
-        self.cpu_at_change = 0.0
+        self.cpu_at_change = -1.0
+        """The job's CPU seconds at the last change (-1: read it at the next look)."""
         self.busy_checks = 0
         self.taken: str | None = None
         self._utilisation: tuple[str, ...] = ()
