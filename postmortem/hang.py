@@ -125,9 +125,10 @@ def _python_place(frame: Mapping[str, Any]) -> str:
 
 
 def waiters(events: Iterable[Event]) -> list[Waiter]:
-    """The processes of the snapshots, each with where its threads wait (the stacks its process file holds)."""
+    """The processes of the snapshots, each with where its threads wait (the stacks its process file holds); a process
+    taken by several snapshots (the same host, pid and start) once, as the latest shows it."""
     found = []
-    for event in events:
+    for event in _latest_of_each_process(events):
         stacks = event.fields.get("stacks") if event.kind == "process-snapshot" else None
         if event.kind == "process-snapshot" and event.fields.get("ended"):
             stacks = [{"tid": event.fields["pid"], "ended": event.fields["ended"]}]
@@ -144,6 +145,24 @@ def waiters(events: Iterable[Event]) -> list[Waiter]:
                             event.where.path, main, threads, event.fields.get("ppid"), None, holders))
     found = _workers_apart(found)
     return sorted(found, key=lambda w: (w.rank is None, w.rank if w.rank is not None else 0, w.host or "", w.pid))
+
+
+def _latest_of_each_process(events: Iterable[Event]) -> list[Event]:
+    """The process snapshots, one per process: a process is its host, pid and start time (a pid reused by another
+    process is another one); of two snapshots of it, the later (undated ones first, then by time)."""
+    latest: dict[tuple, Event] = {}
+    for event in events:
+        if event.kind != "process-snapshot":
+            continue
+        key = (event.fields.get("host"), event.fields.get("pid"), event.fields.get("started"))
+        kept = latest.get(key)
+        if kept is None or _taken(event) >= _taken(kept):
+            latest[key] = event
+    return list(latest.values())
+
+
+def _taken(event: Event) -> str:
+    return event.time.isoformat() if event.time is not None else ""
 
 
 def _workers_apart(found: list[Waiter]) -> list[Waiter]:

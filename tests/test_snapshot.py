@@ -1041,3 +1041,15 @@ def test_the_files_of_a_process_are_read_only_as_far_as_its_user_could(tmp_path)
         assert [read(None, name) for name in ("closed.so", "link.so", "private/inside.so")] == ["read"] * 3
     finally:
         shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_one_process_taken_by_two_snapshots_is_one_process_of_the_hang(tmp_path):
+    """Issue 27: a hung process snapshot twice (a second look minutes later, two folders) is one process, where the
+    later snapshot shows it, not two members of the job."""
+    with blocked_in_ctypes() as hung:
+        for name in ("first", "second"):
+            snapshot(tmp_path / name, [hung.pid], Plan(since=_now(), telemetry_s=0, timeout_s=5))
+    report = analyze([str(tmp_path / "first"), str(tmp_path / "second")])
+    assert len([e for e in report.events if e.kind == "process-snapshot"]) == 2
+    hang = next(e for e in report.events if e.kind == "job-hang")
+    assert hang.fields["processes"] == 1 and hang.fields["waiting_members"] == f"pid {hung.pid}", hang.fields
