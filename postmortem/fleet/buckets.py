@@ -14,6 +14,8 @@ import sqlite3
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from .store import bucket_key_sql
+
 SPLIT_BY_STACK = ("native-crash", "unknown")
 """Causes whose buckets are split by stack signature: a host-side crash is named by where it crashed."""
 
@@ -56,16 +58,9 @@ def bucket_key(cause: str, signature: str | None, stack: str | None, fingerprint
     return cause, signature, None, None
 
 
-_STACKED = "(cause IN ('native-crash', 'unknown') AND stack_signature IS NOT NULL AND stack_signature != '')"
-KEY = (
-    "cause",
-    f"CASE WHEN cause = 'unknown' AND NOT {_STACKED} THEN NULL ELSE signature END",
-    f"CASE WHEN {_STACKED} THEN 'stack' WHEN cause = 'unknown' AND fingerprint IS NOT NULL AND fingerprint != '' "
-    "THEN 'fingerprint' END",
-    f"CASE WHEN {_STACKED} THEN stack_signature WHEN cause = 'unknown' THEN fingerprint END",
-)
-"""bucket_key as SQL over a `cases` row, in the very words of the store's index on it (store.MIGRATIONS 2): the
-buckets are one GROUP BY that reads the index alone, however many cases the store holds."""
+KEY = bucket_key_sql()
+"""bucket_key as SQL over a `cases` row, the store's own (store.bucket_key_sql, what its index and summaries hold):
+the buckets are read from the summaries and a bucket's cases found by a seek in the index."""
 _KEYED = ", ".join(KEY)
 _NAMES = ", ".join(f"key{i}" for i in range(len(KEY)))
 _NAMED = ", ".join(f"{expression} AS key{i}" for i, expression in enumerate(KEY))

@@ -33,6 +33,19 @@ if TYPE_CHECKING:
     import pandas
 
 
+def bucket_key_sql(row: str = "") -> tuple[str, ...]:
+    """fleet/buckets.bucket_key as SQL over a cases row (`row` its prefix: "", "NEW.", "OLD."), as migration 2 indexes
+    and summarises it: the queries of fleet/buckets use these very expressions, so SQLite matches them to the index.
+    Frozen with migration 2: a new key is a new migration and a new function."""
+    stacked = (f"({row}cause IN ('native-crash', 'unknown') AND {row}stack_signature IS NOT NULL "
+               f"AND {row}stack_signature != '')")
+    return (f"{row}cause",
+            f"CASE WHEN {row}cause = 'unknown' AND NOT {stacked} THEN NULL ELSE {row}signature END",
+            f"CASE WHEN {stacked} THEN 'stack' WHEN {row}cause = 'unknown' AND {row}fingerprint IS NOT NULL "
+            f"AND {row}fingerprint != '' THEN 'fingerprint' END",
+            f"CASE WHEN {stacked} THEN {row}stack_signature WHEN {row}cause = 'unknown' THEN {row}fingerprint END")
+
+
 def _bucket_summaries() -> str:
     """Migration 2, frozen like every applied migration: the bucket key of a case (fleet/buckets.bucket_key) as SQL,
     an index on it (with time and host: a bucket's first and last case are an index seek), and two summary tables kept
@@ -40,19 +53,8 @@ def _bucket_summaries() -> str:
     `buckets` and the report read a few hundred rows, not every case. The summaries hold '' for a key part that is
     NULL (a primary key must not be NULL). The trend counts cases per hour and cause in an index of its own; the bad
     nodes find the hardware findings by layer."""
-    stacked = ("({r}cause IN ('native-crash', 'unknown') AND {r}stack_signature IS NOT NULL "
-               "AND {r}stack_signature != '')")
-    key = ("{r}cause",
-           f"CASE WHEN {{r}}cause = 'unknown' AND NOT {stacked} THEN NULL ELSE {{r}}signature END",
-           f"CASE WHEN {stacked} THEN 'stack' WHEN {{r}}cause = 'unknown' AND {{r}}fingerprint IS NOT NULL "
-           "AND {r}fingerprint != '' THEN 'fingerprint' END",
-           f"CASE WHEN {stacked} THEN {{r}}stack_signature WHEN {{r}}cause = 'unknown' THEN {{r}}fingerprint END")
-
-    def of(row: str) -> list[str]:
-        return [part.format(r=row) for part in key]
-
     def kept(row: str) -> list[str]:
-        return [f"COALESCE({part}, '')" for part in of(row)]
+        return [f"COALESCE({part}, '')" for part in bucket_key_sql(row)]
 
     def summary(row: str) -> str:
         return ", ".join(kept(row))
@@ -67,7 +69,7 @@ def _bucket_summaries() -> str:
             f"DELETE FROM bucket_counts WHERE cases <= 0 AND {where};\n"
             f"UPDATE bucket_hosts SET cases = cases - 1 WHERE OLD.status = 'ok' AND host = OLD.host AND {where};\n"
             f"DELETE FROM bucket_hosts WHERE cases <= 0 AND host = OLD.host AND {where};\n")
-    plain = of("")
+    plain = bucket_key_sql()
     return f"""
 CREATE INDEX cases_bucket_key ON cases({", ".join(plain)}, time, host) WHERE status = 'ok';
 CREATE INDEX cases_hour ON cases(substr(time, 1, 13), cause) WHERE status = 'ok' AND time IS NOT NULL;
