@@ -7,7 +7,9 @@ thread waits: the first row of data/wait-places.tsv that matches a frame of that
 the GPU, a Python lock, a sleep, I/O...), shown as its innermost Python frame (or native frame). Processes in the
 same place form a group. When most wait for the others (a collective or a barrier), those that do not are the
 suspects: they are where the job stopped. The result is one `job-hang` event for the job and one
-`process-hang` event per process whose threads wait on each other (two or more threads on Python locks). The
+`process-hang` event per process whose threads wait on each other (two or more threads on Python locks): where the
+interpreter's frames show which lock each waits for and which its `with` blocks hold (core.python_stack.PythonLock),
+each wait names the holding thread, and a cycle of them is named as the deadlock it is. The
 signatures (signatures/hang.yaml) turn the job's into findings, with the ranks and places as fields; a
 process-hang has no cause of its own in the vocabulary and is shown as the first unexplained line.
 """
@@ -40,6 +42,9 @@ GPU_MODULES = later.compile(r"^nvidia")
 """Kernel modules of the NVIDIA driver (nvidia, nvidia_uvm, nvidia_modeset): a thread blocked in one of them
 waits for the driver."""
 SHOWN_GROUPS = 8
+LOCK_WAITS = frozenset({"python-lock", "join"})
+"""Wait kinds of a thread in a Python lock's acquire (Thread.join waits on the thread's own lock): the first lock of
+its innermost frame is the one it waits for, not one it holds."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,10 @@ class Wait:
     meaning: str
     where: str
     """Its innermost Python frame (`function (file:line)`), else its innermost named native frame."""
+    wants: str | None = None
+    """The address of the Python lock it waits for, where its innermost frame's value stack shows it."""
+    holds: tuple[str, ...] = ()
+    """The addresses of the Python locks its `with` blocks hold (core.python_stack.PythonLock)."""
 
 
 @dataclass(frozen=True)
@@ -116,8 +125,24 @@ def thread_wait(thread: Mapping[str, Any]) -> Wait:
     if thread.get("ended"):
         return Wait(tid, DEAD, f"{thread['ended']}, before the snapshot; its parent has not reaped it", "its end")
     if found is None:
-        return Wait(tid, "running", "not in a known wait (running, or in code the table does not know)", where)
-    return Wait(tid, found.kind, found.meaning, where)
+        return Wait(tid, "running", "not in a known wait (running, or in code the table does not know)", where,
+                    None, _locks(thread))
+    locks = _locks(thread)
+    wants = locks[0] if found.kind in LOCK_WAITS and locks and _innermost_lock(thread) else None
+    return Wait(tid, found.kind, found.meaning, where, wants, tuple(lock for lock in locks if lock != wants))
+
+
+def _locks(thread: Mapping[str, Any]) -> tuple[str, ...]:
+    """The addresses of the Python locks a thread's frames refer to, innermost first (a process file's
+    `python_locks`)."""
+    return tuple(str(lock["address"]) for lock in thread.get("python_locks") or []
+                 if isinstance(lock, Mapping) and isinstance(lock.get("address"), str))
+
+
+def _innermost_lock(thread: Mapping[str, Any]) -> bool:
+    """Whether the thread's first lock is on its innermost frame's stack: the lock that frame's acquire waits for."""
+    first = next(iter(thread.get("python_locks") or []), None)
+    return isinstance(first, Mapping) and first.get("frame") == 0
 
 
 def _python_place(frame: Mapping[str, Any]) -> str:
@@ -184,17 +209,49 @@ def hang_events(events: Sequence[Event]) -> list[Event]:
 
 def _process_hang(waiter: Waiter) -> Event | None:
     """Threads of one process waiting on each other's Python locks; or its only thread waiting for one, which no
-    thread of it can release (a lock another thread held when the process was forked: a worker's classic deadlock)."""
+    thread of it can release (a lock another thread held when the process was forked: a worker's classic deadlock).
+
+    Where the threads' stacks show which lock each waits for and which its `with` blocks hold, each wait names the
+    holder, and waits that come back to where they started are a deadlock, named as the cycle of threads."""
     locked = [w for w in waiter.threads if w.kind == "python-lock"]
     alone = len(locked) == 1 and len(waiter.threads) == 1
-    if len(locked) < 2 and not alone:
+    holder = {lock: w for w in waiter.threads for lock in w.holds}
+    held = [w for w in locked if w.wants in holder and holder[w.wants] is not w]
+    if len(locked) < 2 and not alone and not held:
         return None
     places = "; ".join(f"thread {w.tid} at {w.where}" for w in locked)
-    told = (f"its only thread waits for a Python lock no thread of it can release (held by another thread when it "
-            f"was forked): {places}" if alone else f"{len(locked)} threads wait for Python locks: {places}")
-    return Event(kind="process-hang", where=Location(waiter.path), text=f"{waiter.name}: {told}",
-                 fields={"pid": waiter.pid, "host": waiter.host, "who": waiter.name, "lock_waiters": len(locked),
-                         "lock_places": places, "threads": len(waiter.threads)})
+    cycle = _lock_cycle(locked, holder)
+    fields: dict[str, Any] = {"pid": waiter.pid, "host": waiter.host, "who": waiter.name, "lock_waiters": len(locked),
+                              "lock_places": places, "threads": len(waiter.threads)}
+    if cycle:
+        told = (f"{len(cycle)} threads deadlock on Python locks, each holding the lock the next waits for: "
+                + "; ".join(f"thread {w.tid} at {w.where} waits for lock {w.wants}, held by thread "
+                            f"{holder[str(w.wants)].tid}" for w in cycle))
+        fields["lock_cycle"] = " -> ".join(f"thread {w.tid}" for w in [*cycle, cycle[0]])
+    elif held:
+        told = f"{len(locked)} thread{'s' if len(locked) > 1 else ''} wait for Python locks: " + "; ".join(
+            f"thread {w.tid} at {w.where} waits for lock {w.wants}, held by thread {holder[str(w.wants)].tid} at "
+            f"{holder[str(w.wants)].where} ({holder[str(w.wants)].meaning})" if w in held else
+            f"thread {w.tid} at {w.where}" for w in locked)
+    else:
+        told = (f"its only thread waits for a Python lock no thread of it can release (held by another thread when "
+                f"it was forked): {places}" if alone else f"{len(locked)} threads wait for Python locks: {places}")
+    if held:
+        fields["lock_holders"] = "; ".join(f"thread {w.tid} waits for thread {holder[str(w.wants)].tid}" for w in held)
+    return Event(kind="process-hang", where=Location(waiter.path), text=f"{waiter.name}: {told}", fields=fields)
+
+
+def _lock_cycle(locked: Sequence[Wait], holder: Mapping[str, Wait]) -> list[Wait]:
+    """The first cycle of threads each waiting for a lock the next holds, in order; [] when the waits end."""
+    for start in locked:
+        path: list[Wait] = []
+        current: Wait | None = start
+        while current is not None and current not in path:
+            path.append(current)
+            current = holder.get(current.wants) if current.wants is not None else None
+        if current is not None:
+            return path[path.index(current):]
+    return []
 
 
 def _members(group: list[Waiter]) -> str:

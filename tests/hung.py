@@ -122,10 +122,10 @@ def stopped_tasks(pid: int) -> list[int]:
 
 @contextmanager
 def hung_process(program: Path, argv: Sequence[str], roles: Collection[str], *, blocked: bool = True,
-                 spinning: Collection[str] = ()) -> Iterator[Hung]:
+                 spinning: Collection[str] = (), values: Collection[str] = ()) -> Iterator[Hung]:
     """Start `argv` (running `program`) in a process group of its own, wait for the ready line of each
-    of `roles` (and with `blocked`, until each of their threads but the `spinning` ones sleeps in the kernel),
-    yield it, and kill the group."""
+    of `roles` (and with `blocked`, until each of their threads but the `spinning` ones sleeps in the kernel)
+    and of each of `values` (a number the program says, not a thread), yield it, and kill the group."""
     read_end, write_end = os.pipe()
     try:
         with tempfile.TemporaryFile() as log:
@@ -136,9 +136,9 @@ def hung_process(program: Path, argv: Sequence[str], roles: Collection[str], *, 
             finally:
                 os.close(write_end)  # the program's ends only: EOF once every process of it has exited
             try:
-                said = ready_roles(read_end, roles, log)
+                said = ready_roles(read_end, [*roles, *values], log)
                 if blocked:
-                    settle({role: tid for role, tid in said.items() if role not in spinning})
+                    settle({role: tid for role, tid in said.items() if role not in spinning and role not in values})
                 yield Hung(process.pid, said, descendants(process.pid), program)
             finally:
                 kill_group(process)
@@ -194,10 +194,12 @@ def kill_group(process: subprocess.Popen[bytes]) -> None:
 
 
 @contextmanager
-def python_lock_deadlock() -> Iterator[Hung]:
-    """Two threads deadlocked on two locks (roles a_then_b, b_then_a), the main thread joining them."""
+def python_lock_deadlock(python: str = sys.executable) -> Iterator[Hung]:
+    """Two threads deadlocked on two locks (roles a_then_b, b_then_a), the main thread joining them; the roles
+    lock_a and lock_b are the locks' addresses, as the program's id() gives them."""
     program = PROGRAMS / "lock_deadlock.py"
-    with hung_process(program, [sys.executable, str(program)], ("main", "a_then_b", "b_then_a")) as hung:
+    with hung_process(program, [python, str(program)], ("main", "a_then_b", "b_then_a"),
+                      values=("lock_a", "lock_b")) as hung:
         yield hung
 
 

@@ -742,11 +742,14 @@ RND26_WORDINGS = {
     # TensorFlow's driver check, in a container without the GPUs and on a host without the driver
     # (kubeflow/website#1958; TensorFlow's cuda_diagnostics.cc)
     "04:24:17.657768: I tensorflow/stream_executor/cuda/cuda_diagnostics.cc:156] kernel driver does not appear to be "
-    "running on this host (wk-caas-46ca401961ec4f359c9928b48579291a-60aac283a6461539b2ff57): /proc/driver/nvidia/version"
+    "running on this host (wk-caas-46ca401961ec4f359c9928b48579291a-60aac283a6461539b2ff57): "
+    "/proc/driver/nvidia/version"
     " does not exist": "driver-mismatch",
     # xFormers' CUTLASS kernels built for another architecture (facebookresearch/xformers#1045, vllm-project/vllm#199)
-    "FATAL: kernel fmha_cutlassF_f16_aligned_64x128_rf_sm80 is for sm80-sm100, but was built for sm75.": "arch-mismatch",
-    "FATAL: kernel `fmha_cutlassF_f16_aligned_64x128_rf_sm80` is for sm80-sm100, but was built for sm50": "arch-mismatch",
+    "FATAL: kernel fmha_cutlassF_f16_aligned_64x128_rf_sm80 is for sm80-sm100, but was built for sm75.":
+        "arch-mismatch",
+    "FATAL: kernel `fmha_cutlassF_f16_aligned_64x128_rf_sm80` is for sm80-sm100, but was built for sm50":
+        "arch-mismatch",
     # GDRCopy's driver not opened (NVIDIA/gdrcopy#234, #72)
     "gdr_open error: Is gdrdrv driver installed and loaded?": "driver-mismatch",
     'GDRCOPY library "libgdrapi.so" unable to open GDR driver, is gdrdrv.ko loaded?': "driver-mismatch",
@@ -755,8 +758,10 @@ RND26_WORDINGS = {
     # the RDMA NIC's queues under a locked-memory limit (openucx/ucx#8746, NVIDIA/nccl#1191, NVIDIA/nccl-tests#206)
     "[1668693503.473099] [ampere:1188443:0]          ib_log.c:246  UCX  ERROR mlx5_0: ibv_create_cq() failed: Cannot "
     "allocate memory. Please set max locked memory (ulimit -l) to 'unlimited' (current: 64 kbytes)": "nccl-comm-error",
-    "My issue is caused by the error `ERROR ibv_create_cq(cqe=4096) failed: Cannot allocate memory.`": "nccl-comm-error",
-    "misc/ibvwrap.cc:278 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory": "nccl-comm-error",
+    "My issue is caused by the error `ERROR ibv_create_cq(cqe=4096) failed: Cannot allocate memory.`":
+        "nccl-comm-error",
+    "misc/ibvwrap.cc:278 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory":
+        "nccl-comm-error",
     # CUDA IPC between the ranks of a node in Open MPI and MPICH (JuliaGPU/CUDA.jl#1053, CliMA/slurm-buildkite#54,
     # pmodels/mpich#7304)
     "The call to cuIpcGetMemHandle failed. This means the GPU RDMA protocol\ncannot be used.": "nccl-comm-error",

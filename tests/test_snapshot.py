@@ -45,6 +45,7 @@ from postmortem.capture.snapshot import job_processes, read_stacks, snapshot, sn
 from postmortem.core.python_stack import PythonFrame
 from postmortem.debugging import short_name
 from postmortem.pipeline import analyze as _analyze
+from test_python_stack import VERSIONS, interpreter
 
 SNAPSHOTS = Path(__file__).parent / "data" / "snapshot"
 OTHER_PROCESS_OOM = Path(__file__).parent / "data" / "scope" / "other-process-oom.txt"
@@ -279,6 +280,29 @@ def test_deadlocked_threads_are_named_with_their_lines(tmp_path):
     for role in ("a_then_b", "b_then_a"):
         assert f"thread {hung.roles[role]} at " in places
         assert f"{hung.program.name}:{hang_line(hung.program, role)})" in places
+    a, b = hung.roles["a_then_b"], hung.roles["b_then_a"]
+    assert hang.fields["lock_cycle"] in (f"thread {a} -> thread {b} -> thread {a}",
+                                         f"thread {b} -> thread {a} -> thread {b}")
+    assert f"waits for lock {hung.roles['lock_b']:#x}, held by thread {b}" in hang.text
+    assert f"waits for lock {hung.roles['lock_a']:#x}, held by thread {a}" in hang.text
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_each_thread_names_the_lock_it_waits_for_and_the_locks_it_holds(tmp_path, version):
+    """The locks of a deadlock, read from the interpreter's frames in CPython 3.11-3.14, are the objects the program's
+    own id() names: each thread waits for the lock the other's `with` block holds. 3.10's frames keep their value stack
+    elsewhere and are not read: its threads are placed, their locks not named."""
+    with python_lock_deadlock(str(interpreter(version))) as hung:
+        state = _snapshot(hung.pid, tmp_path)
+    locks = {t["tid"]: [(lock["address"], lock["frame"]) for lock in t["python_locks"]] for t in state["stacks"]}
+    lock_a, lock_b = f"{hung.roles['lock_a']:#x}", f"{hung.roles['lock_b']:#x}"
+    if version < (3, 11):
+        assert not any(locks.values())
+        return
+    assert locks[hung.roles["a_then_b"]] == [(lock_b, 0), (lock_a, 0)]
+    assert locks[hung.roles["b_then_a"]] == [(lock_a, 0), (lock_b, 0)]
+    hang = next(e for e in analyze([str(tmp_path)]).events if e.kind == "process-hang")
+    assert "deadlock" in hang.text and hang.fields["lock_cycle"].count("thread") == 3
 
 
 @pytest.mark.skipif(GDB is None, reason="gdb not installed")
@@ -367,7 +391,7 @@ def test_cli_prints_each_stop_and_writes_a_case_analyze_reads(tmp_path):
                              capture_output=True, text=True, check=False, timeout=120)
     assert verdict.stdout.startswith("Verdict: unknown")
     assert "(not this job's: at " in verdict.stdout and ", before the job started (" in verdict.stdout
-    assert "process-hang: pid" in verdict.stdout and "2 threads wait for Python locks" in verdict.stdout
+    assert "process-hang: pid" in verdict.stdout and "2 threads deadlock on Python locks" in verdict.stdout
 
 
 def _now():

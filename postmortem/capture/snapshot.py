@@ -449,7 +449,9 @@ def read_stacks(core: Path, read_as: ReadAs | None) -> tuple[list[dict], list[st
     return [{"tid": thread.tid,
              "frames": [{"pc": f.pc, "module": f.module, "symbol": f.symbol, "file": f.file, "line": f.line}
                         for f in thread.frames],
-             "python": [{"function": f.function, "file": f.file, "line": f.line} for f in thread.python_frames or ()]}
+             "python": [{"function": f.function, "file": f.file, "line": f.line} for f in thread.python_frames or ()],
+             "python_locks": [{"address": lock.address, "kind": lock.kind, "frame": lock.frame}
+                              for lock in thread.python_locks]}
             for thread in found.core.threads], found.diagnostics
 
 

@@ -815,7 +815,7 @@ def _merged(thread: Thread, stack: PythonThread, version: tuple[int, int]) -> Th
     for index, (start, end) in zip(loops, slices, strict=True):
         frames[index] = replace(frames[index], python_frames=stack.frames[start:end])
     return replace(thread, frames=tuple(frames), python_frames=stack.frames,
-                   python_merge=how if loops or stack.frames else None)
+                   python_merge=how if loops or stack.frames else None, python_locks=stack.locks)
 
 
 def _crash_site(result: CoreRead, threads: list[Thread], finder: _ModuleFinder) -> None:

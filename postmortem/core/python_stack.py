@@ -45,6 +45,23 @@ STACKREF_TAG_BITS_314 = 3
 """3.14's frame holds its code as a _PyStackRef, a pointer whose low two bits are tags
 (Py_TAG_BITS of the default build, Include/internal/pycore_stackref.h)."""
 
+MAX_STACK_SLOTS = 4096
+"""Value-stack slots of one frame read for locks (a code object's co_stacksize is rarely above 100)."""
+MAX_TOTAL_SLOTS = 1 << 18
+"""Value-stack slots read for locks in one walk, all threads together: a bound on what the locks cost."""
+LOCK_TYPES = frozenset({"_thread.lock", "_thread.RLock"})
+"""The types of threading.Lock and threading.RLock objects (Modules/_threadmodule.c)."""
+BOUND_BUILTIN = "builtin_function_or_method"
+"""The type of a C method bound to its object (PyCFunctionObject): `with lock:` keeps `lock.__exit__` so."""
+CFUNCTION_SELF = 24
+"""Offset of m_self in PyCFunctionObject, the same in 3.10-3.14 (gdb `ptype /o`)."""
+CODE_EXCEPTIONTABLE = 40
+"""Offset of co_exceptiontable in PyCodeObject, after the var-object head, co_consts and co_names (3.11-3.14; gdb
+`ptype /o PyCodeObject`)."""
+LIVE_REFCOUNT = 1 << 40
+"""Above this an object's first word is no reference count: pymalloc keeps the next free block's address
+there once the object is freed, so a slot that outlived its object reads as a heap address (or 0)."""
+
 GLIBC_PTHREAD_TID = 720  # offset of `tid` in glibc's struct pthread on x86-64 and aarch64
 
 
@@ -62,6 +79,20 @@ class PythonFrame:
 
 
 @dataclass(frozen=True)
+class PythonLock:
+    """A threading lock a frame's value stack refers to, as the interpreter keeps it there: the bound `__exit__`
+    of a `with lock:` block the frame is in (3.11-3.13), or the lock itself beside its method (3.14's
+    LOAD_SPECIAL, an `acquire()` call running). Locals are not read: a name bound to a lock holds nothing."""
+
+    address: str
+    """The lock object's address, in hex: two threads naming one address name one lock."""
+    kind: str
+    """Its type: _thread.lock (threading.Lock) or _thread.RLock."""
+    frame: int
+    """Index in PythonThread.frames of the frame whose stack holds it."""
+
+
+@dataclass(frozen=True)
 class PythonThread:
     """A thread's Python stack, innermost frame first.
 
@@ -72,6 +103,10 @@ class PythonThread:
     thread_id: int
     frames: tuple[PythonFrame, ...]
     error: str | None = None
+    locks: tuple[PythonLock, ...] = ()
+    """The locks the frames' value stacks refer to, innermost frame first and, in a frame, the top of its stack
+    first: for a thread waiting in a lock's acquire, the first (of frame 0) is the lock it waits for and the
+    others are `with` blocks it is in, locks it holds."""
     calls: tuple[int, ...] = ()
     """How many of `frames` each eval-loop call runs, innermost call first (they sum to len(frames)).
 
@@ -119,6 +154,14 @@ class Layout:
     var_size: int = 16
     type_name: int = 24
     frame_code_tag_bits: int = 0
+    frame_localsplus: int | None = None
+    """Where a frame's locals and then its value stack start (3.11+)."""
+    frame_stacktop: int | None = None
+    """An int: the value stack's height as an index into localsplus (3.11-3.13), -1 or stale while the frame runs."""
+    frame_stackpointer: int | None = None
+    """A pointer to the top of the value stack (3.14)."""
+    code_stacksize: int | None = None
+    code_nlocalsplus: int | None = None
 
 
 TABLES: dict[tuple[int, int], Layout] = {
@@ -135,14 +178,16 @@ TABLES: dict[tuple[int, int], Layout] = {
         frame_previous=48, frame_code=32, frame_instr=56, frame_owner=69, frame_is_entry=68,
         code_filename=112, code_name=120, code_linetable=136, code_firstlineno=72,
         code_bytecode=184, str_state=32, str_length=16, str_ascii_size=48,
-        str_compact_size=72, bytes_size=16, bytes_data=32),
+        str_compact_size=72, bytes_size=16, bytes_data=32,
+        frame_localsplus=72, frame_stacktop=64, code_stacksize=68, code_nlocalsplus=76),
     (3, 12): Layout(
         runtime_interp_head=40, interp_next=0, interp_threads_head=72, tstate_next=8,
         tstate_frame=56, cframe_current=0, tstate_thread_id=136, tstate_native_id=144,
         frame_previous=8, frame_code=0, frame_instr=56, frame_owner=70, frame_is_entry=None,
         code_filename=112, code_name=120, code_linetable=136, code_firstlineno=68,
         code_bytecode=192, str_state=32, str_length=16, str_ascii_size=40,
-        str_compact_size=56, bytes_size=16, bytes_data=32),
+        str_compact_size=56, bytes_size=16, bytes_data=32,
+        frame_localsplus=72, frame_stacktop=64, code_stacksize=64, code_nlocalsplus=72),
 }
 
 # The u64 words of _Py_DebugOffsets (Include/internal/pycore_debug_offsets.h), in order, as far
@@ -266,6 +311,7 @@ class _Walker:
         self.codes: dict[int, tuple[str, str, int, bytes, int]] = {}
         self.frames_left = MAX_TOTAL_FRAMES
         self.entries_left = MAX_LINE_ENTRIES
+        self.slots_left = MAX_TOTAL_SLOTS
 
     def _layout(self) -> Layout:
         if self.version in TABLES:
@@ -288,6 +334,10 @@ class _Walker:
         if any(value > 1 << 20 for name, value in words.items() if name not in ("cookie", "version")):
             raise PythonStackError("_Py_DebugOffsets holds an implausible offset")
         ascii_size = words["unicode.asciiobject_size"]
+        localsplus = words["frame.localsplus"]
+        # the ints around co_firstlineno, as measured on 3.12 and 3.13 (gdb `ptype /o PyCodeObject`): co_stacksize
+        # before it, co_nlocalsplus after it, then four ints and a uint32 up to co_localsplusnames
+        counts_known = words["code.localsplusnames"] == words["code.firstlineno"] + 28
         return Layout(
             runtime_interp_head=words["runtime.interpreters_head"], interp_next=words["interp.next"],
             interp_threads_head=words["interp.threads_head"], tstate_next=words["tstate.next"],
@@ -303,7 +353,13 @@ class _Walker:
             str_compact_size=ascii_size + 16, bytes_size=words["bytes.ob_size"],
             bytes_data=words["bytes.ob_sval"], ob_type=words["object.ob_type"],
             var_size=words["tuple.ob_size"], type_name=words["type.tp_name"],
-            frame_code_tag_bits=STACKREF_TAG_BITS_314 if self.version >= (3, 14) else 0)
+            frame_code_tag_bits=STACKREF_TAG_BITS_314 if self.version >= (3, 14) else 0,
+            frame_localsplus=localsplus,
+            # 3.13's int stacktop sits just before localsplus (measured on 3.13.0); 3.14 publishes a pointer
+            frame_stacktop=localsplus - 8 if "frame.stackpointer" not in words else None,
+            frame_stackpointer=words.get("frame.stackpointer"),
+            code_stacksize=words["code.firstlineno"] - 4 if counts_known else None,
+            code_nlocalsplus=words["code.firstlineno"] + 4 if counts_known else None)
 
     # --- threads ---------------------------------------------------------------------------
 
@@ -341,12 +397,14 @@ class _Walker:
 
     def _thread(self, tstate: int) -> PythonThread:
         frames: list[PythonFrame] = []
+        locks: list[PythonLock] = []
         calls: list[int] = []
         running = 0  # frames of the innermost call not yet closed by its entry marker
         error = None
         try:
-            for frame, ends_call in self._frame_chain(tstate):
+            for address, frame, ends_call in self._frame_chain(tstate):
                 if frame is not None:
+                    locks.extend(self._locks(address, len(frames)))
                     frames.append(frame)
                     running += 1
                 if ends_call:
@@ -356,7 +414,7 @@ class _Walker:
             error = str(problem)
         if running:
             calls.append(running)
-        return PythonThread(self._native_id(tstate), tuple(frames), error, tuple(calls))
+        return PythonThread(self._native_id(tstate), tuple(frames), error, tuple(locks), tuple(calls))
 
     def _native_id(self, tstate: int) -> int:
         """The kernel thread id: a field from 3.11 on, else read from glibc's struct pthread."""
@@ -386,9 +444,9 @@ class _Walker:
 
     # --- frames ----------------------------------------------------------------------------
 
-    def _frame_chain(self, tstate: int) -> Iterator[tuple[PythonFrame | None, bool]]:
-        """Each frame of a thread, innermost first (None for frames that are not shown), and
-        whether it ends an eval-loop call (see PythonThread.calls)."""
+    def _frame_chain(self, tstate: int) -> Iterator[tuple[int, PythonFrame | None, bool]]:
+        """Each frame of a thread, innermost first: its address, what it runs (None for frames that are not
+        shown), and whether it ends an eval-loop call (see PythonThread.calls)."""
         lay = self.layout
         frame = self.memory.u64(tstate + lay.tstate_frame, "PyThreadState frame pointer")
         if frame and lay.cframe_current is not None:
@@ -402,8 +460,111 @@ class _Walker:
             if self.frames_left < 0:
                 raise PythonStackError(f"{MAX_TOTAL_FRAMES:,} Python frames already read from this core, the most "
                                        "read from one: the rest of this stack is left out")
-            yield self._frame(frame)
+            yield frame, *self._frame(frame)
             frame = self.memory.u64(frame + lay.frame_previous, "frame.previous")
+
+    def _locks(self, frame: int, index: int) -> list[PythonLock]:
+        """The locks the value stack of the frame at `frame` (PythonThread.frames[index]) refers to, top first.
+
+        Only slots in use are read: a slot above the top still names whatever was last there, often a lock. A frame
+        that called another saved its height; the innermost frame, running, saved none (3.11-3.13), and its slots
+        in use are those below the depth its exception handler restores (co_exceptiontable: the `with` blocks it is
+        in keep their `__exit__` there) and, above it, those of the instruction running, up to its first lock: the
+        one an acquire waits for. An unreadable frame or object has no locks; nothing here ends the walk."""
+        lay = self.layout
+        if lay.frame_localsplus is None or lay.code_stacksize is None or lay.code_nlocalsplus is None:
+            return []
+        try:
+            code = self.memory.u64(frame + lay.frame_code, "frame code") & ~lay.frame_code_tag_bits
+            first = min(lay.code_stacksize, lay.code_nlocalsplus)
+            counts = self.memory.bytes(code + first, 12, "code counts")
+            size = _i32(counts, lay.code_stacksize - first)
+            local = _i32(counts, lay.code_nlocalsplus - first)
+            if not (0 <= local <= MAX_STACK_SLOTS and 0 < size <= MAX_STACK_SLOTS):
+                return []
+            base = frame + lay.frame_localsplus + 8 * local
+            height = self._stack_height(frame, base, local, size)
+            self.slots_left -= size
+            if self.slots_left < 0:
+                return []
+            slots = struct.unpack(f"<{size}Q", self.memory.bytes(base, 8 * size, "value stack"))
+            depth = self._handler_depth(frame, code) if height is None else height
+        except PythonStackError:
+            return []
+        found: list[PythonLock] = []
+
+        def add(slot: int) -> bool:
+            lock = self._lock_in(slot & ~lay.frame_code_tag_bits)
+            if lock is not None and all(f.address != f"{lock[0]:#x}" for f in found):
+                found.append(PythonLock(f"{lock[0]:#x}", lock[1], index))
+            return lock is not None
+
+        if height is None:  # the running instruction's own slots: up to the first lock, the one it waits for
+            next((slot for slot in slots[depth:] if add(slot)), None)
+        for slot in reversed(slots[:depth]):
+            add(slot)
+        return found
+
+    def _stack_height(self, frame: int, base: int, local: int, size: int) -> int | None:
+        """The slots of the frame's value stack in use where the frame saved its height; None where it did not."""
+        lay = self.layout
+        if lay.frame_stackpointer is not None:
+            top = self.memory.u64(frame + lay.frame_stackpointer, "frame stackpointer")
+            height = (top - base) // 8 if top % 8 == 0 else -1
+        elif lay.frame_stacktop is not None:
+            height = _i32(self.memory.bytes(frame + lay.frame_stacktop, 4, "frame stacktop"), 0) - local
+        else:
+            height = -1
+        return height if 0 <= height <= size else None
+
+    def _handler_depth(self, frame: int, code: int) -> int:
+        """The stack depth the exception handler of the frame's running instruction restores (0 with none): every
+        slot below it is in use (Objects/exception_handling_notes.txt: entries of start, length, target and depth,
+        in code units, as varints of 6 bits, most significant first, 0x40 to continue, 0x80 at an entry's start)."""
+        lay = self.layout
+        if lay.code_bytecode is None:
+            return 0
+        instruction = (self.memory.u64(frame + lay.frame_instr, "frame instr") - code - lay.code_bytecode) // 2
+        table = self._bytes(self.memory.u64(code + CODE_EXCEPTIONTABLE, "co_exceptiontable"), "co_exceptiontable")
+        position = 0
+        while position < len(table):
+            fields = []
+            for _ in range(4):
+                value, position = _big_varint(table, position)
+                fields.append(value)
+            start, length, _, depth_lasti = fields
+            if start <= instruction < start + length:
+                return depth_lasti >> 1
+        return 0
+
+    def _lock_in(self, obj: int) -> tuple[int, str] | None:
+        """The lock a stack slot's object is, or is a bound method of (`lock.__exit__`), with its type name."""
+        for _ in range(2):
+            kind = self._live_type(obj)
+            if kind in LOCK_TYPES:
+                return obj, kind
+            if kind != BOUND_BUILTIN:
+                return None
+            try:
+                obj = self.memory.u64(obj + CFUNCTION_SELF, "m_self")
+            except PythonStackError:
+                return None
+        return None
+
+    def _live_type(self, obj: int) -> str | None:
+        """The type name of a live object at `obj`; None for no object, a freed one or an unreadable one."""
+        if obj == 0 or obj % 8:
+            return None
+        try:
+            head = self.memory.bytes(obj, 16, "object header")
+        except PythonStackError:
+            return None
+        if not 0 < _u64(head, 0) < LIVE_REFCOUNT:
+            return None
+        kind = _u64(head, self.layout.ob_type)
+        if kind not in self.type_names:
+            self.type_names[kind] = self._tp_name(kind)
+        return self.type_names[kind]
 
     def _frame(self, frame: int) -> tuple[PythonFrame | None, bool]:
         lay = self.layout
@@ -482,10 +643,14 @@ class _Walker:
             return None
         try:
             name = self.memory.u64(kind + self.layout.type_name, "tp_name")
-            text = self.memory.bytes(name, 8, "tp_name")  # "code", "frame", "str", "bytes" fit
         except PythonStackError:
             return None
-        return text.split(b"\0", 1)[0].decode("latin-1")
+        for size in (32, 8):  # the longest name asked for, "builtin_function_or_method", and "code", "frame"...
+            try:
+                return self.memory.bytes(name, size, "tp_name").split(b"\0", 1)[0].decode("latin-1")
+            except PythonStackError:  # a name near the end of its mapping
+                continue
+        return None
 
     def _string(self, obj: int, what: str) -> str:
         """A compact str object's text (the only kind code objects hold)."""
@@ -635,6 +800,20 @@ def _varint(table: bytes, position: int) -> tuple[int, int]:
         if not byte & 64:
             return value, position
     raise PythonStackError(f"location-table varint longer than {MAX_VARINT_BYTES} bytes")
+
+
+def _big_varint(table: bytes, position: int) -> tuple[int, int]:
+    """An exception-table varint: 6 bits per byte, most significant first, 0x40 = more follow."""
+    value = 0
+    for _ in range(MAX_VARINT_BYTES):
+        if position >= len(table):
+            raise PythonStackError("exception table ends inside an entry")
+        byte = table[position]
+        position += 1
+        value = value << 6 | byte & 63
+        if not byte & 64:
+            return value, position
+    raise PythonStackError(f"exception-table varint longer than {MAX_VARINT_BYTES} bytes")
 
 
 def _signed_varint(table: bytes, position: int) -> tuple[int, int]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .python_stack import PythonFrame
+    from .python_stack import PythonFrame, PythonLock
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,9 @@ class Thread:
     guessed_from: int | None = None
     python_merge: str | None = None
     """How `python_frames` were spread over the eval-loop frames (Frame.python_frames), and how sure that is."""
+    python_locks: tuple[PythonLock, ...] = ()
+    """The threading locks its Python frames' value stacks refer to (PythonThread.locks): what a thread waiting in a
+    lock waits for, and the `with` blocks it is in."""
 
 
 @dataclass(frozen=True)

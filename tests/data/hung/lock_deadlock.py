@@ -24,6 +24,8 @@ def b_then_a():
             pass
 
 
+ready("lock_a", id(lock_a))  # CPython's id() is the object's address: where the snapshot must find each lock
+ready("lock_b", id(lock_b))
 threads = [threading.Thread(target=a_then_b), threading.Thread(target=b_then_a)]
 for thread in threads:
     thread.start()

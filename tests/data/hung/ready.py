@@ -7,6 +7,8 @@ import os
 import threading
 
 
-def ready(role):
-    """Say that `role` is about to block, in one write so lines of threads and processes never mix."""
-    os.write(int(os.environ["HUNG_READY_FD"]), f"{role} {threading.get_native_id()}\n".encode())
+def ready(role, value=None):
+    """Say that `role` is about to block, in one write so lines of threads and processes never mix; with `value`, say
+    a number the test checks instead (an object's address: `id()` in CPython)."""
+    said = threading.get_native_id() if value is None else value
+    os.write(int(os.environ["HUNG_READY_FD"]), f"{role} {said}\n".encode())
