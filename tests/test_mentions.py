@@ -771,6 +771,23 @@ RND26_WORDINGS = {
     "[02:55:03] src/base.cc:49: GPU context requested, but no GPUs found.": "driver-mismatch",
 }
 
+RND27_WORDINGS = {
+    # the shell's word inside a Chinese sentence (lamda-bbo/Efficient-TDP#1)
+    "您好，请问一下我在python dreamplace/Placer.py test/iccad2015.pin2pin/$case.json之后在[INFO   ] extracting "
+    "paths...时运行进程会被直接Killed掉，请问这是哪里有问题呢？": "host-oom",
+    # TensorRT without kernels for the GPU (NVIDIA/TensorRT#2332, #1428; wang-xinyu/tensorrtx#1610)
+    "ERROR: ../rtSafe/cuda/caskUtils.cpp (80) - Assertion Error in trtSmToCask: 0 (Unsupported SM.)": "arch-mismatch",
+    "[F] [TRT] Assertion failed: Unsupported SM.": "arch-mismatch",
+    "[12/12/2024-10:15:17] [E] [TRT] 1: [caskUtils.cpp::trtSmToCask::147] Error Code 1: Internal Error (Unsupported "
+    "SM: 0x809)": "arch-mismatch",
+    # ptxas given PTX for another target (openxla/xla#4970, IBMSparkGPU/GPUEnabler#34)
+    "ptxas exited with non-zero error code 65280, output: ptxas fatal: PTX with .target 'sm_90a' cannot be compiled "
+    "for architecture 'sm_90'": "arch-mismatch",
+    "ptxas fatal   : SM version specified by .target is higher than default SM version assumed": "arch-mismatch",
+    # a compiled kernel asking for more shared memory than the GPU has (iree-org/iree#12771)
+    "Requested shared memory size of 421376 larger than allowed size of 166912": "launch-failure",
+}
+
 
 def test_a_module_of_another_kind_with_other_symbols_is_no_gpu_driver():
     """The kernel's symbol-version refusal names a GPU driver only for a GPU module: VirtualBox's own is not one."""
@@ -853,6 +870,7 @@ CORPUS_WORDINGS = {
                                              *RND20_WORDINGS.items(), *RND21_WORDINGS.items(),
                                              *RND22_WORDINGS.items(), *RND23_WORDINGS.items(),
                                              *RND24_WORDINGS.items(), *RND26_WORDINGS.items(),
+                                             *RND27_WORDINGS.items(),
                                              *CORPUS_WORDINGS.items()])
 def test_held_out_rounds_wordings_are_read_by_general_rules(text, cause):
     report = analyze_text(text + "\n")

@@ -108,15 +108,16 @@ _SIGNALS = later.compile(r"(?i)(?<![\w-])(?P<what>segmentation[ \t]++fault|seg[ 
                           r"|(?<!pci[ \t])(?<!pcie[ \t])(?<!pci-e[ \t])(?<!aer:[ \t])bus[ \t]++error"
                           r"|(?-i:(?<![\w-])SEGV(?=[^\w-]|$)))"
                           r"(?!\w)"
-                          r"|(?-i:(?<=[a-z,][ \t])Killed)(?![\w-])"
+                          r"|(?-i:(?<=[a-z,][ \t]|[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}])Killed)(?![A-Za-z0-9_-])"
                           r"|(?<=[\"'`\u2018\u201c])(?P<quoted>killed)(?=[\"'`\u2019\u201d])")
 """A crash signal told in words (`the socket closed by segmentation fault core dumped error`, `python segfaults at
-import`, `I simply get a Killed message`: the shell's word, capitalised inside a sentence or quoted; Windows'
-`access violation`; `I meet Bus error: nonexistent physical address with signal 7`, a bus error told, which PCIe's
-`PCIe Bus Error` is not; a crash handler's frame marked `(SEGV)`, SteamVR's `libnvidia-glcore.so.595.45.04 +
-0xda806f (SEGV)`, alvr-org/ALVR#3230, and AddressSanitizer's `SEGV on unknown address`): the end a shell or
-faulthandler would have reported; CUDA's "an illegal instruction was encountered" is the CUDA error, read by its
-message."""
+import`, `I simply get a Killed message`: the shell's word, capitalised inside a sentence or quoted, or inside a
+sentence of Chinese, Japanese or Korean, which sets no blank around it: `...时运行进程会被直接Killed掉`,
+lamda-bbo/Efficient-TDP#1; Windows' `access violation`; `I meet Bus error: nonexistent physical address with signal
+7`, a bus error told, which PCIe's `PCIe Bus Error` is not; a crash handler's frame marked `(SEGV)`, SteamVR's
+`libnvidia-glcore.so.595.45.04 + 0xda806f (SEGV)`, alvr-org/ALVR#3230, and AddressSanitizer's `SEGV on unknown
+address`): the end a shell or faulthandler would have reported; CUDA's "an illegal instruction was encountered" is
+the CUDA error, read by its message."""
 SIGNAL_WORDS = (b"egmentation fault", b"EGMENTATION FAULT", b"egfault", b"EGFAULT", b"eg fault", b"llegal instruction",
                 b"LLEGAL INSTRUCTION", b"egmentation violation", b"point exception", b"POINT EXCEPTION",
                 b"Killed", b"killed", b"SEGV",
