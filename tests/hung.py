@@ -9,6 +9,7 @@ when the tool is missing or ptrace is refused: `snapshot`'s tests compare with t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import select
@@ -64,6 +65,8 @@ class Hung:
     roles: dict[str, int]
     children: tuple[int, ...]
     program: Path
+    values: dict[str, int] = dataclasses.field(default_factory=dict)
+    """The numbers the program said instead of a thread (hung_process's `values`): an object's address."""
 
 
 @dataclass(frozen=True)
@@ -137,9 +140,11 @@ def hung_process(program: Path, argv: Sequence[str], roles: Collection[str], *, 
                 os.close(write_end)  # the program's ends only: EOF once every process of it has exited
             try:
                 said = ready_roles(read_end, [*roles, *values], log)
+                threads = {role: tid for role, tid in said.items() if role not in values}
                 if blocked:
-                    settle({role: tid for role, tid in said.items() if role not in spinning and role not in values})
-                yield Hung(process.pid, said, descendants(process.pid), program)
+                    settle({role: tid for role, tid in threads.items() if role not in spinning})
+                yield Hung(process.pid, threads, descendants(process.pid), program,
+                           {role: said[role] for role in values})
             finally:
                 kill_group(process)
     finally:
@@ -267,13 +272,13 @@ def rank_job(scenario: str, lock_file: Path) -> Iterator[Hung]:
 
 
 @contextmanager
-def torch_gloo_hang() -> Iterator[Hung]:
-    """A 4-rank Gloo job in which rank2 sleeps in skips_the_collective while the others wait in
-    all_reduce; skips when torch does not import here."""
+def torch_gloo_hang(scenario: str = "sleep") -> Iterator[Hung]:
+    """A 4-rank Gloo job in which rank2 sleeps in skips_the_collective (or, `scenario` "all_gather", waits in an
+    all_gather) while the others wait in all_reduce; skips when torch does not import here."""
     pytest.importorskip("torch")
     program = PROGRAMS / "gloo_hang.py"
     with tempfile.TemporaryDirectory() as store, \
-            hung_process(program, [sys.executable, str(program), f"{store}/store"], RANKS) as hung:
+            hung_process(program, [sys.executable, str(program), f"{store}/store", scenario], RANKS) as hung:
         yield hung
 
 

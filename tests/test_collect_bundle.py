@@ -58,6 +58,10 @@ def collect_bundle_of(tmp_path: Path, log: Path, gpu: str, capability: tuple[int
     for name in ("nvidia-smi", "journalctl", "dmesg"):
         (tools / name).write_text("#!/bin/sh\nexit 0\n" if name != "nvidia-smi" else "#!/bin/sh\nexit 9\n")
         (tools / name).chmod(0o755)
+    # the job's python3 is the base interpreter, without the packages of the test's environment (a real torch there
+    # would answer the isolated probe): its torch is the one on the job's PYTHONPATH
+    (tools / "python3").write_text(f"#!/bin/sh\nexec {sys._base_executable} \"$@\"\n")
+    (tools / "python3").chmod(0o755)
     (tmp_path / log.name).write_bytes(log.read_bytes())
     env = {**os.environ, "PYTHONPATH": str(site), "CUDA_VISIBLE_DEVICES": "0",
            "PATH": os.pathsep.join([str(tools), str(Path(sys.executable).parent), os.environ["PATH"]])}

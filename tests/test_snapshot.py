@@ -283,8 +283,8 @@ def test_deadlocked_threads_are_named_with_their_lines(tmp_path):
     a, b = hung.roles["a_then_b"], hung.roles["b_then_a"]
     assert hang.fields["lock_cycle"] in (f"thread {a} -> thread {b} -> thread {a}",
                                          f"thread {b} -> thread {a} -> thread {b}")
-    assert f"waits for lock {hung.roles['lock_b']:#x}, held by thread {b}" in hang.text
-    assert f"waits for lock {hung.roles['lock_a']:#x}, held by thread {a}" in hang.text
+    assert f"waits for lock {hung.values['lock_b']:#x}, held by thread {b}" in hang.text
+    assert f"waits for lock {hung.values['lock_a']:#x}, held by thread {a}" in hang.text
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -295,7 +295,7 @@ def test_each_thread_names_the_lock_it_waits_for_and_the_locks_it_holds(tmp_path
     with python_lock_deadlock(str(interpreter(version))) as hung:
         state = _snapshot(hung.pid, tmp_path)
     locks = {t["tid"]: [(lock["address"], lock["frame"]) for lock in t["python_locks"]] for t in state["stacks"]}
-    lock_a, lock_b = f"{hung.roles['lock_a']:#x}", f"{hung.roles['lock_b']:#x}"
+    lock_a, lock_b = f"{hung.values['lock_a']:#x}", f"{hung.values['lock_b']:#x}"
     if version < (3, 11):
         assert not any(locks.values())
         return
@@ -313,6 +313,28 @@ def test_gloo_job_rank_that_never_calls_the_collective_is_the_suspect(tmp_path):
     hang = next(e for e in analyze([str(tmp_path)]).events if e.kind == "job-hang")
     assert hang.fields["waiting_kind"] == "collective"
     assert hang.fields.get("suspect_rank") == 2 or hang.fields["suspect"].startswith(f"pid {hung.roles['rank2']}")
+
+
+@pytest.mark.skipif(GDB is None, reason="gdb not installed")
+def test_gloo_job_rank_in_another_collective_is_the_suspect_with_its_place(tmp_path):
+    """Rank 2 waits in all_gather while ranks 0, 1 and 3 wait in all_reduce (real Gloo, CPU): both are collectives,
+    and the rank not in the one the others are in is named with where it is instead; every frame equals py-spy's."""
+    with torch_gloo_hang("all_gather") as hung:
+        members = job_processes([hung.pid])
+        snapshot(tmp_path, members, Plan(since=_now(), telemetry_s=0, timeout_s=5))
+        for pid in members:
+            _same_as_reference_tools(pid, json.loads((tmp_path / f"process.{pid}.json").read_text()),
+                                     names=False, native=False)
+    report = analyze([str(tmp_path)])
+    hang = next(e for e in report.events if e.kind == "job-hang")
+    # the ranks are forked children without RANK in their environment: named by their pids
+    others = ", ".join(map(str, sorted(hung.roles[f"rank{rank}"] for rank in (0, 1, 3))))
+    assert hang.fields["waiting_kind"] == "collective" and hang.fields["waiting_members"] == f"pids {others}"
+    assert hang.fields["waiting_where"].startswith("all_reduce (distributed_c10d.py:")
+    assert hang.fields["suspect"].startswith(f"pid {hung.roles['rank2']} ")
+    assert hang.fields["suspect_kind"] == "collective"
+    assert hang.fields["suspect_where"].startswith("all_gather (distributed_c10d.py:")
+    assert report.verdict is not None and report.verdict.signature == "hang-rank-not-in-collective"
 
 
 def test_the_process_goes_on_and_the_stop_is_measured(tmp_path):
