@@ -150,10 +150,12 @@ def with_driver_support(events: Sequence[Event]) -> list[Event]:
     """The events that name the driver, with why it runs nothing on the GPU the inputs name when its branch is
     older than that GPU's architecture (data/arch-drivers.tsv): such a driver does not know the GPU at all, so
     no build, however complete, runs there. Judged only when the inputs name one GPU model and one driver."""
+    drivers = {str(e.fields["driver_version"]) for e in events if e.fields.get("driver_version")}
+    if len(drivers) != 1:
+        return list(events)
     name, sm = _sole_gpu(events)
     number = sm_number(sm) if sm is not None else getattr(gpu_arch(name), "number", None)
-    drivers = {str(e.fields["driver_version"]) for e in events if e.fields.get("driver_version")}
-    if number is None or len(drivers) != 1:
+    if number is None:
         return list(events)
     from .binaries.fatbin import driver_predates, first_branches  # the driver tables: only when one GPU and driver
 

@@ -448,6 +448,8 @@ def gpu_arch(name: str | None) -> Arch | None:
     'NVIDIA A100-SXM4-80GB', 'NVIDIA H100 80GB HBM3', 'RTX 4090'. A known model's words must appear
     together in the name, so 'A10' does not match 'A100'."""
     words = _tokens(name or "")
+    if not words:  # no name: the model table is not built for nothing
+        return None
     for model, found in _model_index():
         if any(words[i:i + len(model)] == model for i in range(len(words) - len(model) + 1)):
             return found

@@ -63,7 +63,8 @@ def text_repeats(kind: str = "text") -> frozenset[bytes]:
 def _repeats(sources: tuple[SourceCard, ...]) -> frozenset[bytes]:
     anchors = [(frozenset(source.anchors), frozenset(source.repeats)) for source in sources]
     folding = frozenset().union(*(repeats for _, repeats in anchors))
-    return frozenset(a for a in folding if all(a in repeats for owned, repeats in anchors if a in owned))
+    # an anchor folds unless a source owns it without folding it
+    return folding - frozenset().union(*(owned - repeats for owned, repeats in anchors))
 
 
 Progress = Callable[[int, str], None]

@@ -402,7 +402,7 @@ def _signature(path: Path, index: int, entry: Any, node: yaml.Node | None,
     rule = None
     if "match" in entry:
         try:
-            rule = compile_rule(entry["match"], patterns)
+            rule = compile_rule(entry["match"], patterns, lazy=known_lines is not None)
         except (SignatureError, regex.error, TypeError, ValueError) as exc:
             flaw(f"bad match: {exc}", "match")
     parsed: dict[str, list[str | Mapping[str, str]]] = {"positive": [], "negative": []}
@@ -503,8 +503,12 @@ def compile_condition(spec: Any, patterns: list[regex.Pattern] | None = None) ->
     return compile_rule(spec, patterns).test
 
 
-def compile_rule(spec: Any, patterns: list[regex.Pattern] | None = None) -> Rule:
-    """A YAML condition as a tree of rules; every key present must hold. Each regex compiled is added to `patterns`."""
+def compile_rule(spec: Any, patterns: list[regex.Pattern] | None = None, lazy: bool = False) -> Rule:
+    """A YAML condition as a tree of rules; every key present must hold. Each regex compiled is added to `patterns`.
+
+    `lazy`: each regex is compiled when first matched (later.compile), for a database read back from the user cache,
+    whose every pattern compiled when it was written there: a run compiles only the patterns of the signatures whose
+    event kinds it met (a log with no known line, none of them)."""
     patterns = [] if patterns is None else patterns
     if not isinstance(spec, dict) or not spec:
         raise SignatureError(f"a condition must be a non-empty mapping, got {spec!r}")
@@ -514,20 +518,19 @@ def compile_rule(spec: Any, patterns: list[regex.Pattern] | None = None) -> Rule
             kinds = frozenset(_as_list(value))
             parts.append(Rule(partial(_kind_in, kinds), f"kind is {' or '.join(sorted(kinds))}", _kind_seen))
         elif key == "text":
-            pattern = regex.compile(value)
+            pattern = _pattern(value, lazy)
             patterns.append(pattern)
-            parts.append(Rule(partial(_text_has, pattern), f"text matches /{pattern.pattern}/",
-                              partial(_text_seen, pattern)))
+            parts.append(Rule(partial(_text_has, pattern), f"text matches /{value}/", partial(_text_seen, pattern)))
         elif key == "fields":
             if not isinstance(value, dict):
                 raise SignatureError("fields must be a mapping")
-            parts.extend(_field_rule(name, expected, patterns) for name, expected in value.items())
+            parts.extend(_field_rule(name, expected, patterns, lazy) for name, expected in value.items())
         elif key in ("any", "all"):
-            subs = tuple(compile_rule(sub, patterns) for sub in _as_list(value))
+            subs = tuple(compile_rule(sub, patterns, lazy) for sub in _as_list(value))
             parts.append(Rule(partial(_any if key == "any" else _all, [sub.test for sub in subs]), f"{key} of",
                               parts=subs))
         elif key == "not":
-            sub = compile_rule(value, patterns)
+            sub = compile_rule(value, patterns, lazy)
             parts.append(Rule(partial(_not, sub.test), "not", parts=(sub,)))
         elif key == "count":
             parts.append(_count_rule(value))
@@ -536,6 +539,12 @@ def compile_rule(spec: Any, patterns: list[regex.Pattern] | None = None) -> Rule
     if len(parts) == 1:
         return parts[0]
     return Rule(partial(_all, [part.test for part in parts]), "all of", parts=tuple(parts))
+
+
+def _pattern(source: Any, lazy: bool) -> regex.Pattern:
+    if not isinstance(source, str):
+        raise SignatureError(f"a pattern must be text, got {source!r}")
+    return later.compile(source) if lazy else regex.compile(source)
 
 
 def _kind_in(kinds: frozenset[str], e: Event) -> bool:
@@ -597,16 +606,16 @@ def _field_seen(name: str, pattern: regex.Pattern | None = None) -> Callable[[Ev
     return seen
 
 
-def _field_rule(name: str, expected: Any, patterns: list[regex.Pattern]) -> Rule:
+def _field_rule(name: str, expected: Any, patterns: list[regex.Pattern], lazy: bool = False) -> Rule:
     if isinstance(expected, dict):
         if len(expected) != 1:
             raise SignatureError(f"field {name}: one operator per field")
         (op, operand), = expected.items()
         if op == "regex":
-            pattern = regex.compile(operand)
+            pattern = _pattern(operand, lazy)
             patterns.append(pattern)
             return Rule(lambda e: name in e.fields and pattern.search(str(e.fields[name]), 0, MATCH_WINDOW) is not None,
-                        f"field {name} matches /{pattern.pattern}/", _field_seen(name, pattern))
+                        f"field {name} matches /{operand}/", _field_seen(name, pattern))
         if op in ("gte", "lte"):
             bound = float(operand)
             sign = 1 if op == "gte" else -1

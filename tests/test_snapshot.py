@@ -438,6 +438,17 @@ def _run(tmp_path: Path, program: str, *flags: str) -> subprocess.CompletedProce
                           capture_output=True, text=True, check=False, timeout=180)
 
 
+def test_a_crashed_jobs_verdict_is_its_own_crash_not_another_process_older_oom_kill(tmp_path):
+    """A job `run` watched dies of SIGSEGV (a real Python process and faulthandler); the node's kernel log beside its
+    case holds another process's OOM kill of an hour earlier: the verdict is the job's crash, the kill is context."""
+    done = _run(tmp_path, "import faulthandler, os; faulthandler.enable(); os.kill(os.getpid(), 11)")
+    assert done.returncode == 139, done.stderr
+    report = analyze([str(tmp_path / "case")])
+    assert report.verdict is not None and report.verdict.cause == "native-crash", report.findings
+    assert [f.cause for f in report.context] == ["host-oom"] and report.context[0].outside
+    assert not any(f.cause == "host-oom" for f in report.findings)
+
+
 def test_run_takes_a_snapshot_when_the_job_stops_moving_and_the_job_goes_on(tmp_path):
     program = textwrap.dedent("""\
         import time
