@@ -312,6 +312,8 @@ class _Walker:
         self.frames_left = MAX_TOTAL_FRAMES
         self.entries_left = MAX_LINE_ENTRIES
         self.slots_left = MAX_TOTAL_SLOTS
+        self.stack_counts: dict[int, tuple[int, int]] = {}
+        self.handlers: dict[int, tuple[tuple[int, int, int], ...]] = {}
 
     def _layout(self) -> Layout:
         if self.version in TABLES:
@@ -476,10 +478,7 @@ class _Walker:
             return []
         try:
             code = self.memory.u64(frame + lay.frame_code, "frame code") & ~lay.frame_code_tag_bits
-            first = min(lay.code_stacksize, lay.code_nlocalsplus)
-            counts = self.memory.bytes(code + first, 12, "code counts")
-            size = _i32(counts, lay.code_stacksize - first)
-            local = _i32(counts, lay.code_nlocalsplus - first)
+            size, local = self._stack_counts(code)
             if not (0 <= local <= MAX_STACK_SLOTS and 0 < size <= MAX_STACK_SLOTS):
                 return []
             base = frame + lay.frame_localsplus + 8 * local
@@ -505,6 +504,17 @@ class _Walker:
             add(slot)
         return found
 
+    def _stack_counts(self, code: int) -> tuple[int, int]:
+        """A code object's co_stacksize and co_nlocalsplus (read once per code: threads share their functions)."""
+        if code not in self.stack_counts:
+            lay = self.layout
+            assert lay.code_stacksize is not None and lay.code_nlocalsplus is not None  # _locks checked
+            first = min(lay.code_stacksize, lay.code_nlocalsplus)
+            counts = self.memory.bytes(code + first, 12, "code counts")
+            self.stack_counts[code] = (_i32(counts, lay.code_stacksize - first),
+                                       _i32(counts, lay.code_nlocalsplus - first))
+        return self.stack_counts[code]
+
     def _stack_height(self, frame: int, base: int, local: int, size: int) -> int | None:
         """The slots of the frame's value stack in use where the frame saved its height; None where it did not."""
         lay = self.layout
@@ -525,17 +535,23 @@ class _Walker:
         if lay.code_bytecode is None:
             return 0
         instruction = (self.memory.u64(frame + lay.frame_instr, "frame instr") - code - lay.code_bytecode) // 2
-        table = self._bytes(self.memory.u64(code + CODE_EXCEPTIONTABLE, "co_exceptiontable"), "co_exceptiontable")
-        position = 0
-        while position < len(table):
-            fields = []
-            for _ in range(4):
-                value, position = _big_varint(table, position)
-                fields.append(value)
-            start, length, _, depth_lasti = fields
-            if start <= instruction < start + length:
-                return depth_lasti >> 1
-        return 0
+        return next((depth for start, end, depth in self._handlers(code) if start <= instruction < end), 0)
+
+    def _handlers(self, code: int) -> tuple[tuple[int, int, int], ...]:
+        """A code object's exception table as (start, end, depth) in code units, read and decoded once per code."""
+        if code not in self.handlers:
+            table = self._bytes(self.memory.u64(code + CODE_EXCEPTIONTABLE, "co_exceptiontable"), "co_exceptiontable")
+            entries = []
+            position = 0
+            while position < len(table):
+                fields = []
+                for _ in range(4):
+                    value, position = _big_varint(table, position)
+                    fields.append(value)
+                start, length, _, depth_lasti = fields
+                entries.append((start, start + length, depth_lasti >> 1))
+            self.handlers[code] = tuple(entries)
+        return self.handlers[code]
 
     def _lock_in(self, obj: int) -> tuple[int, str] | None:
         """The lock a stack slot's object is, or is a bound method of (`lock.__exit__`), with its type name."""
