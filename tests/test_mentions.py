@@ -801,6 +801,10 @@ DOCUMENTED_WORDINGS = {
     "above for more details.": "library-failure",
     # PyTorch's cuInit failure (facebookresearch/detectron2#2848, cabooster/DeepCAD-RT#8)
     "RuntimeError: CUDA driver initialization failed, you might not have a CUDA gpu.": "driver-mismatch",
+    # cuDNN out of workspace memory, as PyTorch and Darknet say it (marqo-ai/marqo#101, AlexeyAB/darknet#7660)
+    "RuntimeError: Unable to find a valid cuDNN algorithm to run convolution (try_all at "
+    "/opt/conda/conda-bld/pytorch_1591914868920/work/aten/src/ATen/native/cudnn/Conv.cpp:693)": "gpu-oom",
+    " Error: cuDNN isn't found FWD algo for convolution.": "gpu-oom",
 }
 
 
