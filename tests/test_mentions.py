@@ -812,6 +812,8 @@ DOCUMENTED_WORDINGS = {
     "=>> PBS: job killed: mem 38427376kb exceeded limit 33554432kb": "host-oom",
     "dask-worker.o1838772:=>> PBS: job killed: mem job total 115343360 kb exceeded limit 115343360 kb": "host-oom",
     "Job exceeded a memory resource limit (vmem, pvmem, etc.). Job was aborted": "host-oom",
+    # Windows' GPU reset, as its event 4101 reads (Microsoft's TDR documentation)
+    "Display driver nvlddmkm stopped responding and has successfully recovered.": "gpu-hang",
 }
 
 
