@@ -35,7 +35,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import cache, partial
+from functools import cache, cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -165,6 +165,20 @@ class Database:
     signatures: tuple[Signature, ...]
     causes: Mapping[str, Cause]
     version: str
+
+    @cached_property
+    def kind_index(self) -> tuple[Mapping[str, tuple[int, ...]], tuple[int, ...]]:
+        """Each event kind's signatures (their places in `signatures`), and the places of those that name no kind:
+        a case is tried only against the signatures its events' kinds can match (issue 28: every case went through
+        all 252 before)."""
+        by_kind: dict[str, list[int]] = {}
+        unnamed: list[int] = []
+        for place, signature in enumerate(self.signatures):
+            if signature.kinds is None:
+                unnamed.append(place)
+            for kind in signature.kinds or ():
+                by_kind.setdefault(kind, []).append(place)
+        return {kind: tuple(places) for kind, places in by_kind.items()}, tuple(unnamed)
 
 
 def default_directory() -> Path:
@@ -749,7 +763,9 @@ def match(database: Database, events: Iterable[Event]) -> list[Finding]:
         by_kind.setdefault(event.kind, []).append(at)
     chosen: dict[frozenset[str], list[Event]] = {}  # signatures share kind sets: each set's events gathered once
     findings: list[Finding] = []
-    for signature in database.signatures:
+    index, unnamed = database.kind_index
+    places = sorted({*unnamed, *(place for kind in by_kind for place in index.get(kind, ()))})  # in file order
+    for signature in (database.signatures[place] for place in places):
         tried = events
         if signature.kinds is not None:
             if signature.kinds not in chosen:
