@@ -823,6 +823,16 @@ def test_slurms_task_out_of_memory_is_the_hosts_whatever_the_node_is_called():
     for line in ("srun: error: gpu20-15: task 0: Out Of Memory",):
         assert [f.cause for f in analyze_text(line + "\n").findings][:1] == ["host-oom"], line
 
+RND28_WORDINGS = {
+    # a crash signal inside a Chinese sentence, which sets no blank around it (facebookresearch/SlowFast#676)
+    "运行python3 tools/run_net.py --cfg demo/AVA/SLOWFAST_32x2_R101_50_50.yaml"
+    "直接弹出Segmentation fault (core dumped)，网上的解决办法都没有用，请求解决办法": "native-crash",
+    # an exit status in parentheses, as Flyte reports a pod's end (flyteorg/flyte#2376)
+    "[f8107735c673549d7acd-n0-0] terminated with exit code (137). Reason [Error]. Message: ": "host-oom",
+    # a GPU left without its PCI window cannot initialise (NVIDIA/open-gpu-kernel-modules#344, canonical/lxd#14381)
+    "[    1.121034] NVRM: This PCI I/O region assigned to your NVIDIA device is invalid:": "gpu-off-bus",
+}
+
 
 def test_a_module_of_another_kind_with_other_symbols_is_no_gpu_driver():
     """The kernel's symbol-version refusal names a GPU driver only for a GPU module: VirtualBox's own is not one."""
@@ -906,6 +916,7 @@ CORPUS_WORDINGS = {
                                              *RND22_WORDINGS.items(), *RND23_WORDINGS.items(),
                                              *RND24_WORDINGS.items(), *RND26_WORDINGS.items(),
                                              *RND27_WORDINGS.items(), *DOCUMENTED_WORDINGS.items(),
+                                             *RND28_WORDINGS.items(),
                                              *CORPUS_WORDINGS.items()])
 def test_held_out_rounds_wordings_are_read_by_general_rules(text, cause):
     report = analyze_text(text + "\n")

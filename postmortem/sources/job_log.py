@@ -110,7 +110,7 @@ prose), also right after a progress bar's last redraw (`7/8 [00:12<00:01,  1.84s
 main.py --low_vram`: OedoSoldier/chatglm_webui#3)."""
 _EXIT_STATUS = later.compile(
     r"(?i)\b(?:exit(?:ed)?(?: with)?(?: code| status)|return code|exitcode|exit_code|error code)"
-    r"\s*+[:=]?\s*+(?P<code>-?\d{1,3})\b"
+    r"\s*+[:=(]?\s*+(?P<code>-?\d{1,3})\b"
 )
 _GO_EXIT = later.compile(
     r"(?<![\w-])signal: (?P<what>segmentation fault|aborted|killed|bus error|illegal instruction"

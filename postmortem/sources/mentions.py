@@ -102,18 +102,19 @@ RESULT_WORDS = (b"failed -", b"failed: -", b"returned -", b"error -", b"error: -
 API_WORDS = (b"cudaGet", b"cudaSet", b"cudaMalloc", b"cudaMemcpy", b"cudaDevice", b"cudaStream", b"cudaEvent",
              b"cudaLaunch", b"cudaFree", b"cuInit", b"cuCtx", b"cuMem", b"cuModule", b"cuLaunch", b"cuDevice")
 """The CUDA runtime's and driver's API families whose calls a program names when one fails."""
-_SIGNALS = later.compile(r"(?i)(?<![\w-])(?P<what>segmentation[ \t]++fault|seg[ \t]?faul?t(?:ed|s)?"
+_SIGNALS = later.compile(r"(?i)(?<![A-Za-z0-9_-])(?P<what>segmentation[ \t]++fault|seg[ \t]?faul?t(?:ed|s)?"
                           r"|(?<!\ban[ \t])illegal[ \t]++instruction|floating[ -]point[ \t]++exception"
                           r"|access[ \t]++violation|segmentation[ \t]++violation"
                           r"|(?<!pci[ \t])(?<!pcie[ \t])(?<!pci-e[ \t])(?<!aer:[ \t])bus[ \t]++error"
                           r"|(?-i:(?<![\w-])SEGV(?=[^\w-]|$)))"
-                          r"(?!\w)"
+                          r"(?![A-Za-z0-9_])"
                           r"|(?-i:(?<=[a-z,][ \t]|[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}])Killed)(?![A-Za-z0-9_-])"
                           r"|(?<=[\"'`\u2018\u201c])(?P<quoted>killed)(?=[\"'`\u2019\u201d])")
 """A crash signal told in words (`the socket closed by segmentation fault core dumped error`, `python segfaults at
 import`, `I simply get a Killed message`: the shell's word, capitalised inside a sentence or quoted, or inside a
-sentence of Chinese, Japanese or Korean, which sets no blank around it: `...时运行进程会被直接Killed掉`,
-lamda-bbo/Efficient-TDP#1; Windows' `access violation`; `I meet Bus error: nonexistent physical address with signal
+sentence of Chinese, Japanese or Korean, which sets no blank around it (`...时运行进程会被直接Killed掉`,
+lamda-bbo/Efficient-TDP#1), as none around any of these words there (`直接弹出Segmentation fault (core dumped)`,
+facebookresearch/SlowFast#676); Windows' `access violation`; `I meet Bus error: nonexistent physical address with signal
 7`, a bus error told, which PCIe's `PCIe Bus Error` is not; a crash handler's frame marked `(SEGV)`, SteamVR's
 `libnvidia-glcore.so.595.45.04 + 0xda806f (SEGV)`, alvr-org/ALVR#3230, and AddressSanitizer's `SEGV on unknown
 address`): the end a shell or faulthandler would have reported; CUDA's "an illegal instruction was encountered" is
