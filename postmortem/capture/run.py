@@ -435,6 +435,8 @@ class _HangWatch:
             if self.cpu_at_change < 0:
                 self.cpu_at_change = _cpu_seconds(self.family.pids)
             if time.monotonic() - self.last_change >= self.after_s:
+                if not _alive(self.family.pids):  # the job ended meanwhile: its CPU time can no longer be read
+                    return
                 used = _cpu_seconds(self.family.pids) - self.cpu_at_change
                 if used < BUSY_SHARE * self.after_s or self.busy_checks >= MAX_BUSY_CHECKS:
                     self._snapshot("hang-snapshot", f"no output and no change in GPU utilisation for "
@@ -478,6 +480,17 @@ BUSY_SHARE = 0.5
 """Share of one core the job's processes must have used over the quiet time for it to be looked at as busy."""
 MAX_BUSY_CHECKS = 20
 """Busy checks before a job quiet that long is snapshot as hung whatever it runs (a spin the table does not know)."""
+
+
+def _alive(pids: Iterable[int]) -> list[int]:
+    """The processes that have not ended (neither gone nor a zombie waiting to be reaped)."""
+    found = []
+    for pid in list(pids):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            if stat[stat.rindex(")") + 2:].split()[0] != "Z":
+                found.append(pid)
+    return found
 
 
 def _cpu_seconds(pids: Iterable[int]) -> float:
