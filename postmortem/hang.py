@@ -126,23 +126,18 @@ def thread_wait(thread: Mapping[str, Any]) -> Wait:
         return Wait(tid, DEAD, f"{thread['ended']}, before the snapshot; its parent has not reaped it", "its end")
     if found is None:
         return Wait(tid, "running", "not in a known wait (running, or in code the table does not know)", where,
-                    None, _locks(thread))
+                    None, tuple(lock for lock, _ in _locks(thread)))
     locks = _locks(thread)
-    wants = locks[0] if found.kind in LOCK_WAITS and locks and _innermost_lock(thread) else None
-    return Wait(tid, found.kind, found.meaning, where, wants, tuple(lock for lock in locks if lock != wants))
+    # the first lock of the innermost frame is the one that frame's acquire waits for
+    wants = locks[0][0] if found.kind in LOCK_WAITS and locks and locks[0][1] == 0 else None
+    return Wait(tid, found.kind, found.meaning, where, wants, tuple(lock for lock, _ in locks if lock != wants))
 
 
-def _locks(thread: Mapping[str, Any]) -> tuple[str, ...]:
-    """The addresses of the Python locks a thread's frames refer to, innermost first (a process file's
-    `python_locks`)."""
-    return tuple(str(lock["address"]) for lock in thread.get("python_locks") or []
-                 if isinstance(lock, Mapping) and isinstance(lock.get("address"), str))
-
-
-def _innermost_lock(thread: Mapping[str, Any]) -> bool:
-    """Whether the thread's first lock is on its innermost frame's stack: the lock that frame's acquire waits for."""
-    first = next(iter(thread.get("python_locks") or []), None)
-    return isinstance(first, Mapping) and first.get("frame") == 0
+def _locks(thread: Mapping[str, Any]) -> list[tuple[str, object]]:
+    """The addresses of the Python locks a thread's frames refer to, innermost first, each with its frame's index
+    (a process file's `python_locks`)."""
+    return [(lock["address"], lock.get("frame")) for lock in thread.get("python_locks") or []
+            if isinstance(lock, Mapping) and isinstance(lock.get("address"), str)]
 
 
 def _python_place(frame: Mapping[str, Any]) -> str:

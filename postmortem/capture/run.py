@@ -484,22 +484,19 @@ MAX_BUSY_CHECKS = 20
 
 def _alive(pids: Iterable[int]) -> list[int]:
     """The processes that have not ended (neither gone nor a zombie waiting to be reaped)."""
-    found = []
-    for pid in list(pids):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            stat = Path(f"/proc/{pid}/stat").read_text()
-            if stat[stat.rindex(")") + 2:].split()[0] != "Z":
-                found.append(pid)
-    return found
+    from ..core.live import stat_fields
+
+    return [pid for pid in list(pids) if (fields := stat_fields(pid)) and fields[0] != "Z"]
 
 
 def _cpu_seconds(pids: Iterable[int]) -> float:
     """User and system CPU time of the processes, from /proc/PID/stat (a process gone counts nothing)."""
+    from ..core.live import stat_fields
+
     total = 0
     for pid in list(pids):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            stat = Path(f"/proc/{pid}/stat").read_text()
-            fields = stat[stat.rindex(")") + 2:].split()
+        with contextlib.suppress(ValueError, IndexError):
+            fields = stat_fields(pid)
             total += int(fields[11]) + int(fields[12])
     return total / os.sysconf("SC_CLK_TCK")
 

@@ -404,9 +404,9 @@ class _Walker:
         running = 0  # frames of the innermost call not yet closed by its entry marker
         error = None
         try:
-            for address, frame, ends_call in self._frame_chain(tstate):
+            for address, frame, ends_call, code, offset in self._frame_chain(tstate):
                 if frame is not None:
-                    locks.extend(self._locks(address, len(frames)))
+                    locks.extend(self._locks(address, len(frames), code, offset))
                     frames.append(frame)
                     running += 1
                 if ends_call:
@@ -446,9 +446,10 @@ class _Walker:
 
     # --- frames ----------------------------------------------------------------------------
 
-    def _frame_chain(self, tstate: int) -> Iterator[tuple[int, PythonFrame | None, bool]]:
+    def _frame_chain(self, tstate: int) -> Iterator[tuple[int, PythonFrame | None, bool, int, int]]:
         """Each frame of a thread, innermost first: its address, what it runs (None for frames that are not
-        shown), and whether it ends an eval-loop call (see PythonThread.calls)."""
+        shown), whether it ends an eval-loop call (see PythonThread.calls), its code object and the bytecode
+        offset it stopped at (0, 0 for frames not shown)."""
         lay = self.layout
         frame = self.memory.u64(tstate + lay.tstate_frame, "PyThreadState frame pointer")
         if frame and lay.cframe_current is not None:
@@ -465,8 +466,9 @@ class _Walker:
             yield frame, *self._frame(frame)
             frame = self.memory.u64(frame + lay.frame_previous, "frame.previous")
 
-    def _locks(self, frame: int, index: int) -> list[PythonLock]:
-        """The locks the value stack of the frame at `frame` (PythonThread.frames[index]) refers to, top first.
+    def _locks(self, frame: int, index: int, code: int, offset: int) -> list[PythonLock]:
+        """The locks the value stack of the frame at `frame` (PythonThread.frames[index], running code object `code`
+        at bytecode byte `offset`) refers to, top first.
 
         Only slots in use are read: a slot above the top still names whatever was last there, often a lock. A frame
         that called another saved its height; the innermost frame, running, saved none (3.11-3.13), and its slots
@@ -477,7 +479,6 @@ class _Walker:
         if lay.frame_localsplus is None or lay.code_stacksize is None or lay.code_nlocalsplus is None:
             return []
         try:
-            code = self.memory.u64(frame + lay.frame_code, "frame code") & ~lay.frame_code_tag_bits
             size, local = self._stack_counts(code)
             if not (0 <= local <= MAX_STACK_SLOTS and 0 < size <= MAX_STACK_SLOTS):
                 return []
@@ -487,7 +488,7 @@ class _Walker:
             if self.slots_left < 0:
                 return []
             slots = struct.unpack(f"<{size}Q", self.memory.bytes(base, 8 * size, "value stack"))
-            depth = self._handler_depth(frame, code) if height is None else height
+            depth = self._handler_depth(code, offset) if height is None else height
         except PythonStackError:
             return []
         found: list[PythonLock] = []
@@ -527,14 +528,12 @@ class _Walker:
             height = -1
         return height if 0 <= height <= size else None
 
-    def _handler_depth(self, frame: int, code: int) -> int:
-        """The stack depth the exception handler of the frame's running instruction restores (0 with none): every
-        slot below it is in use (Objects/exception_handling_notes.txt: entries of start, length, target and depth,
-        in code units, as varints of 6 bits, most significant first, 0x40 to continue, 0x80 at an entry's start)."""
-        lay = self.layout
-        if lay.code_bytecode is None:
-            return 0
-        instruction = (self.memory.u64(frame + lay.frame_instr, "frame instr") - code - lay.code_bytecode) // 2
+    def _handler_depth(self, code: int, offset: int) -> int:
+        """The stack depth the exception handler of the instruction at bytecode byte `offset` restores (0 with none):
+        every slot below it is in use (Objects/exception_handling_notes.txt: entries of start, length, target and
+        depth, in code units, as varints of 6 bits, most significant first, 0x40 to continue, 0x80 at an entry's
+        start)."""
+        instruction = offset // 2
         return next((depth for start, end, depth in self._handlers(code) if start <= instruction < end), 0)
 
     def _handlers(self, code: int) -> tuple[tuple[int, int, int], ...]:
@@ -582,11 +581,11 @@ class _Walker:
             self.type_names[kind] = self._tp_name(kind)
         return self.type_names[kind]
 
-    def _frame(self, frame: int) -> tuple[PythonFrame | None, bool]:
+    def _frame(self, frame: int) -> tuple[PythonFrame | None, bool, int, int]:
         lay = self.layout
         header = self.memory.bytes(frame, max(lay.frame_code, lay.frame_instr, lay.frame_owner or 0) + 8, "frame")
         if lay.frame_owner is not None and header[lay.frame_owner] >= ENTRY_FRAME_OWNER and self.version >= (3, 12):
-            return None, True
+            return None, True, 0, 0
         ends_call = lay.frame_owner is None or (lay.frame_is_entry is not None and header[lay.frame_is_entry] != 0)
         code = _u64(header, lay.frame_code) & ~lay.frame_code_tag_bits
         if lay.code_bytecode is None:
@@ -598,7 +597,7 @@ class _Walker:
         key = (code, offset)
         if key not in self.frames:
             self.frames[key] = self._located(code, offset)
-        return self.frames[key], ends_call
+        return self.frames[key], ends_call, code, offset
 
     def _located(self, code: int, offset: int) -> PythonFrame:
         """The frame of code object `code` stopped at bytecode byte `offset`."""
