@@ -18,7 +18,9 @@ import codecs
 import dataclasses
 import hashlib
 import json
+import queue
 import re
+import threading
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -197,53 +199,57 @@ class TextDoc:
     def _spans(self, prefilter: Prefilter, folding: frozenset[int]) -> Iterator[_Span]:
         """The candidate lines of the whole input, window by window; every step moves forward or stops."""
         pos, number, line_start, hashed_to = 0, 1, 0, 0
-        digest = hashlib.sha256()
         size = self.reader.size
+        digest = _Digest(threaded=size > WINDOW)
         long_line = False
-        while pos < size:
-            want = min(WINDOW, size - pos)
-            chunk = self.reader.read_at(pos, want)
-            if pos + len(chunk) > hashed_to:
-                digest.update(chunk[hashed_to - pos :])
-                hashed_to = pos + len(chunk)
-            if len(chunk) < want:  # the file shrank since it was opened (rotated, truncated): read what is there
-                self.diagnostics.append(
-                    f"the input shrank while it was read ({size} bytes when opened, {pos + len(chunk)} at the end): "
-                    f"only the first {pos + len(chunk)} bytes were scanned")
-                yield from self._scan_chunk(prefilter, folding, pos, chunk, number, line_start)
-                break
-            if pos + len(chunk) < size:
-                cut = max(chunk.rfind(b"\n"), chunk.rfind(b"\r", 0, len(chunk) - 1))
-                if cut == -1:  # one line longer than the window: scan it in overlapping pieces
-                    if not long_line:
-                        self.diagnostics.append(
-                            f"line {number} is longer than {WINDOW >> 20} MiB: only the text around its first anchor "
-                            "was read as a candidate line")
-                        long_line = True
-                    yield from self._scan_chunk(prefilter, folding, pos, chunk, number, line_start)
-                    pos += max(1, len(chunk) - prefilter.longest + 1)
-                    continue
-                chunk = chunk[: cut + 1]
-            long_line = False
-            yield from self._scan_chunk(prefilter, folding, pos, chunk, number, line_start)
-            number += _breaks(chunk, 0, len(chunk))
-            pos += len(chunk)
-            line_start = pos
-            self._known.append((number, pos))
-        self.sha256 = digest.hexdigest()
+        try:
+            while pos < size:
+                want = min(WINDOW, size - pos)
+                chunk = self.reader.read_at(pos, want)
+                if pos + len(chunk) > hashed_to:
+                    digest.update(chunk[hashed_to - pos :] if hashed_to > pos else chunk)
+                    hashed_to = pos + len(chunk)
+                if len(chunk) < want:  # the file shrank since it was opened (rotated, truncated): read what is there
+                    self.diagnostics.append(
+                        f"the input shrank while it was read ({size} bytes when opened, {pos + len(chunk)} at the "
+                        f"end): only the first {pos + len(chunk)} bytes were scanned")
+                    yield from self._scan_chunk(prefilter, folding, pos, chunk, number, line_start)[0]
+                    break
+                if pos + len(chunk) < size:
+                    cut = max(chunk.rfind(b"\n"), chunk.rfind(b"\r", 0, len(chunk) - 1))
+                    if cut == -1:  # one line longer than the window: scan it in overlapping pieces
+                        if not long_line:
+                            self.diagnostics.append(
+                                f"line {number} is longer than {WINDOW >> 20} MiB: only the text around its first "
+                                "anchor was read as a candidate line")
+                            long_line = True
+                        yield from self._scan_chunk(prefilter, folding, pos, chunk, number, line_start)[0]
+                        pos += max(1, len(chunk) - prefilter.longest + 1)
+                        continue
+                    chunk = chunk[: cut + 1]
+                long_line = False
+                spans, number = self._scan_chunk(prefilter, folding, pos, chunk, number, line_start)
+                yield from spans
+                pos += len(chunk)
+                line_start = pos
+                self._known.append((number, pos))
+        finally:
+            self.sha256 = digest.hexdigest()
 
     def _scan_chunk(self, prefilter: Prefilter, folding: frozenset[int], base: int, chunk: bytes, first_number: int,
-                    first_start: int) -> Iterator[_Span]:
-        """The candidate lines of one window; text before its first break continues the line at `first_start`."""
+                    first_start: int) -> tuple[list[_Span], int]:
+        """The candidate lines of one window, and the number of the line after its last break; text before its
+        first break continues the line at `first_start`. Each byte's line breaks are counted once."""
         number, counted_to = first_number, 0
         start = end = anchor = -1
         groups: set[str] = set()
         foldable = True
+        spans: list[_Span] = []
         carriage = b"\r" in chunk  # most logs have none: then a line's ends are one find each
         for match_end, literal in prefilter.matches(chunk):
             if match_end > end:
                 if groups:
-                    yield self._span(number, base, chunk, (start, end, anchor), groups, foldable, first_start)
+                    spans.append(self._span(number, base, chunk, (start, end, anchor), groups, foldable, first_start))
                 anchor = match_end - len(prefilter.literals[literal])
                 start = chunk.rfind(b"\n", counted_to, anchor)
                 if carriage:
@@ -257,7 +263,9 @@ class TextDoc:
             groups |= prefilter.owners[literal]
             foldable = foldable and literal in folding
         if groups:
-            yield self._span(number, base, chunk, (start, end, anchor), groups, foldable, first_start)
+            spans.append(self._span(number, base, chunk, (start, end, anchor), groups, foldable, first_start))
+        rest = _breaks(chunk, counted_to, len(chunk)) if carriage else chunk.count(b"\n", counted_to)
+        return spans, number + rest
 
     @staticmethod
     def _span(number: int, base: int, chunk: bytes, span: tuple[int, int, int], groups: set[str], foldable: bool,
@@ -358,6 +366,40 @@ class TextDoc:
             if at_limit or size >= max_bytes or _breaks(raw, 0, len(raw)) > lines:
                 return raw, at_limit
             size = min(max_bytes, size * 4)
+
+
+class _Digest:
+    """SHA-256 of an input read window by window. For an input of more than one window the hashing runs on a second
+    thread (hashlib lets go of the GIL on large buffers), so the digest of a big log costs its scan no time where a
+    second core is free; a bounded queue keeps at most a few windows waiting."""
+
+    def __init__(self, threaded: bool) -> None:
+        self._hash = hashlib.sha256()
+        self._queue: queue.Queue[bytes | None] | None = None
+        self._thread: threading.Thread | None = None
+        if threaded:
+            self._queue = queue.Queue(maxsize=4)
+            self._thread = threading.Thread(target=self._run, name="postmortem-digest", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        assert self._queue is not None
+        while (data := self._queue.get()) is not None:
+            self._hash.update(data)
+
+    def update(self, data: bytes) -> None:
+        if self._queue is None:
+            self._hash.update(data)
+        else:
+            self._queue.put(data)
+
+    def hexdigest(self) -> str:
+        """The digest of everything given; waits for the thread, which then ends."""
+        if self._queue is not None and self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._queue = self._thread = None
+        return self._hash.hexdigest()
 
 
 def _breaks(data: bytes, lo: int, hi: int) -> int:

@@ -514,6 +514,35 @@ def test_an_api_result_is_read_by_its_number_or_its_name(text, cause):
     assert report.findings and report.findings[0].cause == cause, [f.cause for f in report.findings]
 
 
+VIDEO_AND_JIT_STATUS_WORDINGS = {
+    # NVENC's INVALID_VERSION in FFmpeg's words, in NVEnc's (the header's own sentence) and in the Video Codec SDK's
+    # NvEncoder check (HandBrake/HandBrake#1827: "Graphics driver issue. Use 399 or newer", rigaya/NVEnc#74,
+    # NVIDIA/VideoProcessingFramework#364)
+    "[h264_nvenc @ 000001e8482050c0] Cannot get the preset configuration: invalid version (15)": "driver-mismatch",
+    "Error on nvEncGetEncodePresetConfig: 15 (NVENC indicates that an invalid struct version was used by the "
+    "client)": "driver-mismatch",
+    "RuntimeError：LoadNvEncAPI：Current Driver Version does not support this NvEncodeAPI version, please upgrade "
+    "driver at /root/Git/VideoProcessingFramework/PvNvCodec/TC/src/NvEncoder.cpp:125": "driver-mismatch",
+}
+
+
+@pytest.mark.parametrize(("text", "cause"), VIDEO_AND_JIT_STATUS_WORDINGS.items())
+def test_a_video_codec_status_is_read_in_its_callers_words(text, cause):
+    report = analyze_text(text + "\n")
+    assert report.findings and report.findings[0].cause == cause, [f.cause for f in report.findings]
+
+
+def test_statuses_that_are_the_callers_input_name_no_cause():
+    """nvJPEG's ARCH_MISMATCH is a decoder backend this GPU lacks (torchvision falls back to another), NVRTC's
+    COMPILATION the program's own kernel source, and NVENC's NEED_MORE_INPUT a normal step: read, but no verdict."""
+    for text in ("RuntimeError: Failed to initialize nvjpeg with hardware backend: NVJPEG_STATUS_ARCH_MISMATCH",
+                 "nvrtc: error: NVRTC_ERROR_COMPILATION while compiling kernel 'fused_add'",
+                 "NvEncEncodePicture returned NV_ENC_ERR_NEED_MORE_INPUT"):
+        report = analyze_text(text + "\n")
+        assert [e.kind for e in report.events] == ["library-error"], text
+        assert not report.findings, (text, [f.cause for f in report.findings])
+
+
 def test_a_number_that_is_no_result_of_the_api_is_not_read():
     for text in ("vkQueueSubmit failed -999", "the step failed -4 times in a row", "clFinish returned -20"):
         assert not analyze_text(text + "\n").findings, text

@@ -3,7 +3,8 @@
 
 cuBLAS, cuDNN (8 and 9 numberings) and NCCL come from the reference tables in ../shared/reference
 (each row keeps its sources); cuFFT, cuSOLVER, cuSPARSE and cuRAND from NVIDIA's published enums
-(nvmath-python's bindings document the values; cited per row). `cause` is given only where the
+(nvmath-python's bindings document the values; cited per row); cuTENSOR, NVRTC, nvJPEG and NVENC from their
+libraries' documentation and headers. `cause` is given only where the
 status alone names one: an allocation failure is GPU memory, an architecture mismatch is the build.
 
 usage: python3 tools/gen_library_status.py [--reference ../shared/reference] [--check]
@@ -47,6 +48,41 @@ PUBLISHED = {
         (106, "DOUBLE_PRECISION_REQUIRED", "-"), (201, "LAUNCH_FAILURE", "launch-failure"),
         (202, "PREEXISTING_FAILURE", "-"), (203, "INITIALIZATION_FAILED", "library-failure"),
         (204, "ARCH_MISMATCH", "arch-mismatch"), (999, "INTERNAL_ERROR", "library-failure")]),
+    "cutensor": ("CUTENSOR_STATUS_", "https://docs.nvidia.com/cuda/cutensor/latest/api/types.html", [
+        (1, "NOT_INITIALIZED", "-"), (3, "ALLOC_FAILED", "gpu-oom"), (7, "INVALID_VALUE", "-"),
+        (8, "ARCH_MISMATCH", "arch-mismatch"), (11, "MAPPING_ERROR", "-"), (13, "EXECUTION_FAILED", "library-failure"),
+        (14, "INTERNAL_ERROR", "library-failure"), (15, "NOT_SUPPORTED", "library-failure"), (16, "LICENSE_ERROR", "-"),
+        (17, "CUBLAS_ERROR", "-"), (18, "CUDA_ERROR", "-"), (19, "INSUFFICIENT_WORKSPACE", "-"),
+        (20, "INSUFFICIENT_DRIVER", "driver-mismatch"), (21, "IO_ERROR", "-")]),
+    # NVRTC compiles source the program hands it: its statuses are the program's input or options, never a cause
+    # alone but its own internal error.
+    "nvrtc": ("NVRTC_ERROR_", "https://docs.nvidia.com/cuda/nvrtc/index.html#error-handling", [
+        (1, "OUT_OF_MEMORY", "-"), (2, "PROGRAM_CREATION_FAILURE", "-"), (3, "INVALID_INPUT", "-"),
+        (4, "INVALID_PROGRAM", "-"), (5, "INVALID_OPTION", "-"), (6, "COMPILATION", "-"),
+        (7, "BUILTIN_OPERATION_FAILURE", "-"), (8, "NO_NAME_EXPRESSIONS_AFTER_COMPILATION", "-"),
+        (9, "NO_LOWERED_NAMES_BEFORE_COMPILATION", "-"), (10, "NAME_EXPRESSION_NOT_VALID", "-"),
+        (11, "INTERNAL_ERROR", "library-failure"), (12, "TIME_FILE_WRITE_FAILED", "-")]),
+    # nvJPEG's ARCH_MISMATCH is "the device capabilities are not enough for the set of input parameters" (the
+    # hardware decoder absent on this GPU: callers fall back to another backend), not a build without this GPU's code.
+    "nvjpeg": ("NVJPEG_STATUS_", "https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpeg-api-return-codes", [
+        (1, "NOT_INITIALIZED", "-"), (2, "INVALID_PARAMETER", "-"), (3, "BAD_JPEG", "-"),
+        (4, "JPEG_NOT_SUPPORTED", "-"), (5, "ALLOCATOR_FAILURE", "-"), (6, "EXECUTION_FAILED", "library-failure"),
+        (7, "ARCH_MISMATCH", "-"),
+        (8, "INTERNAL_ERROR", "library-failure"), (9, "IMPLEMENTATION_NOT_SUPPORTED", "-"),
+        (10, "INCOMPLETE_BITSTREAM", "-")]),
+    # NVENCSTATUS of the Video Codec SDK's nvEncodeAPI.h. INVALID_VERSION is "an invalid struct version was used by
+    # the client": a program built against a newer SDK than the installed driver's encoder knows (HandBrake on a
+    # driver older than its NVENC API, https://github.com/HandBrake/HandBrake/issues/1827, tests/heldout/rnd28).
+    "nvenc": ("NV_ENC_ERR_", "https://github.com/FFmpeg/nv-codec-headers/blob/master/include/ffnvcodec/nvEncodeAPI.h", [
+        (1, "NO_ENCODE_DEVICE", "-"), (2, "UNSUPPORTED_DEVICE", "-"), (3, "INVALID_ENCODERDEVICE", "-"),
+        (4, "INVALID_DEVICE", "-"), (5, "DEVICE_NOT_EXIST", "-"), (6, "INVALID_PTR", "-"), (7, "INVALID_EVENT", "-"),
+        (8, "INVALID_PARAM", "-"), (9, "INVALID_CALL", "-"), (10, "OUT_OF_MEMORY", "-"),
+        (11, "ENCODER_NOT_INITIALIZED", "-"), (12, "UNSUPPORTED_PARAM", "-"), (13, "LOCK_BUSY", "-"),
+        (14, "NOT_ENOUGH_BUFFER", "-"), (15, "INVALID_VERSION", "driver-mismatch"), (16, "MAP_FAILED", "-"),
+        (17, "NEED_MORE_INPUT", "-"), (18, "ENCODER_BUSY", "-"), (19, "EVENT_NOT_REGISTERD", "-"),
+        (20, "GENERIC", "-"), (21, "INCOMPATIBLE_CLIENT_KEY", "-"), (22, "UNIMPLEMENTED", "-"),
+        (23, "RESOURCE_REGISTER_FAILED", "-"), (24, "RESOURCE_NOT_REGISTERED", "-"), (25, "RESOURCE_NOT_MAPPED", "-"),
+        (26, "NEED_MORE_OUTPUT", "-")]),
 }
 HEADER = ["library", "number", "name", "version", "message", "cause", "sources"]
 

@@ -56,10 +56,12 @@ ANCHORS: tuple[bytes, ...] = (
     b"on an incompatible device, expecting compute",  # TensorRT engines
     b"with CUDA capability sm_", b"PyTorch no longer supports this GPU", b"The minimum required Cuda capability",
     b"Assertion `", b"] Assertion ",
-    b"_STATUS_", b"CUBLAS failure", b"Failed to get convolution algorithm", b"CUFFT_",
+    b"_STATUS_", b"NVRTC_ERROR_", b"NV_ENC_ERR_", b"CUBLAS failure", b"Failed to get convolution algorithm",
+    b"CUFFT_",
     b"cuBLAS API failed", b"CUBLAS error", b"cuBLAS error", b"CUDNN error", b"cuDNN error", b"cuFFT error",
     b"CUFFT error", b"cuSOLVER error", b"CUSOLVER error", b"cuSPARSE error", b"CUSPARSE error", b"CURAND error",
-    b"cuRAND error",
+    b"cuRAND error", b"cuTENSOR error", b"CUTENSOR error", b"NVJPEG Error", b"NVJPEG error", b"nvJPEG error",
+    b"NVRTC Error", b"NVRTC error", b"nvrtc error",
     b"cusolverDn", b"cusolverSp", b"cufftExec", b"cufftPlan", b"cublasCreate", b"gemm failed", b"GEMM failed",
     b"curandGenerate", b"cusparseX",  # a library call said to have failed (cuda_runtime._LIB_CALL_FAILED)
     b"Found no NVIDIA driver", b"NVIDIA driver on your system is too old", b"nvidia driver is too old",

@@ -34,7 +34,7 @@ import regex
 from .. import knowledge, later
 from ..model import LOOSE, Event, Unread
 from ..text import Line, TextDoc
-from .frameworks.cuda_runtime import LIBRARY_STATUS
+from .frameworks.cuda_runtime import LIBRARY_STATUS, library_name
 
 NAME = "mentions"
 READS_UNCLAIMED = True
@@ -43,6 +43,7 @@ READS_UNCLAIMED = True
 CODE_WORDS = (b"Xid", b"XID", b"xid", b"SXid", b"SXID", b"sxid")
 _CODE_TEXTS = tuple(word.decode() for word in CODE_WORDS)
 NAME_WORDS = (b"cudaError", b"CUDA_ERROR_", b"Cuda(", b"CudaError", b"CudaException", b"NVML_ERROR_", b"_STATUS_",
+              b"NVRTC_ERROR_", b"NV_ENC_ERR_",
               b"uda error", b"UDA error", b"UDA Error",
               b"uda driver error", b"UDA driver error", b"UDA Driver Error")
 
@@ -154,6 +155,9 @@ class Phrase:
     text: str
     anchor: str
     pattern: regex.Pattern
+    key: str
+    """The anchor as `gate` writes text: a window whose gate lacks it cannot hold the phrase, and the pattern is
+    neither compiled nor run on it."""
     cause: str
     needs: str | None
     proves: str
@@ -171,7 +175,7 @@ class Phrase:
 
 @cache
 def phrases() -> tuple[Phrase, ...]:
-    return tuple(Phrase(row["phrase"], row["anchor"], _compiled(row["phrase"]), row["cause"],
+    return tuple(Phrase(row["phrase"], row["anchor"], _compiled(row["phrase"]), gate(row["anchor"]), row["cause"],
                         knowledge.dash(row["needs"]), row["proves"], row["action"])
                  for row in knowledge.data_rows(PHRASES))
 
@@ -194,6 +198,15 @@ def api_result(call: str, number: int) -> tuple[str, Phrase] | None:
 def _phrase_naming(name: str) -> Phrase | None:
     """The phrase row a result's name matches (each name looked up once: a storm of one result repeats it)."""
     return next((p for p in phrases() if p.pattern.search(name)), None)
+
+
+_UNGATED = later.compile(r"\s++|" + knowledge.APOSTROPHE)
+
+
+def gate(text: str) -> str:
+    """Text in lower case without blanks or apostrophes: a phrase's pattern allows any blanks between its words, any
+    apostrophe and any letter case, so its anchor written so is in a window written so wherever the phrase is."""
+    return _UNGATED.sub("", text.lower())
 
 
 def _compiled(phrase: str) -> regex.Pattern:
@@ -448,7 +461,7 @@ def _name_event(doc: TextDoc, line: Line, hit: regex.Match, reasons: list[str]) 
                                                                     "read": LOOSE})
     if groups.get("nvml") and (code := knowledge.nvml_return(name)):
         return doc.event("nvml-error", line, {**knowledge.nvml_error_fields(code, "mentioned"), "read": LOOSE})
-    if groups.get("status") and (status := knowledge.library_status(hit["lib"].lower(), name)):
+    if groups.get("status") and (status := knowledge.library_status(library_name(hit["lib"]), name)):
         return doc.event("library-error", line, {
             "library": status.library, "status": status.name, "status_cause": status.cause,
             "status_message": status.message, "read": LOOSE})
@@ -485,7 +498,10 @@ class _Window:
         return self.lines[bisect.bisect_right(self.starts, offset) - 1]
 
     def hits(self, phrases_only: bool = False) -> Iterator[tuple[Line, Line, str, dict[str, Any]]]:
+        key = gate(self.text)
         for phrase in phrases():
+            if phrase.key not in key:
+                continue
             for hit in phrase.pattern.finditer(self.text):
                 if not phrase.needed_in(self.text):
                     self.refused.append(NOT_ABOUT_GPU)

@@ -148,18 +148,20 @@ def _assert_groups(body: str) -> dict[str, str | None] | None:
 # ---------------------------------------------------------------- cuBLAS / cuDNN
 
 LIBRARY_STATUS = later.compile(
-    r"\b(?P<status>(?P<lib>CUBLAS|CUDNN|CUFFT|CUSOLVER|CUSPARSE|CURAND|CUTENSOR|NVRTC)_STATUS_[A-Z0-9_]+)"
+    r"\b(?P<status>(?P<lib>CUBLAS|CUDNN|CUFFT|CUSOLVER|CUSPARSE|CURAND|CUTENSOR|NVJPEG)_STATUS_[A-Z0-9_]+)"
+    r"|\b(?P<status>(?P<lib>NVRTC)_ERROR_[A-Z0-9_]+)|\b(?P<status>(?P<lib>NV_ENC)_ERR_[A-Z0-9_]+)"
     r"|\b(?P<status>(?P<lib>CUFFT)_(?:" + "|".join(sorted(
         {s.name[len("CUFFT_"):] for s in library_statuses() if s.library == "cufft"}, key=len, reverse=True)) + r"))\b"
 )
-"""A status by name: every library's `<LIB>_STATUS_*` (cuFFT names its results `CUFFT_*`)."""
+"""A status by name: every library's `<LIB>_STATUS_*` (cuFFT names its results `CUFFT_*`, NVRTC `NVRTC_ERROR_*`,
+NVENC `NV_ENC_ERR_*`)."""
 _LIB_NUMBER = later.compile(
-    r"(?i)\b(?P<lib>cublas(?:Lt)?|cudnn|cufft|cusolver|cusparse|curand)\b[\w ]{0,30}?"
+    r"(?i)\b(?P<lib>cublas(?:Lt)?|cudnn|cufft|cusolver|cusparse|curand|cutensor|nvjpeg|nvrtc)\b[\w ]{0,30}?"
     r"(?:status|error|failure|failed|result|code)\s*(?:[:=]\s*|with status\s*|code\s*)?\(?(?P<num>\d{1,4})\b"
     r"|\b(?P<lib>CUBLAS|CUDNN|CUFFT|CUSOLVER|CUSPARSE|CURAND)_STATUS_SUCCESS\s*\((?P<num>\d{1,4}) vs\. 0\)"
 )
 """A status by number, as libraries and their callers print it: `CUBLAS failure 13`, `cuBLAS API failed with
-status 15`, `cuDNN error 4`, `CURAND error 201`."""
+status 15`, `cuDNN error 4`, `CURAND error 201`, `NVJPEG Error (6)`."""
 _CUDNN_INIT = later.compile(r"Failed to get convolution algorithm\. This "
                             r"is probably because cuDNN failed to initialize")
 _LIB_GAVE_UP = later.compile(r"\b(?P<lib>cublasLt|cuBLASLt|cublas|cuBLAS) ran into an error")
@@ -174,9 +176,11 @@ the entry point's prefix names the library (CUDA's library APIs: cusolverDn*, cu
 _NODE = later.compile(r"\{\{node (?P<node>[^}]+)\}\}")
 
 
-def _library_name(written: str) -> str:
-    """cuBLASLt reports in cuBLAS's numbering."""
-    return "cublas" if written.lower().startswith("cublas") else written.lower()
+def library_name(written: str) -> str:
+    """The library's name in data/library-status.tsv: cuBLASLt reports in cuBLAS's numbering; NVENC's statuses
+    are `NV_ENC_ERR_*`."""
+    written = written.lower()
+    return "cublas" if written.startswith("cublas") else written.replace("_", "")
 
 
 def library_error(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:
@@ -184,15 +188,15 @@ def library_error(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:
     status = next((m for m in LIBRARY_STATUS.finditer(body) if not m["status"].endswith("_SUCCESS")), None)
     number = _LIB_NUMBER.search(body)
     if status:
-        fields: dict[str, Any] = {"library": status["lib"].lower(), "status": status["status"]}
-    elif number and (known := library_status(_library_name(number["lib"]), number["num"])):
+        fields: dict[str, Any] = {"library": library_name(status["lib"]), "status": status["status"]}
+    elif number and (known := library_status(library_name(number["lib"]), number["num"])):
         fields = {"library": known.library, "status": known.name}
     elif _CUDNN_INIT.search(body):
         fields = {"library": "cudnn", "status": None, "reason": "cuDNN failed to initialize"}
     elif gave_up := _LIB_GAVE_UP.search(body):
-        fields = {"library": _library_name(gave_up["lib"]), "status": None, "reason": f"{gave_up['lib']} failed"}
+        fields = {"library": library_name(gave_up["lib"]), "status": None, "reason": f"{gave_up['lib']} failed"}
     elif call := _LIB_CALL_FAILED.search(body):
-        fields = {"library": _library_name(call["lib"]), "status": None, "reason": f"{call['call']} failed"}
+        fields = {"library": library_name(call["lib"]), "status": None, "reason": f"{call['call']} failed"}
     else:
         return []
     if number:
