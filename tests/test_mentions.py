@@ -862,6 +862,43 @@ RND28_WORDINGS = {
     "[    1.121034] NVRM: This PCI I/O region assigned to your NVIDIA device is invalid:": "gpu-off-bus",
 }
 
+RND29_WORDINGS = {
+    # nvidia-container-cli's NVML message inside the runtime's escaped quotes, an escape ending it
+    # (NVIDIA/nvidia-docker#1280: NVML of driver 410.48 lacks a function the toolkit calls; #1348)
+    'stderr: nvidia-container-cli: detection error: nvml error: function not found\\\\n\\\"\"": unknown.':
+        "driver-mismatch",
+    'stderr: nvidia-container-cli: detection error: nvml error: unknown error\\\\n\\\"\"": unknown.':
+        "driver-mismatch",
+    # the image's requirement the host driver cannot meet (NVIDIA/deepops#206)
+    "exit status 1, stdout: , stderr: exec command: [/usr/bin/nvidia-container-cli --load-kmods configure "
+    "--require=cuda>=10.1 brand=tesla,driver>=384,driver<385]\\nnvidia-container-cli: requirement error: invalid "
+    "expression\\n": "driver-mismatch",
+    # df of a full /dev/shm (triton-inference-server/server#4869)
+    "Filesystem      Size  Used Avail Use% Mounted on\nshm              64M   64M     0 100% /dev/shm": "shm-exhausted",
+    # akmods (negativo17/nvidia-driver#192 and #188, fedora-silverblue/issue-tracker#356, ublue-os/hwe#116)
+    "2026/02/11 18:46:34 akmods: Building rpms failed; see /var/cache/akmods/nvidia/590.48.01-1-for-6.18.8-200.fc43"
+    ".x86_64.failed.log for details": "driver-mismatch",
+    "Checking kmods exist for 5.19.9-200.fc36.x86_64 [  OK  ]\nBuilding and installing nvidia-kmod [FAILED]":
+        "driver-mismatch",
+    # nvidia-installer refusing while a module of the old driver is loaded (Arc-Compute/LibVF.IO#20)
+    "ERROR: An NVIDIA kernel module 'nvidia-drm' appears to already be loaded in your kernel.  This may be because it "
+    "is in use (for example, by an X server, a CUDA program, or the NVIDIA Persistence Daemon)": "driver-mismatch",
+    # a DKMS make error on an object below the build directory (Frogging-Family/nvidia-all#95)
+    "make[2]: *** [scripts/Makefile.build:288: /var/lib/dkms/nvidia/510.60.02/build/nvidia-drm/nvidia-drm-drv.o] "
+    "Error 1": "driver-mismatch",
+    # LLVM inside Triton older than the GPU (triton-lang/triton#5950), RAPIDS without PTX for it (NVIDIA/cuml#5484)
+    "'sm_120' is not a recognized processor for this target (ignoring processor)": "arch-mismatch",
+    "RuntimeError: This cuDF installation is missing the necessary PTX files that are <=50.": "arch-mismatch",
+}
+
+
+def test_an_unknown_cpu_and_a_roomy_shm_give_no_verdict():
+    """LLVM says the same of a CPU name (rust-lang/rust#90894): only a GPU architecture's name is an arch gap; a
+    /dev/shm that df shows with room is no exhausted one."""
+    cpu = "'cortex-a75' is not a recognized processor for this target (ignoring processor)"
+    assert not analyze_text(cpu + "\n").findings
+    assert not analyze_text("Filesystem Size Used Avail Use% Mounted on\nshm 64M 12M 52M 19% /dev/shm\n").findings
+
 
 def test_a_module_of_another_kind_with_other_symbols_is_no_gpu_driver():
     """The kernel's symbol-version refusal names a GPU driver only for a GPU module: VirtualBox's own is not one."""
@@ -945,7 +982,7 @@ CORPUS_WORDINGS = {
                                              *RND22_WORDINGS.items(), *RND23_WORDINGS.items(),
                                              *RND24_WORDINGS.items(), *RND26_WORDINGS.items(),
                                              *RND27_WORDINGS.items(), *DOCUMENTED_WORDINGS.items(),
-                                             *RND28_WORDINGS.items(),
+                                             *RND28_WORDINGS.items(), *RND29_WORDINGS.items(),
                                              *CORPUS_WORDINGS.items()])
 def test_held_out_rounds_wordings_are_read_by_general_rules(text, cause):
     report = analyze_text(text + "\n")

@@ -103,7 +103,7 @@ _NVML_ERRORS = (
     later.compile(r"NVIDIA-SMI (?P<error>" + typed("couldn't find libnvidia-ml.so library") + ")"),
     later.compile(r"(?P<error>could not load NVML library)"),  # the device plugin and other NVML clients
     # nvidia-container-cli ("nvml error: ..."), nvidia-docker 1 and other Go NVML clients ("Error: nvml: ...")
-    later.compile(r"\bnvml(?: error)?: (?P<error>[^:\n]+?)\s*(?::|$)"),
+    later.compile(r"\bnvml(?: error)?: (?P<error>[^:\n\\'\"]+?)\s*+(?:[:\\'\"]|$)"),  # a quote or an escape ends it
     later.compile(r"Unable to determine the device handle for (?:GPU|gpu)\s*"
                   r"(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]):\s*(?P<error>.+?)\s*$"),
     later.compile(r"(?P<error>No devices were found)"),
