@@ -43,10 +43,12 @@ def compile_postmortem() -> None:
 
 
 def anchors() -> list[bytes]:
-    """Every literal postmortem's prefilter scans for: grep gets the same work."""
+    """Every literal postmortem's prefilter scans for: grep gets the same work (an anchor found in any letter case
+    as its lower-case text: `grep -F` has no per-literal case flag)."""
+    from postmortem.prefilter import searched
     from postmortem.sources import source_cards
 
-    return sorted({a for source in source_cards() for a in source.anchors})
+    return sorted({searched(a)[0] for source in source_cards() for a in source.anchors})
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,10 @@ lines must contain (its ANCHORS); this module finds all of them in a single
 scan so that only candidate lines are ever decoded and parsed. Hyperscan does
 the scan at several GB/s where it is installed; a pure-Python fallback (one
 `bytes.find` sweep per literal) gives the same answer more slowly.
+
+An anchor that starts with ANY_CASE (`(?i)cusolver`) is found in any ASCII letter
+case (`cuSolver`, `CUSOLVER`): for words that programs and people spell every
+way, where listing the spellings would never end.
 """
 
 from __future__ import annotations
@@ -18,6 +22,17 @@ except ImportError:  # pragma: no cover - exercised where hyperscan is absent
     hyperscan = None  # type: ignore[assignment]  # the module or None: checked before each use
 
 
+ANY_CASE = b"(?i)"
+"""The mark of an anchor found in any letter case; the text after it is written in lower case."""
+
+
+def searched(literal: bytes) -> tuple[bytes, bool]:
+    """What an anchor stands for in the text, and whether in any letter case."""
+    if literal.startswith(ANY_CASE):
+        return literal[len(ANY_CASE):].lower(), True
+    return literal, False
+
+
 class Prefilter:
     """Finds the end offsets of anchor literals, each tagged with its group.
 
@@ -26,6 +41,9 @@ class Prefilter:
 
     def __init__(self, groups: Mapping[str, Sequence[bytes]], use_hyperscan: bool = True):
         self.literals: list[bytes] = []
+        """The anchors as the sources name them (ANY_CASE marks included): what REPEATS and the folding compare."""
+        self.lengths: list[int] = []
+        """How many bytes each anchor spans in the text (where its line starts is found from its match's end)."""
         self.owners: list[frozenset[str]] = []
         index: dict[bytes, int] = {}
         for group, literals in groups.items():
@@ -33,10 +51,11 @@ class Prefilter:
                 if literal not in index:
                     index[literal] = len(self.literals)
                     self.literals.append(literal)
+                    self.lengths.append(len(searched(literal)[0]))
                     self.owners.append(frozenset())
                 i = index[literal]
                 self.owners[i] = self.owners[i] | {group}
-        self.longest = max((len(lit) for lit in self.literals), default=1)
+        self.longest = max(self.lengths, default=1)
         self._database = None
         if use_hyperscan and hyperscan is not None and self.literals:
             self._database = _hyperscan_database(self.literals)
@@ -52,8 +71,10 @@ class Prefilter:
         if self._database is not None:
             self._database.scan(chunk, match_event_handler=_collect, context=found)
         else:
+            lowered = chunk.lower() if any(lit.startswith(ANY_CASE) for lit in self.literals) else chunk
             for i, literal in enumerate(self.literals):
-                found.extend((end, i) for end in _find_all(chunk, literal))
+                text, any_case = searched(literal)
+                found.extend((end, i) for end in _find_all(lowered if any_case else chunk, text))
         found.sort()
         return found
 
@@ -78,8 +99,10 @@ def _hyperscan_database(literals: list[bytes]) -> hyperscan.Database:
         except (hyperscan.error, TypeError, ValueError):
             pass
     database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    database.compile(expressions=[re.escape(lit) for lit in literals], ids=list(range(len(literals))),
-                     elements=len(literals))
+    written = [searched(lit) for lit in literals]
+    database.compile(expressions=[re.escape(text) for text, _ in written], ids=list(range(len(literals))),
+                     elements=len(literals),
+                     flags=[hyperscan.HS_FLAG_CASELESS if any_case else 0 for _, any_case in written])
     user_cache.write("hyperscan", entry, hyperscan.dumpb(database))
     return database
 
@@ -87,8 +110,9 @@ def _hyperscan_database(literals: list[bytes]) -> hyperscan.Database:
 def _answers(database: hyperscan.Database, literals: list[bytes], index: int) -> bool:
     """Whether scanning literal `index` alone finds it under its own id."""
     found: list[tuple[int, int]] = []
-    database.scan(literals[index], match_event_handler=_collect, context=found)
-    return (len(literals[index]), index) in found
+    text, _ = searched(literals[index])
+    database.scan(text, match_event_handler=_collect, context=found)
+    return (len(text), index) in found
 
 
 def _collect(literal_id: int, _start: int, end: int, _flags: int, found: object) -> None:

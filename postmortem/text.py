@@ -250,7 +250,7 @@ class TextDoc:
             if match_end > end:
                 if groups:
                     spans.append(self._span(number, base, chunk, (start, end, anchor), groups, foldable, first_start))
-                anchor = match_end - len(prefilter.literals[literal])
+                anchor = match_end - prefilter.lengths[literal]
                 start = chunk.rfind(b"\n", counted_to, anchor)
                 if carriage:
                     start = max(start, chunk.rfind(b"\r", counted_to, anchor))

@@ -891,6 +891,24 @@ RND29_WORDINGS = {
     "RuntimeError: This cuDF installation is missing the necessary PTX files that are <=50.": "arch-mismatch",
 }
 
+RND30_WORDINGS = {
+    # XLA's spelling of a library's name, found in any letter case (jax-ml/jax#29065)
+    "I'm encountering a `jaxlib._jax.XlaRuntimeError: INTERNAL: cuSolver internal error` when running my code":
+        "library-failure",
+    # PyTorch's warning of a GPU too old, on its three lines (w-okada/voice-changer#447)
+    "torch\\cuda\\__init__.py:152: UserWarning:\n    Found GPU0 GeForce GT 720 which is of cuda capability 3.5.\n"
+    "    PyTorch no longer supports this GPU because it is too old.\n"
+    "    The minimum cuda capability supported by this library is 3.7.": "arch-mismatch",
+    # c10d's rendezvous failures (hiyouga/LlamaFactory#3715, hpcaitech/Open-Sora#667, lllyasviel/ControlNet#382)
+    "[W socket.cpp:663] [c10d] The client socket has failed to connect to [::ffff:255.255.0.0]:29500 (errno: 110 - "
+    "Connection timed out).": "nccl-comm-error",
+    "[E socket.cpp:793] [c10d] The client socket has timed out after 1800s while trying to connect to (127.0.0.1, "
+    "48391).": "nccl-comm-error",
+    # a collective timeout told in other words, with its work record (NVIDIA-NeMo/Megatron-Bridge#6097)
+    "NCCL collective timeout: WorkNCCL(SeqNum=16, OpType=COALESCED, NumelIn=0, NumelOut=0)": "nccl-timeout",
+}
+
+
 
 def test_an_unknown_cpu_and_a_roomy_shm_give_no_verdict():
     """LLVM says the same of a CPU name (rust-lang/rust#90894): only a GPU architecture's name is an arch gap; a
@@ -983,6 +1001,7 @@ CORPUS_WORDINGS = {
                                              *RND24_WORDINGS.items(), *RND26_WORDINGS.items(),
                                              *RND27_WORDINGS.items(), *DOCUMENTED_WORDINGS.items(),
                                              *RND28_WORDINGS.items(), *RND29_WORDINGS.items(),
+                                             *RND30_WORDINGS.items(),
                                              *CORPUS_WORDINGS.items()])
 def test_held_out_rounds_wordings_are_read_by_general_rules(text, cause):
     report = analyze_text(text + "\n")

@@ -126,11 +126,18 @@ def marked(text: str) -> tuple[tuple[str, bool], ...]:
 def _anchor_pattern() -> regex.Pattern:
     """Every anchor of 4 characters or more, as one pattern that finds the longest at each place. The anchors are
     laid out as a trie (shared prefixes written once): an alternation of 1,700 literals tried one after another at
-    every character grew with each table row until an adversarial line took half a second."""
+    every character grew with each table row until an adversarial line took half a second. Anchors found in any
+    letter case are a second trie, matched so."""
+    from ..prefilter import searched
     from ..sources import source_cards
 
-    literals = {a.decode("utf-8", "replace").strip() for s in source_cards() for a in s.anchors}
-    return regex.compile(_trie_pattern(sorted(lit for lit in literals if len(lit) >= 4)))
+    written = [searched(a) for s in source_cards() for a in s.anchors]
+    exact = {text.decode("utf-8", "replace").strip() for text, any_case in written if not any_case}
+    any_case = {text.decode("utf-8", "replace").strip() for text, any_case in written if any_case}
+    pattern = _trie_pattern(sorted(lit for lit in exact if len(lit) >= 4))
+    if lowered := sorted(lit for lit in any_case if len(lit) >= 4):
+        pattern += "|(?i:" + _trie_pattern(lowered) + ")"
+    return regex.compile(pattern)
 
 
 def _trie_pattern(literals: list[str]) -> str:

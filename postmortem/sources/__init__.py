@@ -37,8 +37,8 @@ if TYPE_CHECKING:
     from ..text import Line, TextDoc
 
 TEXT_SOURCE_MODULES = (
-    "kernel_log", "framework_log", "nccl_log", "gpu_tools", "sanitizer", "gdb_log", "coredump_log", "bug_report",
-    "gpu_telemetry", "nvsmi_xml", "job_log", "host_messages", "health_tests", "collect_bundle",
+    "kernel_log", "framework_log", "nccl_log", "nccl_collectives", "gpu_tools", "sanitizer", "gdb_log", "coredump_log",
+    "bug_report", "gpu_telemetry", "nvsmi_xml", "job_log", "host_messages", "health_tests", "collect_bundle",
     "run_record", "process_snapshot", "flight_recorder", "live_stacks", "torch_env", "installed", "graphics_log",
     "reporter_words",
     "mentions",

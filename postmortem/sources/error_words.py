@@ -25,6 +25,7 @@ import regex
 
 from .. import knowledge, later
 from ..model import LOOSE, Event, Unread
+from ..prefilter import ANY_CASE
 from ..text import Line, TextDoc
 from .mentions import DOCUMENTED, causeless, lines_read
 
@@ -94,15 +95,14 @@ _COMMON = frozenset({"the", "has", "been", "is", "of", "to", "off", "not", "no",
 
 
 def _anchor_words() -> tuple[bytes, ...]:
-    """The longest uncommon word of each wording of each row's first group, in the letter cases programs print: a
-    line without one holds no row's first group."""
+    """The longest uncommon word of each wording of each row's first group, found in any letter case (the rows match
+    so: XLA's `cuSolver`, a shouting `OUT OF MEMORY`): a line without one holds no row's first group."""
     words = set()
     for row in knowledge.data_rows(TABLE):
         for wording in row["words"].split(" + ")[0].split("|"):
             pieces = [p for p in regex.split(r"\{[a-z]+\}|\s+", wording.strip()) if p]
-            literal = max([p for p in pieces if p.lower() not in _COMMON] or pieces, key=len)
-            words |= {literal, literal.lower(), literal.upper(), literal.capitalize()}
-    return tuple(sorted(w.encode() for w in words))
+            words.add(max([p for p in pieces if p.lower() not in _COMMON] or pieces, key=len).lower())
+    return tuple(sorted(ANY_CASE + w.encode() for w in words))
 
 
 ANCHORS = _anchor_words()

@@ -55,6 +55,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"which is not supported by this container", b"but CUDA failed to initialize",  # NGC containers' entrypoint
     b"on an incompatible device, expecting compute",  # TensorRT engines
     b"with CUDA capability sm_", b"PyTorch no longer supports this GPU", b"The minimum required Cuda capability",
+    b"which is of cuda capability",
     b"Assertion `", b"] Assertion ",
     b"_STATUS_", b"NVRTC_ERROR_", b"NV_ENC_ERR_", b"CUBLAS failure", b"Failed to get convolution algorithm",
     b"CUFFT_",

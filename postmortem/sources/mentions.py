@@ -33,6 +33,7 @@ import regex
 
 from .. import knowledge, later
 from ..model import LOOSE, Event, Unread
+from ..prefilter import ANY_CASE
 from ..text import Line, TextDoc
 from .frameworks.cuda_runtime import LIBRARY_STATUS, library_name
 
@@ -216,11 +217,11 @@ def _compiled(phrase: str) -> regex.Pattern:
 
 
 def _anchor_words() -> tuple[bytes, ...]:
-    """Each phrase's anchor and the longest word of each CUDA message read in free text, as written and in the
-    other letter cases people and programs use."""
+    """Each phrase's anchor and the longest word of each CUDA message read in free text, found in any letter case
+    (the phrases and messages match so)."""
     words = {row["anchor"] for row in knowledge.data_rows(PHRASES)} | {
         pair for m in _messages() for pair in _message_anchors(m)}
-    return tuple(sorted({v.encode() for w in words for v in (w, w.lower(), w.upper(), w.capitalize())}))
+    return tuple(sorted({ANY_CASE + w.lower().encode() for w in words}))
 
 
 def _message_anchors(message: str) -> set[str]:

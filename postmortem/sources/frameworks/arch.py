@@ -91,6 +91,16 @@ def _capability_refused(match: regex.Match) -> dict[str, Any]:
     return fields
 
 
+def _with_following(ctx: Context, line: Line, pre: Prefixed, lines: int) -> str:
+    """The line's text and the next `lines` of the same process, joined: PyTorch prints its warning of a GPU too old
+    on three lines (torch/cuda/__init__.py: `Found GPU0 ... which is of cuda capability 3.5.`, `PyTorch no longer
+    supports this GPU because it is too old.`, `The minimum cuda capability supported by this library is 3.7.`),
+    and one line where a paste ran them together."""
+    if "Found GPU" not in pre.body:
+        return pre.body
+    return " ".join([pre.body, *(p.body for _, p in follow(ctx, line, lines))])
+
+
 def _sm(capability: str) -> str:
     return "sm_" + capability.replace(".", "")
 
@@ -139,9 +149,9 @@ def gpu_arch(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:
         fields = _capability_refused(match)
         key = ("arch-unsupported", fields.get("sm") or fields["family"])
         return [Found("arch-unsupported", line, line, fields, key, pre.time)]
-    elif match := _ARCH_OLD.search(body) or _ARCH_TF.search(body):
+    elif match := _ARCH_OLD.search(_with_following(ctx, line, pre, 2)) or _ARCH_TF.search(body):
         fields = {"gpu_name": match["gpu"].strip(), "sm": _sm(match["cc"]), "gpu_index": int(match["idx"]),
-                  "min_capability": match["min"], "framework": "pytorch" if "PyTorch" in body else "tensorflow"}
+                  "min_capability": match["min"], "framework": "tensorflow" if "Cuda capability" in body else "pytorch"}
         last = line
     else:
         return []
