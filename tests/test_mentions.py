@@ -909,6 +909,33 @@ RND30_WORDINGS = {
 }
 
 
+RND31_WORDINGS = {
+    # Python's MemoryError on its own line, its traceback's head lost (Nerogar/OneTrainer#835)
+    "MemoryError\nCould not save model. Check your disk space!": "host-oom",
+    # PyTorch's older CPU allocator out of memory (ENOMEM, 12: pyg-team/pytorch_geometric#604)
+    "RuntimeError: [enforce fail at CPUAllocator.cpp:56] posix_memalign(&data, gAlignment, nbytes) == 0. 12 vs 0":
+        "host-oom",
+    # a cuBLAS status without its prefix, the call naming the library (Comfy-Org/ComfyUI#4556)
+    "RuntimeError: CUDA error: NOT_SUPPORTED when calling 'cublasLtMatmulAlgoGetHeuristic'": "library-failure",
+    # spconv's numbered CUDA error (open-mmlab/mmdetection3d#80)
+    "RuntimeError: /tmp/spconv/src/spconv/indice_cuda.cu 124\ncuda execution failed with error 2": "gpu-oom",
+    # an exit status after "exited with" (cporcellijr/bookbridge#255)
+    "  Application exited with code 137. Restarting in 3 seconds...": "host-oom",
+    # Gloo's peer gone and an NVIDIA module that would not insert, read by their words (pytorch/pytorch#75512,
+    # MrMEEE/bumblebee-Old-and-abbandoned#536)
+    "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:589] Read error [192.168.70.92]:25266: Connection "
+    "reset by peer": "nccl-comm-error",
+    "FATAL: Error inserting nvidia_current (/lib/modules/2.6.38-10-generic/updates/dkms/nvidia-current.ko): No such "
+    "device": "driver-mismatch",
+}
+
+
+def test_a_gpu_librarys_memory_error_is_no_host_oom():
+    """PyCUDA's and CuPy's exceptions are named MemoryError too, for GPU memory: only Python's own is the host's."""
+    for text in ("pycuda._driver.MemoryError: cuMemAlloc failed: out of memory",
+                 "cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 1,073,741,824 bytes"):
+        assert all(f.cause != "host-oom" for f in analyze_text(text + "\n").findings), text
+
 
 def test_an_unknown_cpu_and_a_roomy_shm_give_no_verdict():
     """LLVM says the same of a CPU name (rust-lang/rust#90894): only a GPU architecture's name is an arch gap; a
@@ -1001,7 +1028,7 @@ CORPUS_WORDINGS = {
                                              *RND24_WORDINGS.items(), *RND26_WORDINGS.items(),
                                              *RND27_WORDINGS.items(), *DOCUMENTED_WORDINGS.items(),
                                              *RND28_WORDINGS.items(), *RND29_WORDINGS.items(),
-                                             *RND30_WORDINGS.items(),
+                                             *RND30_WORDINGS.items(), *RND31_WORDINGS.items(),
                                              *CORPUS_WORDINGS.items()])
 def test_held_out_rounds_wordings_are_read_by_general_rules(text, cause):
     report = analyze_text(text + "\n")

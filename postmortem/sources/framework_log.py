@@ -52,6 +52,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"driver version is insufficient", b"invalid device function",
     b"out of memory", b"out of resource: ", b"OutOfMemoryError", b"Allocation on device", b"RESOURCE_EXHAUSTED",
     b"OOM when allocating", b": OutOfMemory", b"DefaultCPUAllocator: ", b"for an array with shape",
+    b"posix_memalign(",
     b"which is not supported by this container", b"but CUDA failed to initialize",  # NGC containers' entrypoint
     b"on an incompatible device, expecting compute",  # TensorRT engines
     b"with CUDA capability sm_", b"PyTorch no longer supports this GPU", b"The minimum required Cuda capability",
@@ -62,7 +63,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"cuBLAS API failed", b"CUBLAS error", b"cuBLAS error", b"CUDNN error", b"cuDNN error", b"cuFFT error",
     b"CUFFT error", b"cuSOLVER error", b"CUSOLVER error", b"cuSPARSE error", b"CUSPARSE error", b"CURAND error",
     b"cuRAND error", b"cuTENSOR error", b"CUTENSOR error", b"NVJPEG Error", b"NVJPEG error", b"nvJPEG error",
-    b"NVRTC Error", b"NVRTC error", b"nvrtc error",
+    b"NVRTC Error", b"NVRTC error", b"nvrtc error", b"when calling `cublas", b"when calling 'cublas",
     b"cusolverDn", b"cusolverSp", b"cufftExec", b"cufftPlan", b"cublasCreate", b"gemm failed", b"GEMM failed",
     b"curandGenerate", b"cusparseX",  # a library call said to have failed (cuda_runtime._LIB_CALL_FAILED)
     b"Found no NVIDIA driver", b"NVIDIA driver on your system is too old", b"nvidia driver is too old",

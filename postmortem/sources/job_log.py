@@ -27,6 +27,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"memory limit", b"low on resource: memory",
     b"Killed", b"core dumped", b"Signal: ", b"signal: ",
     b"exit code", b"Exit code", b"exit status", b"return code", b"exitcode", b"exit_code", b"error code",
+    b"(?i)exited with code", b"(?i)exited with status",
     b"DUE TO TIME LIMIT", b"DUE TO PREEMPTION",
     b"low memory! at or below", b"exceptions.OutOfMemoryError", b"running low on memory",
     b"sending SIGTERM to process", b"sending SIGKILL to process",

@@ -63,9 +63,12 @@ driver error as Rust's CUDA bindings print their enum after the word Cuda (`Cuda
 around cust's CudaError; `CudaError::LaunchFailed`) and .NET's ManagedCuda its CUResult (`CudaException:
 'ErrorIllegalAddress: ...'`, kunzmi/managedCuda#89)."""
 _NUMBERED = later.compile(r"(?i)\bcuda(?:[ \t]++(?:driver|runtime))?[ \t]++error[ \t]*+(?:code[ \t]*+)?[:=#]?[ \t]*+"
-                           r"\(?(?P<number>\d{1,4})(?![\d.])")
+                           r"\(?(?P<number>\d{1,4})(?![\d.])"
+                           r"|\bcuda[ \t]++execution[ \t]++failed[ \t]++with[ \t]++error[ \t]*+"
+                           r"(?P<number>\d{1,4})(?![\d.])")
 """A CUDA error by number after words that name it: `Cuda driver error 804 in call at file` (LAMMPS), `CUDA error
-700`, `CUDA Error: 2` (the number is the same in the runtime and the driver API)."""
+700`, `CUDA Error: 2` (the number is the same in the runtime and the driver API), and spconv's (tensorview's)
+`cuda execution failed with error 2` (open-mmlab/mmdetection3d#80)."""
 _API_NUMBERED = later.compile(
     r"\b(?:cuda[A-Z]\w{2,40}+|cu[A-Z][a-z]\w{1,40}+)\b[^\n]{0,100}?\b(?i:returned|error[ \t]++code|error|code|status"
     r"|failed[ \t]++with|res|ret|result)[ \t]*+[:=]?[ \t]*+\(?[ \t]*+(?P<number>\d{1,3})(?![\d.])")
@@ -86,7 +89,7 @@ TLLM_CUDA_CHECK prints it: `CUDA runtime error in ::cudaMallocAsync(ptr, n, mCud
 (/app/tensorrt_llm/cpp/tensorrt_llm/runtime/tllmBuffers.h:112)`, and as PyCUDA's errors do: `MemoryError: cuMemAlloc
 failed: out of memory` (cryoem-uoft/cryosparc-issues#142), `cuInit failed: unknown error` (ratt-ru/PyMORESANE#22);
 read over the window, since a terminal may cut the call in two."""
-CODE_WORDS_NUMBERED = (b"error-code", b"rror code", b"RROR CODE", b"error_code")
+CODE_WORDS_NUMBERED = (b"error-code", b"rror code", b"RROR CODE", b"error_code", b"(?i)cuda execution failed")
 CALL_WORDS = (b"runtime error in", b"driver error in")
 """The words before a call whose error message follows (_CALL_MESSAGE)."""
 _API_RESULT = later.compile(

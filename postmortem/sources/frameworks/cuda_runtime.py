@@ -16,7 +16,14 @@ from typing import Any
 import regex
 
 from ... import later
-from ...knowledge import cuda_error_fields, cuda_error_kind, find_cuda_error, library_status, library_statuses
+from ...knowledge import (
+    LibraryStatus,
+    cuda_error_fields,
+    cuda_error_kind,
+    find_cuda_error,
+    library_status,
+    library_statuses,
+)
 from ...text import Line
 from .traceback import Context, Found, Prefixed, block_text, continuation, exception_line, frames_before, prefixed
 
@@ -155,6 +162,12 @@ LIBRARY_STATUS = later.compile(
 )
 """A status by name: every library's `<LIB>_STATUS_*` (cuFFT names its results `CUFFT_*`, NVRTC `NVRTC_ERROR_*`,
 NVENC `NV_ENC_ERR_*`)."""
+_STATUS_SUFFIX = later.compile(
+    r"\b(?P<suffix>[A-Z][A-Z_]{3,40}+) when calling [`'\u2018\u2019\"]?(?P<lib>cublas|cusolver|cusparse|cufft|curand)")
+r"""A status named without its library's prefix before the call that returned it: PyTorch prints
+`CUBLAS_STATUS_NOT_SUPPORTED when calling \`cublasLtMatmul...\``, and a translated or retyped paste keeps only
+`NOT_SUPPORTED when calling 'cublasLtMatmulAlgoGetHeuristic'` (Comfy-Org/ComfyUI#4556): the call's prefix names the
+library (cuFFT names its results `CUFFT_*`)."""
 _LIB_NUMBER = later.compile(
     r"(?i)\b(?P<lib>cublas(?:Lt)?|cudnn|cufft|cusolver|cusparse|curand|cutensor|nvjpeg|nvrtc)\b[\w ]{0,30}?"
     r"(?:status|error|failure|failed|result|code)\s*(?:[:=]\s*|with status\s*|code\s*)?\(?(?P<num>\d{1,4})\b"
@@ -183,13 +196,21 @@ def library_name(written: str) -> str:
     return "cublas" if written.startswith("cublas") else written.replace("_", "")
 
 
+def _bare_status(body: str) -> LibraryStatus | None:
+    """The status a line names without its library's prefix, before the call that returned it."""
+    if (bare := _STATUS_SUFFIX.search(body)) is None:
+        return None
+    prefix = "CUFFT_" if bare["lib"] == "cufft" else f"{bare['lib'].upper()}_STATUS_"
+    return library_status(library_name(bare["lib"]), prefix + bare["suffix"])
+
+
 def library_error(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:
     body = pre.body
     status = next((m for m in LIBRARY_STATUS.finditer(body) if not m["status"].endswith("_SUCCESS")), None)
     number = _LIB_NUMBER.search(body)
     if status:
         fields: dict[str, Any] = {"library": library_name(status["lib"]), "status": status["status"]}
-    elif number and (known := library_status(library_name(number["lib"]), number["num"])):
+    elif known := _bare_status(body) or (number and library_status(library_name(number["lib"]), number["num"])):
         fields = {"library": known.library, "status": known.name}
     elif _CUDNN_INIT.search(body):
         fields = {"library": "cudnn", "status": None, "reason": "cuDNN failed to initialize"}
@@ -285,16 +306,19 @@ _OOM_FIELDS: tuple[tuple[str, regex.Pattern], ...] = tuple(
 
 _HOST_ALLOC = later.compile(
     r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory):\s*+you tried to allocate (?P<bytes>\d+) bytes"
-    r"|Unable to allocate (?P<size>\d+(?:\.\d+)? [KMGTP]?i?B) for an array with shape")
+    r"|Unable to allocate (?P<size>\d+(?:\.\d+)? [KMGTP]?i?B) for an array with shape"
+    r"|posix_memalign\(&data, gAlignment, nbytes\) == 0\. 12 vs 0")
 """A host (CPU) allocation that failed: PyTorch's CPU allocator (`DefaultCPUAllocator: can't allocate memory: you
 tried to allocate N bytes`, `not enough memory` on Windows; older releases wrote no blank after the colon,
-stanford-futuredata/ColBERT#64) and NumPy's `_ArrayMemoryError`."""
+stanford-futuredata/ColBERT#64; before them CPUAllocator.cpp's `posix_memalign(&data, gAlignment, nbytes) == 0. 12
+vs 0`, 12 being ENOMEM: pyg-team/pytorch_geometric#604) and NumPy's `_ArrayMemoryError`."""
 
 
 def host_alloc(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:
     if not (match := _HOST_ALLOC.search(pre.body)):
         return []
-    requested = int(match["bytes"]) if match["bytes"] else _bytes(match["size"].replace(" ", ""))
+    requested = (int(match["bytes"]) if match["bytes"] else _bytes(match["size"].replace(" ", "")) if match["size"]
+                 else None)
     fields = {"requested_bytes": requested, "message": match[0]}
     return [Found("host-alloc-failed", line, line, fields, ("host-alloc-failed", requested), pre.time)]
 
