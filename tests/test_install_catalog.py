@@ -95,6 +95,20 @@ def test_a_permission_or_configuration_error_names_no_gpu_cause(text):
     assert not analyze_text(text + "\n").findings
 
 
+WORDS_TOLD = {"No NVIDIA driver is currently installed; the '--kernel-modules-only' option can only be used to "
+              "install the NVIDIA kernel modules on top of an existing driver installation."}
+"""A no-cause wording whose words do say what a person would read in them (no driver is installed)."""
+
+
+def test_no_wording_without_a_cause_is_given_one_by_the_words_reader():
+    """The error-word rows read lines no table holds by their words; the catalog's wordings that name no cause (a
+    usage error, a missing tool, an option) must not be read into one by them (the kernel-module row once read
+    `nvidia-installer must be run as root` as a driver problem)."""
+    told = [w.format for w in catalog() if w.cause == "-" and w.format not in WORDS_TOLD
+            and any(f.signature.startswith("words-") for f in analyze_text(printed(w)).findings)]
+    assert told == []
+
+
 def test_the_cli_stage_is_read_as_its_stage_not_as_cudas_initialization_error():
     """`initialization error` names the CLI's stage; the detail after it says why (sources/frameworks/containers.py):
     NVML's library not found, read with the row that explains it rather than as cudaErrorInitializationError."""
