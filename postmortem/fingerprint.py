@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-
-import regex
+from typing import TYPE_CHECKING
 
 from . import later
 from .model import Event, Finding
+
+if TYPE_CHECKING:
+    import regex
 
 _MASKS: tuple[tuple[regex.Pattern, str], ...] = tuple(
     (later.compile(pattern), replacement)

@@ -18,11 +18,12 @@ import csv
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
-from typing import Any
-
-import regex
+from typing import TYPE_CHECKING, Any
 
 from . import later
+
+if TYPE_CHECKING:
+    import regex
 
 
 @dataclass(frozen=True)
@@ -107,8 +108,10 @@ _NAME = later.compile(r"\b(cudaError[A-Za-z]+|CUDA_ERROR_[A-Z_]+)\b")
 def cuda_message_pattern() -> regex.Pattern:
     """One alternation of every message, longest first, so the most specific wins; a hyphen of a message matches a
     blank too (`CUDA error: device side assert triggered`, as people and some runtimes write it)."""
+    import regex
+
     messages = sorted({r.message for r in cuda_errors() if r.message and len(r.message) > 8}, key=len, reverse=True)
-    return later.compile("|".join(regex.escape(m).replace("\\-", "[- ]") for m in messages), regex.IGNORECASE)
+    return later.compile("|".join(regex.escape(m).replace("\\-", "[- ]") for m in messages), later.IGNORECASE)
 
 
 def cuda_error(token: str | int) -> CudaError | None:
@@ -161,6 +164,8 @@ APOSTROPHE = "['\u2018\u2019\u02bc`\u00b4]"
 
 def typed(words: str) -> str:
     """A literal wording as a pattern that also matches it typed with another apostrophe."""
+    import regex
+
     return regex.escape(words).replace("\\'", "'").replace("'", APOSTROPHE)
 
 
@@ -408,12 +413,13 @@ def architectures() -> tuple[Arch, ...]:
 
 
 _SM = later.compile(r"(?i)^(?:sm_?|compute_)?(\d+)([a-z]?)$")
+_DECIMAL = later.compile(r"(?<!\d)\d+\.\d")
 
 
 def sm_number(value: object) -> int | None:
     """120 from 'sm_120', 'sm_120a', 'compute_120', '12.0' or 120; None when it is none of these."""
     text = str(value).strip()
-    if regex.fullmatch(r"(?<!\d)\d+\.\d", text):
+    if _DECIMAL.fullmatch(text):
         major, minor = text.split(".")
         return int(major) * 10 + int(minor)
     found = _SM.match(text)
@@ -456,9 +462,12 @@ def gpu_arch(name: str | None) -> Arch | None:
     return None
 
 
+_VENDOR_WORDS = later.compile(r"(?i)^\s*(?:nvidia\s+)?(?:geforce\s+)?")
+
+
 def short_gpu_name(name: str) -> str:
     """'NVIDIA GeForce RTX 5090' -> 'RTX 5090': the model as people say it."""
-    return regex.sub(r"(?i)^\s*(?:nvidia\s+)?(?:geforce\s+)?", "", name).strip() or name
+    return _VENDOR_WORDS.sub("", name).strip() or name
 
 
 def describe_arch(gpu_name: str | None = None, sm: str | None = None, shipped: list[str] | None = None) -> dict:
@@ -550,7 +559,7 @@ class DriverMessage:
 @cache
 def driver_messages() -> tuple[DriverMessage, ...]:
     """The families in table order (the first that matches a message names it)."""
-    return tuple(DriverMessage(row["family"], later.compile(row["regex"], regex.IGNORECASE), dash(row["cause"]))
+    return tuple(DriverMessage(row["family"], later.compile(row["regex"], later.IGNORECASE), dash(row["cause"]))
                  for row in data_rows("nvrm-messages.tsv"))
 
 

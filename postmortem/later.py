@@ -12,9 +12,14 @@ pattern, not the stand-in: code that asks which pattern matched compares `.patte
 from __future__ import annotations
 
 import sys
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
-import regex
+if TYPE_CHECKING:
+    import regex
+
+IGNORECASE, MULTILINE, DOTALL, VERBOSE = 2, 8, 16, 64
+"""The flags of `regex` (the same numbers as `re`'s) for patterns made here: a module that only makes patterns need
+not import the regex module, whose import is a tenth of a one-line log's run; it is imported with the first compile."""
 
 _MADE: list[LazyPattern] = []
 """Every stand-in made, in order: `compile_all` checks them all, `compiled_count` counts the compiled."""
@@ -45,6 +50,8 @@ class LazyPattern:
     def compiled(self) -> regex.Pattern:
         """The pattern, compiled now if it was not yet."""
         if self._compiled is None:
+            import regex
+
             self._compiled = regex.compile(self._source, self._flags, **self._named_lists)
             for name in _FORWARDED:
                 setattr(self, name, getattr(self._compiled, name))

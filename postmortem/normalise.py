@@ -19,10 +19,12 @@ Sources read the normalised text (`Line.text`); evidence shows the line as writt
 from __future__ import annotations
 
 from collections.abc import Iterator
-
-import regex
+from typing import TYPE_CHECKING
 
 from . import later
+
+if TYPE_CHECKING:
+    import regex
 
 TRANSPORT = later.compile(
     r"""
@@ -39,7 +41,7 @@ TRANSPORT = later.compile(
     | [ \t]*(?P<rank>\d{1,4}):[ ]                            # srun --label: "0: "
     | \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6,9}Z[ ]           # kubectl --timestamps, CI runners (UTC, 6-9 digits)
     )""",
-    regex.VERBOSE,
+    later.VERBOSE,
 )
 MAX_LAYERS = 4
 """Most prefixes taken off one line ("> 12 | [rank0]: ..." is three)."""

@@ -39,12 +39,11 @@ from functools import cache, cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import regex
-
 from . import later
 from .model import LOOSE, LOOSE_FACTOR, SEVERITIES, Event, Finding, written_span
 
 if TYPE_CHECKING:
+    import regex
     import yaml
 
 Condition = Callable[[Event], bool]
@@ -417,7 +416,7 @@ def _signature(path: Path, index: int, entry: Any, node: yaml.Node | None,
     if "match" in entry:
         try:
             rule = compile_rule(entry["match"], patterns, lazy=known_lines is not None)
-        except (SignatureError, regex.error, TypeError, ValueError) as exc:
+        except (SignatureError, TypeError, ValueError) as exc:
             flaw(f"bad match: {exc}", "match")
     parsed: dict[str, list[str | Mapping[str, str]]] = {"positive": [], "negative": []}
     for kind in ("positive", "negative"):
@@ -558,7 +557,14 @@ def compile_rule(spec: Any, patterns: list[regex.Pattern] | None = None, lazy: b
 def _pattern(source: Any, lazy: bool) -> regex.Pattern:
     if not isinstance(source, str):
         raise SignatureError(f"a pattern must be text, got {source!r}")
-    return later.compile(source) if lazy else regex.compile(source)
+    if lazy:
+        return later.compile(source)
+    import regex
+
+    try:
+        return regex.compile(source)
+    except regex.error as exc:
+        raise SignatureError(f"{exc} in /{source}/") from exc
 
 
 def _kind_in(kinds: frozenset[str], e: Event) -> bool:
@@ -656,28 +662,41 @@ def _count_rule(bounds: Any) -> Rule:
     return Rule(lambda e: low <= e.count <= high, f"count {label}", lambda e: f"the event's count is {e.count}")
 
 
-_CONSTRAINT = later.compile(r"^\s*(>=|<=|>|<|==)\s*(\d+(?:\.\d+)*)\s*$")
 _COMPARE: dict[str, Callable[[tuple, tuple], bool]] = {
     ">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, "<": lambda a, b: a < b,
     "==": lambda a, b: a == b,
 }
 
 
+_VERSION = later.compile(r"\d+(?:\.\d+)*")
+
+
 def _version_key(text: Any) -> tuple[int, ...] | None:
-    parts = regex.match(r"\d+(?:\.\d+)*", str(text).strip())
+    parts = _VERSION.match(str(text).strip())
     return tuple(int(p) for p in parts.group().split(".")) if parts else None
+
+
+def _bound(part: str) -> tuple[str, tuple[int, ...]] | None:
+    """`>= 525.105` as its operator and its version (read when a signature is loaded, without a pattern, so that
+    loading the database compiles none); None where it is not one."""
+    text = part.strip()
+    operator = next((op for op in (">=", "<=", "==", ">", "<") if text.startswith(op)), None)
+    pieces = text[len(operator):].strip().split(".") if operator else []
+    if not pieces or not all(piece.isascii() and piece.isdigit() for piece in pieces):
+        return None
+    assert operator is not None
+    return operator, tuple(int(piece) for piece in pieces)
 
 
 def _version_test(name: str, spec: str) -> Condition:
     """`{version: ">=525, <525.105.17"}`: every comma-separated bound holds for the dotted number in the field."""
     bounds = []
     for part in spec.split(","):
-        found = _CONSTRAINT.match(part)
-        if not found:
+        found = _bound(part)
+        if found is None:
             raise SignatureError(f"field {name}: bad version bound {part!r}")
-        key = _version_key(found[2])
-        assert key is not None  # _CONSTRAINT matched a dotted number
-        bounds.append((_COMPARE[found[1]], key))
+        operator, key = found
+        bounds.append((_COMPARE[operator], key))
 
     def test(event: Event) -> bool:
         value = _version_key(event.fields.get(name)) if event.fields.get(name) is not None else None
@@ -716,7 +735,7 @@ class _Blank(dict):
         return ""
 
 
-_OPTIONAL = later.compile(r"\[\[((?:(?!\[\[|\]\]).)*)\]\]", regex.DOTALL)
+_OPTIONAL = later.compile(r"\[\[((?:(?!\[\[|\]\]).)*)\]\]", later.DOTALL)
 """An innermost `[[...]]` part of a template."""
 
 

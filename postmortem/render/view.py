@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
-
-import regex
 
 from .. import later
 from ..join import gpu_key
@@ -24,6 +23,8 @@ from ..model import YEARLESS, Event, Finding, Report, driver_code
 from .i18n import Translator
 
 if TYPE_CHECKING:
+    import regex
+
     from ..core.report import Thread
 
 GPU_KINDS = ("nvidia-driver", "cuda-library", "framework")
@@ -39,9 +40,10 @@ def module_groups(modules: Sequence[Any]) -> list[tuple[str, list[Any]]]:
     return [(key, found) for key, found in groups if found]
 """Module kinds that belong to the GPU stack; highlighted in core sections."""
 
-_CONTROL = later.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 """C0 and C1 controls (ESC starts CSI, OSC 8 links and title changes) and the bidirectional marks and overrides
-(U+202E turns `gnp.exe` into what looks like `exe.png`): nothing from an input may reorder or drive the display."""
+(U+202E turns `gnp.exe` into what looks like `exe.png`): nothing from an input may reorder or drive the display. A
+character class, which the standard `re` runs as fast: every report renders through it, and it need not load `regex`."""
 
 
 def safe(text: str) -> str:
@@ -137,11 +139,15 @@ def _anchor_pattern() -> regex.Pattern:
     pattern = _trie_pattern(sorted(lit for lit in exact if len(lit) >= 4))
     if lowered := sorted(lit for lit in any_case if len(lit) >= 4):
         pattern += "|(?i:" + _trie_pattern(lowered) + ")"
+    import regex
+
     return regex.compile(pattern)
 
 
 def _trie_pattern(literals: list[str]) -> str:
     """A regex that matches exactly `literals`, the longest one where several start at one place."""
+    import regex
+
     root: dict[str, dict] = {}
     for literal in literals:
         node = root

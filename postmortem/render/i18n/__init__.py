@@ -24,8 +24,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import regex
-
 from ... import later, user_cache
 from ...model import Finding, Report
 from ...signatures import default_directory, render_explanation
@@ -64,7 +62,7 @@ class Translator:
         self.lang = lang
         ui = ui_catalog(lang)
         self._ui: Mapping[str, str] = {**ui_catalog("en")["ui"], **ui["ui"]}
-        self._patterns = tuple((regex.compile(p), t) for p, t in (ui.get("patterns") or {}).items())
+        self._patterns = tuple((later.compile(p), t) for p, t in (ui.get("patterns") or {}).items())
         self._signatures = signature_catalog(lang) if lang != LANGUAGES[0] else {}
 
     def __call__(self, key: str, **fields: Any) -> str:
