@@ -433,9 +433,11 @@ assert PROGRAMS.is_dir()
 
 
 def _run(tmp_path: Path, program: str, *flags: str) -> subprocess.CompletedProcess:
+    """`postmortem run` of a Python program, in tmp_path: a job that crashes leaves its core in its working directory,
+    which must not be the repository's (a `core` file was once committed from there)."""
     return subprocess.run([sys.executable, "-m", "postmortem", "run", "--telemetry", "0", *flags, "--out",
                            str(tmp_path / "case"), "--", sys.executable, "-c", program],
-                          capture_output=True, text=True, check=False, timeout=180)
+                          capture_output=True, text=True, check=False, timeout=180, cwd=tmp_path)
 
 
 def test_a_crashed_jobs_verdict_is_its_own_crash_not_another_process_older_oom_kill(tmp_path):

@@ -51,7 +51,7 @@ def safe(text: str) -> str:
     return _CONTROL.sub(_visible, text)
 
 
-def _visible(match: regex.Match) -> str:
+def _visible(match: re.Match[str]) -> str:
     code = ord(match.group())
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
