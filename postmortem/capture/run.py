@@ -438,6 +438,8 @@ class _HangWatch:
                 if not _alive(self.family.pids):  # the job ended meanwhile: its CPU time can no longer be read
                     return
                 used = _cpu_seconds(self.family.pids) - self.cpu_at_change
+                if not _alive(self.family.pids):  # ended while its CPU time was read: what it left counts nothing
+                    return
                 if used < BUSY_SHARE * self.after_s or self.busy_checks >= MAX_BUSY_CHECKS:
                     self._snapshot("hang-snapshot", f"no output and no change in GPU utilisation for "
                                                     f"{self.after_s:g} s")
@@ -464,6 +466,10 @@ class _HangWatch:
             if "stopped" in line or not done.ok:
                 self.say(line.removeprefix("postmortem: "))
         if not (folder / "snapshot.json").exists():
+            return True
+        if not _alive(self.family.pids):  # it ended while it was looked at: a job that ends was not hung
+            self.say("the job ended while its snapshot was taken: no hang")
+            shutil.rmtree(folder, ignore_errors=True)
             return True
         if name != "hang-snapshot":
             running = _all_running(folder)
