@@ -95,13 +95,12 @@ def _exercise() -> None:
     from postmortem.pipeline import analyze
     from postmortem.render.i18n import LANGUAGES, Translator
 
-    later.compile_all()  # every pattern made so far: those compiled on first use, named where they are written
-
     for lang in LANGUAGES:
-        Translator(lang)
+        Translator(lang)  # its sentence patterns are made (compiled on first use) when it is built
     for path in sorted(TEST_DATA.rglob("*")):
         if path.is_file():
             analyze([str(path)])
+    later.compile_all()  # every pattern made: those compiled on first use, named where they are written
 
 
 if __name__ == "__main__":
