@@ -42,8 +42,8 @@ class Prefilter:
     def __init__(self, groups: Mapping[str, Sequence[bytes]], use_hyperscan: bool = True):
         self.literals: list[bytes] = []
         """The anchors as the sources name them (ANY_CASE marks included): what REPEATS and the folding compare."""
-        self.lengths: list[int] = []
-        """How many bytes each anchor spans in the text (where its line starts is found from its match's end)."""
+        self.searched: list[tuple[bytes, bool]] = []
+        """Each anchor's text as it is looked for, and whether in any letter case (`searched`)."""
         self.owners: list[frozenset[str]] = []
         index: dict[bytes, int] = {}
         for group, literals in groups.items():
@@ -51,14 +51,16 @@ class Prefilter:
                 if literal not in index:
                     index[literal] = len(self.literals)
                     self.literals.append(literal)
-                    self.lengths.append(len(searched(literal)[0]))
+                    self.searched.append(searched(literal))
                     self.owners.append(frozenset())
                 i = index[literal]
                 self.owners[i] = self.owners[i] | {group}
+        self.lengths = [len(text) for text, _ in self.searched]
+        """How many bytes each anchor spans in the text (where its line starts is found from its match's end)."""
         self.longest = max(self.lengths, default=1)
         self._database = None
         if use_hyperscan and hyperscan is not None and self.literals:
-            self._database = _hyperscan_database(self.literals)
+            self._database = _hyperscan_database(self.literals, self.searched)
 
     @property
     def engine(self) -> str:
@@ -71,15 +73,14 @@ class Prefilter:
         if self._database is not None:
             self._database.scan(chunk, match_event_handler=_collect, context=found)
         else:
-            lowered = chunk.lower() if any(lit.startswith(ANY_CASE) for lit in self.literals) else chunk
-            for i, literal in enumerate(self.literals):
-                text, any_case = searched(literal)
+            lowered = chunk.lower() if any(any_case for _, any_case in self.searched) else chunk
+            for i, (text, any_case) in enumerate(self.searched):
                 found.extend((end, i) for end in _find_all(lowered if any_case else chunk, text))
         found.sort()
         return found
 
 
-def _hyperscan_database(literals: list[bytes]) -> hyperscan.Database:
+def _hyperscan_database(literals: list[bytes], written: list[tuple[bytes, bool]]) -> hyperscan.Database:
     """The literals compiled into one Hyperscan block-mode database, or the same database from the user cache:
     compiling 1,300 literals is a tenth of a one-line log's run. A cached entry is the bytes this version wrote for
     these literals (user_cache checks its SHA-256; the key holds the version and every literal); it must load
@@ -94,12 +95,11 @@ def _hyperscan_database(literals: list[bytes]) -> hyperscan.Database:
             database = hyperscan.loadb(stored, mode=hyperscan.HS_MODE_BLOCK)
             database.scratch = hyperscan.Scratch(database)  # a loaded database has none; scanning needs one
             ends = (0, len(literals) - 1)
-            if all(_answers(database, literals, index) for index in ends):
+            if all(_answers(database, written[index][0], index) for index in ends):
                 return database
         except (hyperscan.error, TypeError, ValueError):
             pass
     database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    written = [searched(lit) for lit in literals]
     database.compile(expressions=[re.escape(text) for text, _ in written], ids=list(range(len(literals))),
                      elements=len(literals),
                      flags=[hyperscan.HS_FLAG_CASELESS if any_case else 0 for _, any_case in written])
@@ -107,10 +107,9 @@ def _hyperscan_database(literals: list[bytes]) -> hyperscan.Database:
     return database
 
 
-def _answers(database: hyperscan.Database, literals: list[bytes], index: int) -> bool:
-    """Whether scanning literal `index` alone finds it under its own id."""
+def _answers(database: hyperscan.Database, text: bytes, index: int) -> bool:
+    """Whether scanning literal `index`'s text alone finds it under its own id."""
     found: list[tuple[int, int]] = []
-    text, _ = searched(literals[index])
     database.scan(text, match_event_handler=_collect, context=found)
     return (len(text), index) in found
 

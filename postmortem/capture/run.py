@@ -435,11 +435,9 @@ class _HangWatch:
             if self.cpu_at_change < 0:
                 self.cpu_at_change = _cpu_seconds(self.family.pids)
             if time.monotonic() - self.last_change >= self.after_s:
-                if not _alive(self.family.pids):  # the job ended meanwhile: its CPU time can no longer be read
-                    return
                 used = _cpu_seconds(self.family.pids) - self.cpu_at_change
-                if not _alive(self.family.pids):  # ended while its CPU time was read: what it left counts nothing
-                    return
+                if not _alive(self.family.pids):  # the job ended (before or while its CPU time was read, which a
+                    return  # process gone counts as none): a job that ends is no hang
                 if used < BUSY_SHARE * self.after_s or self.busy_checks >= MAX_BUSY_CHECKS:
                     self._snapshot("hang-snapshot", f"no output and no change in GPU utilisation for "
                                                     f"{self.after_s:g} s")

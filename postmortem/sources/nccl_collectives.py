@@ -56,6 +56,9 @@ class Call:
 
     process: tuple[str, int]
     communicator: str
+    """The same on every process: `hash N` where NCCL prints one, else `nranks N`."""
+    pointer: str
+    """The communicator's address in this process (two of one size in one process cannot be told apart)."""
     op_count: int
     what: tuple[str, int, int, int, int]
     """The collective, count, datatype, operation and root: what every rank's call at this step must share."""
@@ -85,22 +88,19 @@ def _calls(lines: list[Line]) -> Iterator[Call]:
         if (match := _CALL.search(line.text)) is None or match["collective"] in POINT_TO_POINT:
             continue
         communicator = f"hash {match['hash']}" if match["hash"] else f"nranks {match['nranks']}"
-        yield Call((match["host"], int(match["pid"])), communicator + "@" + match["comm"], int(match["op_count"], 16),
+        yield Call((match["host"], int(match["pid"])), communicator, match["comm"], int(match["op_count"], 16),
                    (match["collective"], int(match["count"]), int(match["datatype"]), int(match["op"]),
                     int(match["root"])), line)
 
 
 def _comparable(calls: list[Call]) -> Iterator[Call]:
     """The calls whose communicator is the same one on every process: by its hash, or by its size where each process
-    has one communicator of that size. The pointer part of the name (`@0x...`) is dropped once that is known."""
+    has one communicator of that size."""
     pointers: dict[tuple[tuple[str, int], str], set[str]] = defaultdict(set)
     for call in calls:
-        name, pointer = call.communicator.split("@")
-        pointers[(call.process, name)].add(pointer)
-    for call in calls:
-        name = call.communicator.split("@")[0]
-        if name.startswith("hash ") or len(pointers[(call.process, name)]) == 1:
-            yield Call(call.process, name, call.op_count, call.what, call.line)
+        pointers[(call.process, call.communicator)].add(call.pointer)
+    return (call for call in calls
+            if call.communicator.startswith("hash ") or len(pointers[(call.process, call.communicator)]) == 1)
 
 
 def _event(doc: TextDoc, op_count: int, by_process: dict[tuple[str, int], list[Call]]) -> Event:
