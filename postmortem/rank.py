@@ -18,10 +18,12 @@ rules relates them:
   or the same input when no pid is known) is a consequence;
 - off the bus: after Xid 79 every later CUDA error or Xid on that GPU is;
 - summary: a finding whose signature has role `consequence` (Xid 154, "reset required", a failed
-  probe) follows any hardware or driver root on the same host and GPU before it.
+  probe) follows any hardware or driver root on the same host and GPU before it (not a root of severity
+  info: a transient reading or a corrected error claims no failure to summarise).
 
 A consequence-role finding that no root explains is not presented as the root: its confidence is
-lowered and its reason says the root was not recognised. Findings are listed so that the first
+lowered and its reason says the root was not recognised; it still comes before a root of severity info (a
+transient reading, a corrected error, a cleanup notice), which claims no failure. Findings are listed so that the first
 finding of each cause comes before a second finding of a cause already listed: the top three are
 three different explanations.
 
@@ -107,7 +109,8 @@ def rank(findings: Sequence[Finding], events: Sequence[Event], causes: Mapping[s
     def summary(root: Finding, rs: _Scope, follower: Finding, fs: _Scope) -> str | None:
         layer = causes[root.cause].layer if root.cause in causes else ""
         if (follower.role == "consequence" and root.role != "consequence" and layer in SUMMARISED_LAYERS
-                and _related(rs, fs) and _before(rs, fs) and (path := _path(rs, fs) or _chain(root, follower))):
+                and root.severity != "info" and _related(rs, fs) and _before(rs, fs)
+                and (path := _path(rs, fs) or _chain(root, follower))):
             return f"{follower.signature} summarises an earlier failure ({path}); {_specifics(rs, fs, follower)}"
         return None
 
@@ -155,7 +158,7 @@ def rank(findings: Sequence[Finding], events: Sequence[Event], causes: Mapping[s
         key=lambda f: (
             _weak_only(f, by_id),
             f.consequence_of is not None,
-            f.role == "consequence",
+            f.role == "consequence" or f.severity == "info",
             -severity_rank(f.severity),
             -f.confidence,
             -cause_rank(f),

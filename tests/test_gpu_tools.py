@@ -379,3 +379,24 @@ def test_a_dcgm_field_by_name_is_its_health_reading_and_a_query_of_it_is_none():
         assert not analyze_text(text).events, text
     [state] = analyze_text("| `DCGM_FI_DEV_ROW_REMAP_FAILURE` | 1 |\n").events
     assert (state.kind, state.fields["remap_failure"]) == ("gpu-state", True)
+
+
+def test_the_recovery_action_of_a_q_report_and_of_its_line_alone(database):
+    """A real -q report (driver 566.36) says None: no reading. The same report as the faulted GPU of
+    utkuozdemir/nvidia_gpu_exporter#393 printed it (its diff with a healthy GPU was this one field, `Reset`) asks for a
+    reset, and so does the field's line pasted alone or in NVML's enum spelling; the signature fires on each."""
+    healthy = (DATA / "nvsmi-q-rtx4070-laptop-566.txt").read_text(encoding="utf-8")
+    [gpu] = parse_bytes(healthy.encode())
+    assert "recovery_action" not in gpu.fields and gpu.fields["gpu_name"] == "NVIDIA GeForce RTX 4070 Laptop GPU"
+    assert "nvsmi-recovery-action" not in signatures_for(database, [gpu])
+    field = "GPU Recovery Action                   : "
+    faulted = healthy.replace(field + "None", field + "Reset")
+    assert faulted != healthy
+    [gpu] = parse_bytes(faulted.encode())
+    assert gpu.fields["recovery_action"] == "Reset" and "GPU Recovery Action                   : Reset" in gpu.text
+    assert "nvsmi-recovery-action" in signatures_for(database, [gpu])
+    for line, action in (("    GPU Recovery Action                   : Reset", "Reset"),
+                         ("    GPU Recovery Action                   : GPU_RESET", "GPU_RESET"),
+                         ("    GPU Recovery Action                   : NONE", None)):
+        found = parse_bytes((line + "\n").encode())
+        assert [e.fields.get("recovery_action") for e in found] == ([action] if action else []), line

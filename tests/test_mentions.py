@@ -930,6 +930,36 @@ RND31_WORDINGS = {
 }
 
 
+RND32_WORDINGS = {
+    # PyTorch's caching allocator that could not map more GPU memory (bghira/SimpleTuner#3176)
+    "[W831 10:32:25.255074645 CUDACachingAllocator.cpp:508] expandable_segments: memory mapping failed with OOM on "
+    "device 0 while trying to map 20971520 bytes (free: 15663104, total: 33671348224).": "gpu-oom",
+    # CUDA.jl's launch diagnosis (CliMA/ClimaCore.jl#1854 and #2096)
+    "ERROR: Number of threads in z-dimension exceeds device limit (70 > 64).": "launch-failure",
+    "ERROR: LoadError: Number of blocks in y-dimension exceeds device limit (240000 > 65535)": "launch-failure",
+    # DXGI's device removal by number, by name and in Windows' own words (deepfakes/faceswap#1382 via DirectML,
+    # CnCNet/xna-cncnet-client#27, hessiser/veritas#41, amerkoleci/Vortice.Windows#485)
+    "2024-04-08 03:15:23.769735: F tensorflow/c/logging.cc:43] HRESULT failed with 0x887a0005: "
+    "chunk->resource->Map(0, nullptr, &upload_heap_data)": "gpu-hang",
+    "14.12. 23:13:12.500    Message: HRESULT: [0x887A0005], Module: [SharpDX.DXGI], ApiCode: "
+    "[DXGI_ERROR_DEVICE_REMOVED/DeviceRemoved], Message: Unknown": "gpu-hang",
+    "The GPU device instance has been suspended. Use GetDeviceRemovedReason to determine the appropriate action. "
+    "(0x887A0005)": "gpu-hang",
+    # nvidia-smi -q's recovery action quoted in prose (utkuozdemir/nvidia_gpu_exporter#393)
+    "Diffing the two suggests that hooking into ` GPU Recovery Action                   : Reset` vs. `GPU Recovery "
+    "Action": "gpu-hang",
+}
+
+
+def test_near_misses_of_round_32s_wordings_are_not_read():
+    """A healthy recovery action, a sentence about the field, DXGI's other codes and CUDA.jl's non-null check name no
+    cause."""
+    for text in ("    GPU Recovery Action                   : None", "Check the GPU Recovery Action field first.",
+                 "Renderer encountered an unexpected error: 0x887a0004 The specified device interface or feature level "
+                 "is not supported on this system.", "ERROR: Grid dimensions should be non-null"):
+        assert not analyze_text(text + "\n").findings, text
+
+
 def test_a_gpu_librarys_memory_error_is_no_host_oom():
     """PyCUDA's and CuPy's exceptions are named MemoryError too, for GPU memory: only Python's own is the host's."""
     for text in ("pycuda._driver.MemoryError: cuMemAlloc failed: out of memory",
@@ -1028,7 +1058,7 @@ CORPUS_WORDINGS = {
                                              *RND24_WORDINGS.items(), *RND26_WORDINGS.items(),
                                              *RND27_WORDINGS.items(), *DOCUMENTED_WORDINGS.items(),
                                              *RND28_WORDINGS.items(), *RND29_WORDINGS.items(),
-                                             *RND30_WORDINGS.items(), *RND31_WORDINGS.items(),
+                                             *RND30_WORDINGS.items(), *RND31_WORDINGS.items(), *RND32_WORDINGS.items(),
                                              *CORPUS_WORDINGS.items()])
 def test_held_out_rounds_wordings_are_read_by_general_rules(text, cause):
     report = analyze_text(text + "\n")
@@ -1122,6 +1152,14 @@ TOLD = {
     "iterations of train_dataset.map().": "nccl-timeout",
     "Running the test under compute-sanitizer --tool racecheck indicates a data hazard in the circular buffering code "
     "that uses cp.async.": "kernel-race",
+    # round 32: a hyphenated symptom (ai-dynamo/dynamo#11761), an OOM told with the kill after it
+    # (open-mmlab/playground#110) and the kill before it (opendilab/LightZero#82), host RAM named before OOM
+    # (THU-MIG/yoloe#24)
+    "vLLM v0.20.1 has a CUDA illegal-memory-access regression in torch.compile/Inductor fused kernels.":
+        "illegal-memory-access",
+    "The label-studio ml backend is OOM and be killed after I use it for a while": "host-oom",
+    "Training process gets killed due to OOM": "host-oom",
+    "In `train.py` workers=8 casued RAM OOM.": "host-oom",
 }
 
 

@@ -144,3 +144,15 @@ def test_a_gpu_off_the_bus_explains_the_watchdog_timeout_within_the_collectives_
     assert (timeout.consequence_of == "xid-79") is linked
     if linked:
         assert "the rank on the GPU that fell off the bus stopped" in timeout.confidence_reason
+
+
+def test_a_summary_no_root_explains_comes_before_a_root_of_severity_info():
+    """utkuozdemir/nvidia_gpu_exporter#393: a lone ERR! cell (a root of severity info: usually a transient read) and
+    the reporter's quote of `GPU Recovery Action : Reset` (a summary whose root was not recognised). The GPU asking
+    for a reset is the verdict; the transient reading stays listed after it."""
+    from postmortem.pipeline import analyze
+
+    case = Path(__file__).parent / "heldout" / "rnd32" / "rnd32e-gpu-exporter-err-recovery-reset-01" / "issue.md"
+    findings = analyze([str(case)]).findings
+    assert [f.signature for f in findings] == ["nvsmi-recovery-action", "nvsmi-table-err-single"]
+    assert findings[0].severity == "warning" and findings[1].severity == "info"

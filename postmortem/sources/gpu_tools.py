@@ -50,6 +50,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"Remapped Rows", b"ECC Errors", b"Retired Pages", b"Clocks Event Reasons", b"Clocks Throttle Reasons",
     b"NVML: ", b"NVML error", b"NVMLError_", b"NVML_ERROR_", b"[NVML]", b"GPU is lost", b"GpuIsLost", b"GPUIsLost",
     b"GPU requires reset",
+    b"GPU Recovery Action",  # nvidia-smi -q's field, also where a person quotes it
     b") detected on PCI:",
     b"#Entity",  # the header of `dcgmi dmon`
     b"Health Monitor Report",  # `dcgmi health -c`
@@ -155,8 +156,9 @@ HEALTH_FIELDS = tuple(HealthField(row["tool"], row["field"], row["reading"], row
 NO_VALUE = frozenset({"", "-", "n/a", "not supported"})
 """Cells that say nothing about health; nvidia-smi's own notes in brackets (`[N/A]`, `[Not Supported]`,
 `[Unknown Error]`) are none either."""
-HEALTHY_ACTIONS = frozenset({"None", "0"})
-"""The recovery action values that ask for nothing (NVML_GPU_RECOVERY_ACTION_NONE by name and by number)."""
+HEALTHY_ACTIONS = frozenset({"none", "0"})
+"""The recovery action values that ask for nothing (NVML_GPU_RECOVERY_ACTION_NONE by name, in any letter case, and by
+number)."""
 
 
 def health_fields(tool: str) -> dict[str, HealthField]:
@@ -174,7 +176,7 @@ def unhealthy(field: HealthField, cell: str) -> int | bool | str | None:
         return int(value) if _COUNT.fullmatch(value) and int(value) > 0 else None
     if field.reading == "flag":
         return True if value.lower() in ("yes", "1") else None
-    return value if value not in HEALTHY_ACTIONS else None
+    return value if value.lower() not in HEALTHY_ACTIONS else None
 
 
 _COUNT = later.compile(r"[0-9]{1,18}")
@@ -255,7 +257,23 @@ def _one_line(doc: TextDoc, line: Line) -> Event | None:
         return _dcgm_metric(doc, line, match)
     if match := _FM_SETUP.search(line.text):
         return doc.event("fabric-setup-failed", line, {"message": match[0], "origin": "fabric-manager"})
+    if (match := _RECOVERY_ACTION.search(line.text)) and (action := _recovery_action(match["action"])):
+        return doc.event("gpu-state", line, {"recovery_action": action})
     return None
+
+
+_RECOVERY_ACTION = later.compile(
+    r"\bGPU Recovery Action\b[^A-Za-z0-9\n]{1,40}?(?P<action>(?i:(?:GPU[ _])?Reset(?:[ _]Required)?"
+    r"|(?:Node[ _])?Reboot(?:[ _]Required)?|Drain[ _]and[ _]Reset|Drain[ _]P2P|Recover[ _]IMEX[ _]Domain|None))\b")
+"""nvidia-smi -q's recovery action on a line of its own or where a person quotes it in prose (`GPU Recovery Action :
+Reset` in backticks, "`GPU Recovery Action`은 `Reboot`"): only NVML's action names are read after the field's name,
+so a sentence about the field is not read as a value."""
+
+
+def _recovery_action(value: str) -> str | None:
+    """The recovery action a value of nvidia-smi's field asks for, None for none (data/gpu-health-fields.tsv)."""
+    action = unhealthy(health_fields("nvidia-smi")["gpu_recovery_action"], value)
+    return str(action) if action is not None else None
 
 
 _DCGM_METRIC = later.compile(
@@ -642,7 +660,8 @@ TEMP_LIMITS = ("temp_max_operating_c", "temp_slowdown_c", "temp_shutdown_c")
 
 
 def _misc(tree: dict, fields: dict) -> list[Line]:
-    """Reset requests, PCIe replays and the distance to the lowest temperature limit."""
+    """Reset requests, the recovery action asked for, PCIe replays and the distance to the lowest temperature
+    limit."""
     limits = [fields[name] for name in TEMP_LIMITS if isinstance(fields.get(name), int) and fields[name] > 0]
     if limits and isinstance(fields.get("temp_c"), int):
         fields["temp_headroom_c"] = min(limits) - fields["temp_c"]
@@ -652,6 +671,10 @@ def _misc(tree: dict, fields: dict) -> list[Line]:
         fields["reset_required"] = _flag(line)
         if fields["reset_required"]:
             evidence.append(line)
+    line = tree.get(("GPU Recovery Action",))
+    if line is not None and (action := _recovery_action(_value(line))):
+        fields["recovery_action"] = action
+        evidence.append(line)
     line = tree.get(("PCI", "Replays Since Reset"))
     if line is not None and _int(line) is not None:
         fields["pcie_replays"] = _int(line)
