@@ -155,7 +155,7 @@ def read_blob(blob: Blob) -> tuple[InputInfo, list[Event]]:
         return InputInfo(blob.path, "empty", 0, "sha256:" + hashlib.sha256(b"").hexdigest(),
                          (NOTHING_FOUND["empty"],)), []
     head = blob.reader.read_at(0, 64 * 1024)
-    doc = TextDoc(blob.reader, blob.path, detect_encoding(head))
+    doc = TextDoc(blob.reader, blob.path, detect_encoding(head), blob.kind)
     events: list[Event] = []
     formats: list[str] = []
     unread: list[Unread] = []

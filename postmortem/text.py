@@ -137,10 +137,12 @@ class TextDoc:
     `diagnostics` collects what the scan and the parsers had to skip, for the input's report.
     """
 
-    def __init__(self, reader: ByteReader, path: str, encoding: str = "utf-8"):
+    def __init__(self, reader: ByteReader, path: str, encoding: str = "utf-8", kind: str = "text"):
         self.reader = reader
         self.path = path
         self.encoding = encoding
+        self.kind = kind
+        """The input's kind (inputs.Blob.kind): "text" for a log, "prose" for what a person wrote (Markdown)."""
         self.sha256 = ""
         self.diagnostics: list[str] = []
         self.candidate_lines = 0
@@ -533,3 +535,23 @@ class _Held:
                 f"more different candidate lines than the {MAX_HELD_LINES} (or {MAX_HELD_BYTES >> 20} MiB) one input "
                 "may hold, so lines were dropped from the most repeated kinds of line (their first and latest kept)")
         return sorted(out, key=lambda line: (line.number, line.start))
+
+
+FENCE = later.compile(r"^\s{0,3}(?:```|~~~)")
+"""A Markdown code fence: what stands between two is a program's output pasted into a person's text."""
+FENCE_ANCHORS = (b"```", b"~~~")
+"""The literals of a fence, for a source that must know which of a Markdown file's lines stand between fences."""
+
+
+def fence_sides(lines: list[Line]) -> tuple[list[Line], list[Line]]:
+    """The lines between a Markdown text's code fences (a pasted log) and the lines outside them (prose); the fence
+    lines themselves are in neither. `lines` must hold every fence line of the text, in order."""
+    inside: list[Line] = []
+    outside: list[Line] = []
+    fenced = False
+    for line in lines:
+        if FENCE.match(line.text):
+            fenced = not fenced
+        else:
+            (inside if fenced else outside).append(line)
+    return inside, outside

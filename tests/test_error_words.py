@@ -114,3 +114,22 @@ def test_every_wording_of_a_first_group_has_an_anchor():
     for data in knowledge.data_rows(error_words.TABLE):
         for wording in data["words"].split(" + ")[0].split("|"):
             assert any(a in wording.lower() for a in anchors), wording
+
+
+def test_a_markdown_texts_fenced_log_is_read_and_its_prose_is_not(tmp_path):
+    """ArcInstitute/evo2#9 as its reporter wrote it: the TransformerEngine assertion pasted between fences is an error
+    line read by its words; the same words in the sentence around a fence, or in a text with no fence, are a person's
+    prose, which only the reporter's-words source reads."""
+    from postmortem.pipeline import analyze
+
+    fenced = ("Thanks for developing Evo 2!\n\nWhen running the test on an A100 GPU I get:\n```\n"
+              "AssertionError: Device compute capability 8.9 or higher required for FP8 execution.\n```\n\n"
+              "Do you expect to be able to run Evo 2 on A100s?\n")
+    (tmp_path / "issue.md").write_text(fenced, encoding="utf-8")
+    [finding] = [f for f in analyze([str(tmp_path / "issue.md")]).findings if f.signature == "words-arch-mismatch"]
+    assert finding.cause == "arch-mismatch"
+    prose = fenced.replace("```\n", "")
+    (tmp_path / "prose.md").write_text(prose, encoding="utf-8")
+    assert not [f for f in analyze([str(tmp_path / "prose.md")]).findings if f.signature.startswith("words-")]
+    (tmp_path / "log.txt").write_text(prose, encoding="utf-8")  # a log is read whole, fences or none
+    assert [f.cause for f in analyze([str(tmp_path / "log.txt")]).findings][:1] == ["arch-mismatch"]

@@ -951,6 +951,25 @@ RND32_WORDINGS = {
 }
 
 
+RND33_WORDINGS = {
+    # a program's own minimum compute capability (ArcInstitute/evo2#9 through TransformerEngine, graphdeco-inria's
+    # SIBR viewer as a 1080 Ti user quoted it) and an architecture named SM120 (huggingface/lerobot#2217)
+    "AssertionError: Device compute capability 8.9 or higher required for FP8 execution.": "arch-mismatch",
+    'I encountered an error message that stated, "Sorry, need at least compute capability 7.0+!"': "arch-mismatch",
+    "However, this version of PyTorch does **not support the new NVIDIA SM120 GPU architecture** (e.g. RTX 5070).":
+        "arch-mismatch",
+    # OptiX's error text of OPTIX_ERROR_UNSUPPORTED_ABI_VERSION (tests/heldout/rnd33, an EnvGS user on driver 470)
+    "/root/code/EnvGS/submodule/diff-surfel-tracing/optix_tracer/optix_wrapper.cpp:175 Optix Error: 'Unsupported ABI "
+    "version'": "driver-mismatch",
+}
+
+
+def test_near_misses_of_round_33s_wordings_are_not_read():
+    """An ABI version refused outside OptiX and a memory need that names no architecture are no verdict."""
+    for text in ("error: Unsupported ABI version 3 in plugin manifest", "This model needs at least 16 GB of memory."):
+        assert not analyze_text(text + "\n").findings, text
+
+
 def test_near_misses_of_round_32s_wordings_are_not_read():
     """A healthy recovery action, a sentence about the field, DXGI's other codes and CUDA.jl's non-null check name no
     cause."""
@@ -1059,6 +1078,7 @@ CORPUS_WORDINGS = {
                                              *RND27_WORDINGS.items(), *DOCUMENTED_WORDINGS.items(),
                                              *RND28_WORDINGS.items(), *RND29_WORDINGS.items(),
                                              *RND30_WORDINGS.items(), *RND31_WORDINGS.items(), *RND32_WORDINGS.items(),
+                                             *RND33_WORDINGS.items(),
                                              *CORPUS_WORDINGS.items()])
 def test_held_out_rounds_wordings_are_read_by_general_rules(text, cause):
     report = analyze_text(text + "\n")
@@ -1160,6 +1180,8 @@ TOLD = {
     "The label-studio ml backend is OOM and be killed after I use it for a while": "host-oom",
     "Training process gets killed due to OOM": "host-oom",
     "In `train.py` workers=8 casued RAM OOM.": "host-oom",
+    # round 33: a hang told by the number of GPUs it needs (Physical-Intelligence/openpi#483)
+    "However, when I use 2 or 4 GPUs for training, the process gets stuck.": "nccl-timeout",
 }
 
 

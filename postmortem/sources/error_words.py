@@ -26,12 +26,13 @@ import regex
 from .. import knowledge, later
 from ..model import LOOSE, Event, Unread
 from ..prefilter import ANY_CASE
-from ..text import Line, TextDoc
+from ..text import FENCE_ANCHORS, Line, TextDoc, fence_sides
 from .mentions import DOCUMENTED, causeless, lines_read
 
 NAME = "error-words"
-READS = ("text",)
-"""Logs only: a person's prose is read by reporter_words, which knows a symptom told from one denied or guessed."""
+READS = ("text", "prose")
+"""Logs, and the logs a person pasted between the code fences of a Markdown text; the prose around them is read by
+reporter_words, which knows a symptom told from one denied or guessed."""
 READS_UNCLAIMED = True
 TABLE = "error-words.tsv"
 
@@ -105,8 +106,8 @@ def _anchor_words() -> tuple[bytes, ...]:
     return tuple(sorted(ANY_CASE + w.encode() for w in words))
 
 
-ANCHORS = _anchor_words()
-REPEATS = ANCHORS
+REPEATS = _anchor_words()
+ANCHORS = REPEATS + FENCE_ANCHORS
 """A storm of identical lines folds as it is read: a repeat holds the same words, and a format reader that folds its
 storms (nvidia-smi's rows of ERR!) keeps folding where it shares an anchor with this one."""
 
@@ -130,6 +131,8 @@ def parse(doc: TextDoc, lines: list[Line], earlier: Sequence[Event] = (),
     hedge; none in documentation (an input whose codes `mentions` found in a template)."""
     if any(u.reason == DOCUMENTED for u in unread or ()):
         return
+    if doc.kind == "prose":  # what a person wrote: only the logs they pasted between its fences
+        lines, _ = fence_sides(lines)
     read = lines_read([e for e in earlier if e.where.path == doc.path and e.where.line is not None
                        and not causeless(e)])  # a traceback's exception holds words that explain nothing yet
     for line in lines:

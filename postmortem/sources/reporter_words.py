@@ -29,16 +29,13 @@ import regex
 from .. import later
 from ..knowledge import NEGATION, data_rows, gpu_arch, quoted_cuda_message
 from ..model import Event
-from ..text import Line, TextDoc
+from ..text import Line, TextDoc, fence_sides
 
 NAME = "reporter-words"
 READS = ("prose",)
 ANCHORS = (b" ", b":", b"#", b"\xef\xbc\x9a", b"```", b"~~~")
 """Every line of prose with a word break, a key or a heading (`：` is the full-width colon), and the fences of code
 blocks: prose is small, and no log is ever read by this source."""
-_FENCE = later.compile(r"^\s{0,3}(?:```|~~~)")
-"""A Markdown code fence: what stands between two is a program's output pasted into the prose (an issue's text is
-cut at its fences before it gets here, a Markdown file read by `analyze` is not)."""
 
 REPORTED = "reported-"
 """How the id of every signature on a reported symptom begins (signatures/reported.yaml; a test checks it)."""
@@ -88,7 +85,7 @@ def _symptoms() -> tuple[_Symptom, ...]:
 
 def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
     """The facts typed (one software-stack event, a cuda-device event per GPU model), then each symptom once."""
-    lines = _outside_fences(lines)
+    _, lines = fence_sides(lines)  # an issue's text is cut at its fences before it gets here; a Markdown file is not
     versions: dict[str, tuple[Line, str]] = {}
     gpus: dict[str, Line] = {}
     for line in lines:
@@ -121,17 +118,6 @@ def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
             if sentence is not None:
                 said.add(symptom.id)
                 yield doc.event("reported-symptom", line, {"symptom": symptom.id}, text=sentence)
-
-
-def _outside_fences(lines: list[Line]) -> list[Line]:
-    kept: list[Line] = []
-    fenced = False
-    for line in lines:
-        if _FENCE.match(line.text):
-            fenced = not fenced
-        elif not fenced:
-            kept.append(line)
-    return kept
 
 
 def _answers(doc: TextDoc, line: Line) -> Iterator[tuple[str, str]]:
