@@ -1182,6 +1182,11 @@ TOLD = {
     "In `train.py` workers=8 casued RAM OOM.": "host-oom",
     # round 33: a hang told by the number of GPUs it needs (Physical-Intelligence/openpi#483)
     "However, when I use 2 or 4 GPUs for training, the process gets stuck.": "nccl-timeout",
+    # an architecture refused, in the reporter's words (huggingface/lerobot#2217,
+    # graphdeco-inria/gaussian-splatting#175)
+    "However, this version of PyTorch does **not support the new NVIDIA SM120 GPU architecture** (e.g. RTX 5070).":
+        "arch-mismatch",
+    'I encountered an error message that stated, "Sorry, need at least compute capability 7.0+!"': "arch-mismatch",
 }
 
 
