@@ -8,10 +8,9 @@ exceptions the same way, so those rules live here once.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
-
-import regex
 
 from . import later
 
@@ -36,10 +35,10 @@ CUDA_EXCEPTIONS: dict[int, str] = {
 _EXCEPTION_NUMBERS = {name.lower(): number for number, name in CUDA_EXCEPTIONS.items()}
 
 EXCEPTION_NAMES = later.compile(
-    "|".join(regex.escape(name) for name in sorted(CUDA_EXCEPTIONS.values(), key=len, reverse=True)))
+    "|".join(re.escape(name) for name in sorted(CUDA_EXCEPTIONS.values(), key=len, reverse=True)))
 """Any exception display name, longest first (memcheck prints them bare as report headers)."""
 
-RUNTIME_MODULES = later.compile(
+RUNTIME_MODULES = later.plain(
     r"(?:^|/)(?:libc|libpthread|libdl|librt|libm|ld-linux[\w.-]{0,32}|ld64|libstdc\+\+|libgcc_s|libc\+\+abi|libc\+\+)"
     r"(?:[.-][\w.]{0,32})?\.so(?:\.[\w.]{1,32})?$")
 """Modules of the C/C++ runtime: where a crash surfaces (raise, abort, memcpy), rarely why. The name's three

@@ -6,6 +6,11 @@ that compiles its pattern the first time any attribute is asked of it, then keep
 methods on itself, so later calls cost what a compiled pattern's do. A match's `.re` is the compiled
 pattern, not the stand-in: code that asks which pattern matched compares `.pattern`, never identity.
 
+`plain` makes the same stand-in for the standard library's engine, for patterns over short names the program itself
+gives (file paths of a core's modules, environment variable names, the placeholders of the database's own
+explanations): `re` compiles them a few times faster, and a run that needs no other pattern (a core analysed to JSON)
+never imports the regex module.
+
 `compiled_count()` is what CI guards (tests/test_speed_counts.py): how many patterns a run really compiled.
 """
 
@@ -32,10 +37,13 @@ _FORWARDED = ("search", "match", "fullmatch", "finditer", "findall", "sub", "sub
 class LazyPattern:
     """A regex.Pattern in waiting: the first attribute asked compiles it."""
 
-    def __init__(self, source: str | bytes, flags: int, named_lists: dict[str, Any], origin: str) -> None:
+    def __init__(self, source: str | bytes, flags: int, named_lists: dict[str, Any], origin: str,
+                 engine: str = "regex") -> None:
         self._source = source
         self._flags = flags
         self._named_lists = named_lists
+        self._engine = engine
+        """"regex" (the regex module) or "re" (the standard library's, for `plain`)."""
         self._compiled: regex.Pattern | None = None
         self.origin = origin
         """`file:line` of the `compile` call that made it (the pattern census names a pattern by where it is
@@ -50,15 +58,23 @@ class LazyPattern:
     def compiled(self) -> regex.Pattern:
         """The pattern, compiled now if it was not yet."""
         if self._compiled is None:
-            import regex
+            compiled: Any
+            if self._engine == "re":
+                import re
 
-            self._compiled = regex.compile(self._source, self._flags, **self._named_lists)
+                compiled = re.compile(self._source, self._flags)  # the same methods as a regex.Pattern's
+            else:
+                import regex
+
+                compiled = regex.compile(self._source, self._flags, **self._named_lists)
             for name in _FORWARDED:
-                setattr(self, name, getattr(self._compiled, name))
+                if hasattr(compiled, name):  # `splititer` is the regex module's only
+                    setattr(self, name, getattr(compiled, name))
+            self._compiled = compiled
         return self._compiled
 
     def __repr__(self) -> str:
-        return f"later.compile({self._source!r})"
+        return f"later.{'plain' if self._engine == 're' else 'compile'}({self._source!r})"
 
 
 @overload
@@ -75,6 +91,15 @@ def compile(source: str | bytes, flags: int = 0, **named_lists: Any) -> Any:
     made = LazyPattern(source, flags, named_lists, f"{caller.f_code.co_filename}:{caller.f_lineno}")
     _MADE.append(made)
     return made
+
+
+def plain(source: str, flags: int = 0) -> regex.Pattern[str]:
+    """As `re.compile`, compiled when first used: a pattern over names the program gives (module paths, variable
+    names, its own templates) that needs nothing of the regex module."""
+    caller = sys._getframe(1)
+    made = LazyPattern(source, flags, {}, f"{caller.f_code.co_filename}:{caller.f_lineno}", "re")
+    _MADE.append(made)
+    return made  # type: ignore[return-value]  # a stand-in with the pattern's methods
 
 
 def compiled_count() -> int:

@@ -735,7 +735,7 @@ class _Blank(dict):
         return ""
 
 
-_OPTIONAL = later.compile(r"\[\[((?:(?!\[\[|\]\]).)*)\]\]", later.DOTALL)
+_OPTIONAL = later.plain(r"\[\[((?:(?!\[\[|\]\]).)*)\]\]", later.DOTALL)
 """An innermost `[[...]]` part of a template."""
 
 

@@ -36,7 +36,7 @@ from .unwind import (
 if TYPE_CHECKING:
     from .python_stack import PythonThread, Read as PythonRead
 
-SHOWN_ENV = later.compile(r"^(?:CUDA_\w*|NCCL_\w*|TORCH_\w*|PYTORCH_\w*|LD_LIBRARY_PATH|NVIDIA_\w*|OMP_NUM_THREADS|"
+SHOWN_ENV = later.plain(r"^(?:CUDA_\w*|NCCL_\w*|TORCH_\w*|PYTORCH_\w*|LD_LIBRARY_PATH|NVIDIA_\w*|OMP_NUM_THREADS|"
                           r"TF_CPP_\w*|TF_GPU_\w*|TF_FORCE_GPU_\w*|XLA_FLAGS|XLA_PYTHON_CLIENT_\w*|CUBLAS_\w*|CUDNN_\w*|"
                           r"RANK|LOCAL_RANK|WORLD_SIZE|MASTER_ADDR|MASTER_PORT)$")
 """Environment variables shown by value: they steer GPU jobs and rarely hold secrets."""

@@ -17,28 +17,28 @@ from .link_map import MAX_PATH
 KINDS = ("nvidia-driver", "cuda-library", "framework", "user-extension", "python", "python-stdlib", "runtime", "other",
          "data")
 
-_DRIVER = later.compile(r"(?:^|/)(?:libcuda\.so|libnvidia-[\w.-]+\.so|libnvcuvid\.so|libcudadebugger\.so)[\w.]*$")
-_CUDA = later.compile(
+_DRIVER = later.plain(r"(?:^|/)(?:libcuda\.so|libnvidia-[\w.-]+\.so|libnvcuvid\.so|libcudadebugger\.so)[\w.]*$")
+_CUDA = later.plain(
     r"(?:^|/)lib(?:cudart|cublas(?:Lt)?|cudnn\w*|nccl|cufft\w*|cusparse(?:Lt)?|cusolver\w*|curand|nvrtc[\w-]*|"
     r"nvJitLink|nvToolsExt|nvtx\w*|cupti|cufile\w*|nvjpeg|npp\w*|cudla|cutensor\w*|nvshmem\w*)[\w.-]*\.so[\w.]*$")
-_FRAMEWORK = later.compile(
+_FRAMEWORK = later.plain(
     r"(?:^|/)(?:libtorch[\w-]*\.so|libc10[\w-]*\.so|libshm\.so|_C(?:_flatbuffer)?\.cpython[\w.-]*\.so|"
     r"libtensorflow[\w-]*\.so|_pywrap_tensorflow[\w-]*\.so|libjax\w*\.so|xla_extension\.so|jaxlib/[\w/.-]+\.so|"
     r"libtriton\.so|libonnxruntime[\w-]*\.so)[\w.]*$|/(?:torch"
     r"|tensorflow|jaxlib|jax_cuda\w*|triton)/[\w/.-]*\.so[\w.]*$")
-_PYTHON = later.compile(r"(?:^|/)(?:libpython(\d+)\.(\d+)\w*\.so[\w.]*|python(\d+)\.(\d+)\w*)$")
-_STDLIB_EXTENSION = later.compile(r"/lib-dynload/[^/]+\.so[\w.]*$")
+_PYTHON = later.plain(r"(?:^|/)(?:libpython(\d+)\.(\d+)\w*\.so[\w.]*|python(\d+)\.(\d+)\w*)$")
+_STDLIB_EXTENSION = later.plain(r"/lib-dynload/[^/]+\.so[\w.]*$")
 """The interpreter's own extension modules (_ctypes, _struct, _ssl): CPython installs them in lib/pythonX.Y/lib-dynload
 (Debian, conda, pyenv and python.org builds alike), apart from what pip puts in site-packages."""
-_EXTENSION = later.compile(r"/(?:site-packages|dist-packages)/[^ ]+\.so[\w.]*$|\.cpython-\d++[\w-]*+\.so$")
+_EXTENSION = later.plain(r"/(?:site-packages|dist-packages)/[^ ]+\.so[\w.]*$|\.cpython-\d++[\w-]*+\.so$")
 """A module pip installed. Like the patterns above it looks back from a path's end, so `classify` gives it no path
 longer than the kernel writes for a mapped file (link_map.MAX_PATH): a longer one is crafted and names no module."""
 
-_DRIVER_VERSION = later.compile(r"(?:^|/)libcuda\.so\.(\d{3}\.\d+(?:\.\d+)?)$"
+_DRIVER_VERSION = later.plain(r"(?:^|/)libcuda\.so\.(\d{3}\.\d+(?:\.\d+)?)$"
                                 r"|(?:^|/)libnvidia-[\w-]+\.so\.(\d{3}\.\d+(?:\.\d+)?)$")
-_CUDART_VERSION = later.compile(r"(?:^|/)libcudart\.so\.(\d+\.\d+(?:\.\d+)?)$")
-_CUDA_DIR_VERSION = later.compile(r"/cuda-(\d+\.\d+)/")
-_TORCH_VERSION = later.compile(r"/torch-(\d+\.\d+(?:\.\d+)?(?:[+.\w]*)?)\.dist-info/|/torch/version\.py")
+_CUDART_VERSION = later.plain(r"(?:^|/)libcudart\.so\.(\d+\.\d+(?:\.\d+)?)$")
+_CUDA_DIR_VERSION = later.plain(r"/cuda-(\d+\.\d+)/")
+_TORCH_VERSION = later.plain(r"/torch-(\d+\.\d+(?:\.\d+)?(?:[+.\w]*)?)\.dist-info/|/torch/version\.py")
 
 
 def classify(path: str, working_directory: str | None = None) -> str:

@@ -192,6 +192,6 @@ def format_cases(key: str, rows: list[CaseRow]) -> str:
 
 
 def _printable(text: str) -> str:
-    from ..render.view import safe
+    from ..names import safe
 
     return safe(text)

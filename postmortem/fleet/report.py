@@ -16,8 +16,8 @@ from pathlib import Path
 import jinja2
 
 from .. import __version__
+from ..names import safe
 from ..render.html_report import CSP
-from ..render.view import safe
 from . import fleet
 from .buckets import buckets
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..names import safe
 from .i18n import Translator
-from .view import safe
 
 if TYPE_CHECKING:
     from ..core.report import Frame

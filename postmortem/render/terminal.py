@@ -14,8 +14,7 @@ from typing import TextIO
 import click
 
 from .. import later
-from ..names import escaped_bytes
-from .view import safe
+from ..names import escaped_bytes, safe
 
 OWN_STYLES = later.compile(r"(\x1b\[(?:0|1|22|3[0-79]|9[0-7])m)")
 """The SGR codes `click.style` writes for the tool's own colours and bold (and their resets): they change

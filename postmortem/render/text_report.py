@@ -17,6 +17,7 @@ import click
 
 from .. import later
 from ..model import YEARLESS, Event, Finding, Report
+from ..names import safe
 from .frames import frame_line
 from .i18n import Translator
 from .terminal import terminal_text
@@ -28,7 +29,6 @@ from .view import (
     module_groups,
     nothing_known,
     run_words,
-    safe,
     shown_runs,
     stack_notes,
     tallies,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -20,6 +19,7 @@ from .. import later
 from ..join import gpu_key
 from ..knowledge import data_rows
 from ..model import YEARLESS, Event, Finding, Report, driver_code
+from ..names import safe
 from .i18n import Translator
 
 if TYPE_CHECKING:
@@ -39,22 +39,6 @@ def module_groups(modules: Sequence[Any]) -> list[tuple[str, list[Any]]]:
               ("extensions_loaded", [m for m in modules if m.kind in EXTENSION_KINDS])]
     return [(key, found) for key, found in groups if found]
 """Module kinds that belong to the GPU stack; highlighted in core sections."""
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-"""C0 and C1 controls (ESC starts CSI, OSC 8 links and title changes) and the bidirectional marks and overrides
-(U+202E turns `gnp.exe` into what looks like `exe.png`): nothing from an input may reorder or drive the display. A
-character class, which the standard `re` runs as fast: every report renders through it, and it need not load `regex`."""
-
-
-def safe(text: str) -> str:
-    """Controls made visible (ESC shows as '\\x1b', U+202E as '\\u202e'): no input may drive a terminal or a viewer."""
-    return _CONTROL.sub(_visible, text)
-
-
-def _visible(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
 
 def fact_value(value: Any) -> str:
     """One value of a fact as a person reads it: a GPU's identity as `pci 0000:3b:00, uuid GPU-…`."""
