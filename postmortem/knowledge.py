@@ -157,6 +157,14 @@ NEGATION = later.compile(r"(?i)\b(?:no|not|without|zero|never|none)\b[\w\s,/-]{0
 Searched up to the start of a hit."""
 
 
+CONDITIONAL = later.compile(
+    r"(?i)\bif\s++(?:you|it|the\s++\w++|this|that|there\s++is)\s++(?:\w++\s++)?"
+    r"(?:encounter|get|see|hit|run\s++into|experience|meet|face)(?:s|ed)?\b[^.!?\n]{0,40}+$")
+"""The end of a text that puts what follows in a condition: a hint of what to do should it happen, not a report that it
+did. Real-ESRGAN and the many programs built on it print "If you encounter CUDA out of memory, try to set --tile with
+a smaller number." after any error at all (xinntao/Real-ESRGAN's inference_realesrgan.py). Searched up to the start of
+a hit, as NEGATION is."""
+
 APOSTROPHE = "['\u2018\u2019\u02bc`\u00b4]"
 """An apostrophe as people type it: editors, chat tools and Chinese input methods turn `'` into `’` or `‘`
 (`NVIDIA-SMI has failed because it couldn‘t communicate`), and a wording is the same wording in each."""
@@ -196,7 +204,7 @@ def find_cuda_error(text: str) -> tuple[CudaError | None, int | None]:
     if name and name.group(1).lower() in _index():
         return _index()[name.group(1).lower()], number
     message = cuda_message_pattern().search(text)
-    if message:
+    if message and not CONDITIONAL.search(text, 0, message.start()):  # not a hint of what to do should it happen
         return _index()[message.group(0).lower()], number
     if (short := _SHORT_NAME.search(text)) and (record := _short_names().get(_short_key(short["short"]))):
         return record, number

@@ -964,6 +964,18 @@ RND33_WORDINGS = {
 }
 
 
+def test_a_hint_of_what_to_do_should_memory_run_out_is_no_report():
+    """Real-ESRGAN (and the programs built on it) prints its --tile hint after any error: alone it reports nothing,
+    after the CPU's half-precision error it does not make that a GPU out of memory; after a real one, the real one is
+    read (tests/heldout/rnd34, xinntao/Real-ESRGAN's inference_realesrgan.py)."""
+    hint = "If you encounter CUDA out of memory, try to set --tile with a smaller number.\n"
+    assert not analyze_text(hint).findings
+    assert not analyze_text("Error \"slow_conv2d_cpu\" not implemented for 'Half'\n" + hint).findings
+    real = ("Error CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 11.76 GiB total capacity; 8.02 GiB already "
+            "allocated; 1.51 GiB free; 8.22 GiB reserved in total by PyTorch)\n")
+    assert analyze_text(real + hint).findings[0].cause == "gpu-oom"
+
+
 def test_near_misses_of_round_33s_wordings_are_not_read():
     """An ABI version refused outside OptiX and a memory need that names no architecture are no verdict."""
     for text in ("error: Unsupported ABI version 3 in plugin manifest", "This model needs at least 16 GB of memory."):
@@ -1187,6 +1199,10 @@ TOLD = {
     "However, this version of PyTorch does **not support the new NVIDIA SM120 GPU architecture** (e.g. RTX 5070).":
         "arch-mismatch",
     'I encountered an error message that stated, "Sorry, need at least compute capability 7.0+!"': "arch-mismatch",
+    # round 34: OOM as a verb (mobiusml/hqq), a code typed with hyphens for underscores (Dream-in-4D)
+    "# HQQ OOMs on large models": "gpu-oom",
+    "A V6000 graphics card would display a problem: **Runtime Error: cuMemCreate failed: CUDA-ERROR_OUT_OF-MEMORY**":
+        "gpu-oom",
 }
 
 

@@ -62,8 +62,8 @@ class WordsRow:
                 return None
             hits.append(hit)
         first = min(hit.start() for hit in hits)
-        if knowledge.NEGATION.search(text, max(0, first - 30), first):
-            return None  # denied before its first word; "not enough memory on GPU 1" denies nothing
+        if knowledge.NEGATION.search(text, max(0, first - 30), first) or knowledge.CONDITIONAL.search(text, 0, first):
+            return None  # denied or made a condition before its first word; "not enough memory on GPU 1" denies nothing
         if self.unless is not None and self.unless.search(text):
             return None
         return [hit.group(0) for hit in hits]

@@ -27,7 +27,7 @@ from typing import Any
 import regex
 
 from .. import later
-from ..knowledge import NEGATION, data_rows, gpu_arch, quoted_cuda_message
+from ..knowledge import CONDITIONAL, NEGATION, data_rows, gpu_arch, quoted_cuda_message
 from ..model import Event
 from ..text import Line, TextDoc, fence_sides
 
@@ -185,6 +185,7 @@ def _stack(doc: TextDoc, versions: dict[str, tuple[Line, str]]) -> Event:
 def _sentence(text: str, pattern: regex.Pattern) -> str | None:
     """The sentence of `text` in which `pattern` is found, or None."""
     for sentence in _SENTENCE_END.split(text):
-        if (hit := pattern.search(sentence)) and not NEGATION.search(sentence, 0, hit.start()):
+        if ((hit := pattern.search(sentence)) and not NEGATION.search(sentence, 0, hit.start())
+                and not CONDITIONAL.search(sentence, 0, hit.start())):
             return sentence.strip()[:MAX_SENTENCE]
     return None

@@ -17,6 +17,7 @@ import regex
 
 from ... import later
 from ...knowledge import (
+    CONDITIONAL,
     LibraryStatus,
     cuda_error_fields,
     cuda_error_kind,
@@ -324,8 +325,8 @@ def host_alloc(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:
 
 
 def gpu_oom(ctx: Context, line: Line, pre: Prefixed) -> list[Found]:
-    if not _OOM.search(pre.body):
-        return []
+    if not (said := _OOM.search(pre.body)) or CONDITIONAL.search(pre.body, 0, said.start()):
+        return []  # none, or a hint of what to do should it happen
     last = continuation(ctx, line)
     block = "\n".join(block_text(ctx, line, last))
     fields: dict[str, Any] = {}
