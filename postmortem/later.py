@@ -8,7 +8,7 @@ pattern, not the stand-in: code that asks which pattern matched compares `.patte
 
 `plain` makes the same stand-in for the standard library's engine, for patterns over short names the program itself
 gives (file paths of a core's modules, environment variable names, the placeholders of the database's own
-explanations): `re` compiles them a few times faster, and a run that needs no other pattern (a core analysed to JSON)
+explanations): `re` compiles them a few times faster, and a run that needs no other pattern (a core read to text)
 never imports the regex module.
 
 `compiled_count()` is what CI guards (tests/test_speed_counts.py): how many patterns a run really compiled.

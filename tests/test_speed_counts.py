@@ -24,7 +24,7 @@ if sys.argv[2] == "count":  # counting the regex module's compiles imports it: t
     regex.compile = lambda *args, **kwargs: compiles.append(1) or _compile(*args, **kwargs)
 from postmortem import later
 from postmortem.cli import main
-sys.argv = ["postmortem", "analyze", "--format", "json", sys.argv[1]]
+sys.argv = ["postmortem", "analyze", "--format", sys.argv[3], sys.argv[1]]
 try:
     main()
 except SystemExit:
@@ -34,11 +34,11 @@ print(json.dumps({"modules": sorted(sys.modules), "compiled": later.compiled_cou
 """
 
 
-def _probe(path: Path, cache: Path | None = None, counting: bool = True) -> dict:
-    """A fresh interpreter runs `postmortem analyze PATH` and tells what it imported and compiled (`counting`: every
-    regex.compile of the run too, which loads the regex module before postmortem does)."""
+def _probe(path: Path, cache: Path | None = None, counting: bool = True, fmt: str = "json") -> dict:
+    """A fresh interpreter runs `postmortem analyze --format FMT PATH` and tells what it imported and compiled
+    (`counting`: every regex.compile of the run too, which loads the regex module before postmortem does)."""
     env = {**os.environ, "POSTMORTEM_CACHE": str(cache) if cache else "off"}
-    done = subprocess.run([sys.executable, "-c", _PROBE, str(path), "count" if counting else "plain"],
+    done = subprocess.run([sys.executable, "-c", _PROBE, str(path), "count" if counting else "plain", fmt],
                           capture_output=True, text=True, timeout=120, check=True, cwd=ROOT, env=env)
     return json.loads(done.stderr.strip().splitlines()[-1])
 
@@ -184,6 +184,27 @@ def test_a_second_look_at_a_core_parses_no_dwarf(tmp_path):
     assert parsed[0]["cus"] >= 1 and parsed[0]["rows"] >= 1, parsed[0]
     assert parsed[1] == {"cus": 0, "rows": 0, "dies": 0}, parsed[1]
     assert frames[1] == frames[0] and frames[0][0]["line"] == 3
+
+
+def test_a_core_read_loads_no_regex_module_for_text_and_no_report_view_for_json(tmp_path):
+    """A core's own patterns (module paths, variable names, the explanations' templates) are compiled by the standard
+    library's engine (later.plain): read to text, a core loads no regex module (13-20 ms to import; a JSON report
+    loads it for the fingerprints' masks). Read to JSON, it loads none of the view the HTML, Markdown and text
+    reports share (nine dataclasses), which the terminal's helpers no longer import."""
+    import shutil
+
+    from hostile import core_craft
+    from test_core import DATA
+
+    (tmp_path / "core").write_bytes(bytes(core_craft.committed("null-write")))
+    for name in ("crash", "libcrash.so"):
+        shutil.copy(DATA / name, tmp_path / name)
+    _probe(tmp_path / "core", tmp_path / "cache", counting=False, fmt="text")  # a cold cache: built and kept
+    text = _probe(tmp_path / "core", tmp_path / "cache", counting=False, fmt="text")
+    assert "postmortem.core.analysis" in text["modules"]  # the core was read
+    assert "regex" not in text["modules"]
+    machine = _probe(tmp_path / "core", tmp_path / "cache", counting=False, fmt="json")
+    assert "postmortem.core.analysis" in machine["modules"] and "postmortem.render.view" not in machine["modules"]
 
 
 def test_the_fleet_views_read_indexes_and_summaries_not_every_case(tmp_path):
