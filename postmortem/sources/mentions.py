@@ -124,13 +124,13 @@ facebookresearch/SlowFast#676); Windows' `access violation`; `I meet Bus error: 
 `libnvidia-glcore.so.595.45.04 + 0xda806f (SEGV)`, alvr-org/ALVR#3230, and AddressSanitizer's `SEGV on unknown
 address`): the end a shell or faulthandler would have reported; CUDA's "an illegal instruction was encountered" is
 the CUDA error, read by its message."""
-_SIGNAL_STEMS = later.compile(r"(?i)seg|illegal|floating|violation|bus|killed")
-"""A stem of every word _SIGNALS reads: its alternatives all start at a lookbehind, which the regex module tries at
-every position of a line (12 ms on a line of 8,000 blanks), so a line is searched only where one of them stands."""
 SIGNAL_WORDS = (b"egmentation fault", b"EGMENTATION FAULT", b"egfault", b"EGFAULT", b"eg fault", b"llegal instruction",
                 b"LLEGAL INSTRUCTION", b"egmentation violation", b"point exception", b"POINT EXCEPTION",
                 b"Killed", b"killed", b"SEGV",
                 b"ccess violation", b"CCESS VIOLATION", b"us error", b"US ERROR")
+_SIGNAL_STEMS = tuple(sorted({word.decode().lower() for word in SIGNAL_WORDS}))
+"""SIGNAL_WORDS in lower case: _SIGNALS's alternatives all start at a lookbehind, which the regex module tries at every
+position of a line (12 ms on a line of 8,000 blanks), so it searches only a line that holds one of its anchors."""
 _HEALTHY = later.compile(r"(?:Success|SUCCESS)$")
 _REPEATED_TAG = later.compile(r"^\s*(?:\[[^\]]{1,40}\]\s*)?(?P<tag>[\w.-]{2,30}:)\s")
 """A line's leading tag (`NVRM:`, `nvidia-container-cli:`), which a program repeats on each line it wraps."""
@@ -400,7 +400,7 @@ def _codes(doc: TextDoc, line: Line) -> tuple[list[Event], list[str]]:
         else:
             events.append(doc.event(knowledge.cuda_error_kind(record.cause), line, {
                 **knowledge.cuda_error_fields(record), "number": record.number, "read": LOOSE}))
-    if not events and _SIGNAL_STEMS.search(text) and (crash := _SIGNALS.search(text)):
+    if not events and _holds_signal_word(text) and (crash := _SIGNALS.search(text)):
         if knowledge.NEGATION.search(text, 0, crash.start()):
             reasons.append(NEGATED)
         else:
@@ -408,6 +408,11 @@ def _codes(doc: TextDoc, line: Line) -> tuple[list[Event], list[str]]:
             events.append(doc.event("child-failed", line, {
                 "signal": knowledge.signal_name(words) or "SIGSEGV", "reporter": "told", "read": LOOSE}))
     return events, reasons
+
+
+def _holds_signal_word(text: str) -> bool:
+    lowered = text.lower()
+    return any(stem in lowered for stem in _SIGNAL_STEMS)
 
 
 def _own_message(text: str) -> regex.Match | None:
