@@ -103,6 +103,20 @@ def test_dcgm_health_monitor_event_naming_a_code():
     assert analysed.facts["gpu_uuid"] == ["GPU-4af877ac-a2b7-9586-06e1-d900b47f2505"]
 
 
+def test_dcgm_health_verdict_naming_an_xid_is_read_as_that_xid():
+    # DCGM's health watch formats DCGM_FR_XID_ERROR with the Xid it saw and the GPU (dcgmlib's
+    # DCGM_ERROR_FORMAT_MESSAGE(DCGM_FR_XID_ERROR, d, intValue, gpuId)); its own format, filled in
+    message = health_tests.reason_named("DCGM_FR_XID_ERROR").message.replace("%u", "79", 1).replace("%u", "3", 1)
+    line = f"ErrorCode:DCGM_FR_XID_ERROR GPU:3 {message}"
+    events = parse_alone(health_tests, line.encode(), "watch.txt")
+    assert [(e.kind, e.fields.get("xid"), e.fields.get("gpu_index")) for e in events] == [
+        ("health-test", None, 3), ("xid", 79, 3)]
+    assert analyze_text(line).verdict.signature == "xid-79"
+    # a reason that names no Xid, and an Xid-category reason that passed, give none
+    assert [e.kind for e in parse_alone(health_tests, b"ErrorCode:DCGM_FR_XID_ERROR GPU:3", "w.txt")] == [
+        "health-test"]
+
+
 @pytest.mark.parametrize(("name", "tests", "version", "driver"), [
     ("dcgmi-3.0.4-deployment-pass.txt", 9, None, None),
     ("dcgmi-3.3.7-metadata-pass.txt", 1, "3.3.7", "560.35.03"),

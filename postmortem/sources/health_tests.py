@@ -34,7 +34,7 @@ from functools import cache
 import regex
 
 from .. import later
-from ..knowledge import dash, data_rows
+from ..knowledge import dash, data_rows, sxid, xid
 from ..model import Event
 from ..text import Line, TextDoc
 
@@ -620,4 +620,26 @@ def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
     events = [*_dcgmi_tables(doc, lines, covered), *_dcgm_json(doc, lines, covered),
               *_dcgm_reason_lines(doc, lines, covered), *_gpu_burn(doc, lines), *_cuda_memtest(doc, lines),
               *_memtest_g80(doc, lines), *_nccl_tests(doc, lines)]
+    events += [code for event in events for code in _named_codes(doc, event)]
     yield from sorted(events, key=lambda e: (e.where.line, e.where.end_line))
+
+
+_NAMED_CODE = later.compile(r"\b(?P<word>S?XID)\s+(?P<code>\d{1,3})\b", regex.IGNORECASE)
+"""The Xid or SXid a DCGM reason's message names: "Detected XID %u for GPU %u", "Uncontained error - XID 95",
+"Detected fatal NvSwitch SXID %u" (DCGM_FR_XID_ERROR, DCGM_FR_UNCONTAINED_ERROR, DCGM_FR_SXID_ERROR)."""
+
+
+def _named_codes(doc: TextDoc, event: Event) -> Iterator[Event]:
+    """An xid (or sxid) event for each code a failed DCGM check's message names: the check read the driver's
+    event, which the Xid tables say more about than DCGM's "XID error detected" does."""
+    if event.fields.get("error_category") != "SOFTWARE_XID" or event.fields.get("result") not in ("fail", "warn"):
+        return
+    for hit in _NAMED_CODE.finditer(str(event.fields.get("message", ""))):
+        switch, number = hit["word"].lower() == "sxid", int(hit["code"])
+        documented = sxid(number) if switch else xid(number)
+        if documented is None:
+            continue
+        kind = "sxid" if switch else "xid"
+        fields = {kind: number, f"{kind}_name": documented.name, "message": event.fields["message"], "tool": "dcgm",
+                  **{k: event.fields[k] for k in ("gpu_index", "pci", "gpu_uuid") if event.fields.get(k) is not None}}
+        yield dataclasses.replace(event, kind=kind, fields=fields)
