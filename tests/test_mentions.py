@@ -699,7 +699,7 @@ RND22_WORDINGS = {
     "memory+swap: usage 117964800kB, limit 117964800kB": "host-oom",
     "[ 8123.442211] memory: usage 8388608kB, limit 8388608kB, failcnt 2215": "host-oom",
     # Horovod's NCCL call failure (horovod/horovod#3618)
-    "horovod.common.exceptions.HorovodInternalError: ncclAllReduce failed: unhandled cuda error": "library-failure",
+    "horovod.common.exceptions.HorovodInternalError: ncclAllReduce failed: unhandled cuda error": "nccl-comm-error",
     # NCCL before 2.3, no NCCL tag (horovod/horovod#666)
     "seyun:17283:17549 [3] include/socket.h:371 WARN Connection closed by remote peer": "nccl-comm-error",
     # a contained fault over NVLink (daydreamlive/scope#749)
@@ -818,6 +818,9 @@ RND27_WORDINGS = {
 }
 
 DOCUMENTED_WORDINGS = {
+    # Slurm's step daemon on a job over its host memory request (coqui-ai/STT#2238, heronsystems/adeptRL#13)
+    "slurmstepd: error: Exceeded job memory limit": "host-oom",
+    "slurmstepd: Exceeded step memory limit at some point.": "host-oom",
     # frameworks' own checks and init failures, added from their sources before a held-out round met them; each line
     # as posted: vLLM's dtype check (vllm-project/vllm#946, canopyai/Orpheus-TTS#74)
     "ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla "
@@ -963,6 +966,30 @@ RND33_WORDINGS = {
     "version'": "driver-mismatch",
 }
 
+RND35_WORDINGS = {
+    # the driver's control node absent, and lspci's GPU on nouveau (tinygrad/tinygrad#12723,
+    # negativo17/nvidia-driver#73)
+    "FileNotFoundError: [Errno 2] No such file or directory: '/dev/nvidiactl'": "driver-mismatch",
+    "\tKernel driver in use: nouveau": "driver-mismatch",
+    # NCCL's unhandled CUDA error, most often its transports between GPUs (PrimeIntellect-ai/prime-rl#2236)
+    "RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for details)": "nccl-comm-error",
+    # out-of-memory wordings from the programs' own sources: Blender Cycles (princeton-vl/infinigen#30,
+    # ynshung/blender-colab#5), SGLang (sgl-project/sglang#4330), TensorRT (seatv/ChitraMaya#7)
+    "System is out of GPU memory": "gpu-oom",
+    "System is out of GPU and shared host memory": "gpu-oom",
+    "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.": "gpu-oom",
+    "[TRT] [W] Requested amount of GPU memory (811032832 bytes) could not be allocated. There may not be enough free "
+    "memory for allocation to succeed.": "gpu-oom",
+}
+
+
+def test_a_missing_verbs_library_is_no_transport_failure():
+    """NCCL warns when libibverbs is not installed and goes on over sockets (NVIDIA/nccl#257, where the job then hung
+    for another reason): the warning alone is no finding."""
+    log = ("jupyter-vmarkovtsev:15833:15833 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]\n"
+           "jupyter-vmarkovtsev:15833:15833 [0] NCCL INFO NET/Socket : Using [0]eth0:10.2.3.32<0>\n")
+    assert not analyze_text(log).findings
+
 
 def test_a_hint_of_what_to_do_should_memory_run_out_is_no_report():
     """Real-ESRGAN (and the programs built on it) prints its --tile hint after any error: alone it reports nothing,
@@ -1090,7 +1117,7 @@ CORPUS_WORDINGS = {
                                              *RND27_WORDINGS.items(), *DOCUMENTED_WORDINGS.items(),
                                              *RND28_WORDINGS.items(), *RND29_WORDINGS.items(),
                                              *RND30_WORDINGS.items(), *RND31_WORDINGS.items(), *RND32_WORDINGS.items(),
-                                             *RND33_WORDINGS.items(),
+                                             *RND33_WORDINGS.items(), *RND35_WORDINGS.items(),
                                              *CORPUS_WORDINGS.items()])
 def test_held_out_rounds_wordings_are_read_by_general_rules(text, cause):
     report = analyze_text(text + "\n")
@@ -1203,6 +1230,16 @@ TOLD = {
     "# HQQ OOMs on large models": "gpu-oom",
     "A V6000 graphics card would display a problem: **Runtime Error: cuMemCreate failed: CUDA-ERROR_OUT_OF-MEMORY**":
         "gpu-oom",
+    # round 35: a device-side assert and NCCL's set-up told (tile-ai/tilelang#2574, NVIDIA-NeMo/RL#1352), a collective
+    # named before its hang (NVIDIA/nccl#257), memory used up told in Chinese, the host's (内存, hiyouga/EasyR1#156)
+    # and the GPU's (显存, Intellindust-AI-Lab/DEIMv2#43)
+    "`T.atomic_load`/`T.atomic_store` accept an op-illegal memory order \u2192 device-side assert instead of a "
+    "frontend reject": "device-assert",
+    "It fails at the pynccl group initialization.": "nccl-comm-error",
+    "Using the `master` version of nccl. I launch `all_reduce_perf` and it hangs with 100% volatile GPU usage "
+    "reported.": "nccl-timeout",
+    "内存泄漏一直未被解决，标准配置下几个batch内存就会被耗光，但是相关issue已经被closed": "host-oom",
+    "训练报错显存不足，参数batchsize都改成8，单卡训练，图像大小640。": "gpu-oom",
 }
 
 
@@ -1227,6 +1264,13 @@ def test_two_symptoms_of_one_title_are_two_events_and_the_named_memory_wins(tmp_
 def test_a_reporters_words_are_not_read_where_denied_or_fenced_and_rank_after_a_programs(tmp_path):
     (tmp_path / "denied.md").write_text("No MCE, panic, OOM in the journal.\n", encoding="utf-8")
     assert not analyze([str(tmp_path / "denied.md")]).findings
+    # a project's hint of what to do should memory run out, in Chinese ("if VRAM is short, lower --batchsize")
+    (tmp_path / "hint.md").write_text("- 若GPU显存不足，可减小--batchsize参数（例如调整为16）\n", encoding="utf-8")
+    assert not analyze([str(tmp_path / "hint.md")]).findings
+    # PyTorch's advice under every CUDA error, pasted outside a fence (tdrussell/diffusion-pipe#219)
+    (tmp_path / "advice.md").write_text("Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n",
+                                        encoding="utf-8")
+    assert not analyze([str(tmp_path / "advice.md")]).findings
     (tmp_path / "fenced.md").write_text("Log:\n```\nthe linux oom killer kicks-in\n```\n", encoding="utf-8")
     assert not [f for f in analyze([str(tmp_path / "fenced.md")]).findings if f.signature.startswith("reported-")]
     (tmp_path / "both.md").write_text(  # a told symptom of severity critical beside a kernel line of severity error

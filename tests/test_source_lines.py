@@ -97,6 +97,49 @@ def test_inlined_frames_are_gdbs(cores):
     assert (frames[1]["symbol"], frames[1]["line"]) == ("main", 14)
 
 
+@pytest.mark.skipif(GDB is None or OBJCOPY is None, reason="gdb or objcopy not installed")
+def test_zstd_compressed_debug_sections_give_gdbs_lines(tmp_path):
+    """Debug sections compressed with zstd (objcopy --compress-debug-sections=zstd; gcc -gz=zstd and the debug
+    files of Fedora and Arch): the inlined frames and lines are gdb's, as with uncompressed ones (pyelftools
+    refuses the compression type, which gave no lines at all)."""
+    programs = {"inline_zstd": ("gcc -g -O2 -o inline_zstd {src}/inline_crash.c && "
+                                "objcopy --compress-debug-sections=zstd inline_zstd", ["./inline_zstd"])}
+    try:
+        core = crash(tmp_path / "zstd", "inline_zstd", programs=programs)
+    except subprocess.CalledProcessError:
+        pytest.skip("this objcopy cannot compress with zstd")
+    exe = core.parent / "inline_zstd"
+    described = subprocess.run(["readelf", "-t", str(exe)], capture_output=True, text=True).stdout
+    assert "ZSTD" in described
+    expected = theirs(exe, core)
+    if not any(place for rows in expected.values() for _pc, _name, place in rows):
+        pytest.skip("this gdb reads no zstd-compressed DWARF")
+    ours_now = ours(core_of(core))
+    assert ours_now == expected
+    assert ours_now[next(iter(ours_now))][:2] == [(ours_now[next(iter(ours_now))][0][0], "store", "inline_crash.c:7"),
+                                                  (ours_now[next(iter(ours_now))][0][0], "twice", "inline_crash.c:8")]
+
+
+def test_a_compressed_section_that_does_not_inflate_is_a_value_error():
+    """zstd and zlib data corrupt, and an unknown compression type: ValueError, never another exception; a cut
+    stream reads short."""
+    import zlib
+
+    import zstandard
+
+    from postmortem.core.modules import ELFCOMPRESS_ZLIB, ELFCOMPRESS_ZSTD, unpacked
+
+    text = b"DWARF " * 1000
+    packed = zstandard.ZstdCompressor().compress(text)
+    assert unpacked(ELFCOMPRESS_ZSTD, packed, len(text)) == text
+    assert unpacked(ELFCOMPRESS_ZSTD, packed, 10) == text[:10]
+    assert unpacked(ELFCOMPRESS_ZLIB, zlib.compress(text), 100) == text[:100]
+    assert text.startswith(unpacked(ELFCOMPRESS_ZSTD, packed[: len(packed) // 2], len(text)))  # cut: short
+    for kind, data in ((ELFCOMPRESS_ZSTD, b"garbage here"), (ELFCOMPRESS_ZLIB, b"not zlib"), (3, packed)):
+        with pytest.raises(ValueError):
+            unpacked(kind, data, len(text))
+
+
 def addr2line(binary: Path, vaddr: int) -> list[tuple[str, str]]:
     """addr2line -i -f: (function, basename:line) innermost first; discriminators dropped."""
     out = subprocess.run([ADDR2LINE, "-i", "-f", "-e", str(binary), hex(vaddr)], capture_output=True, text=True,

@@ -309,9 +309,10 @@ def stream(read: Read, start: int, size: int) -> io.BufferedReader:
 
 def _section_stream(read: Read, section, elf) -> IO[bytes] | None:
     """What pyelftools reads a DWARF section through: a window over the file, or for a zlib-compressed
-    (SHF_COMPRESSED) section of a little-endian 64-bit file, its chunk-wise inflation; any other
-    compressed section inflated whole up to MAX_SECTION (None past it)."""
-    from .modules import CHDR, ELFCOMPRESS_ZLIB
+    (SHF_COMPRESSED) section of a little-endian 64-bit file, its chunk-wise inflation, and for a zstd-compressed
+    one its first MAX_SECTION bytes inflated (a cut stream reads short, not wrong; None where it does not inflate);
+    any other compressed section inflated whole by pyelftools up to MAX_SECTION (None past it)."""
+    from .modules import CHDR, ELFCOMPRESS_ZLIB, ELFCOMPRESS_ZSTD, unpacked
 
     offset, size = section["sh_offset"], section["sh_size"]
     if not section.compressed:
@@ -321,6 +322,12 @@ def _section_stream(read: Read, section, elf) -> IO[bytes] | None:
         if kind == ELFCOMPRESS_ZLIB:
             return io.BufferedReader(_Inflated(read, offset + CHDR.size, size - CHDR.size,
                                                min(inflated, MAX_SECTION)), BUFFER)
+        if kind == ELFCOMPRESS_ZSTD:
+            try:
+                return io.BytesIO(unpacked(kind, read(offset + CHDR.size, min(size - CHDR.size, MAX_SECTION)),
+                                           min(inflated, MAX_SECTION)))
+            except ValueError:
+                return None
     return io.BytesIO(section.data()) if section.data_size <= MAX_SECTION else None
 
 

@@ -21,6 +21,7 @@ process's own user could (`ReadAs`, `_open_as`).
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 import struct
@@ -48,7 +49,7 @@ PT_GNU_EH_FRAME = 0x6474E550
 EH_PE_PCREL_SDATA4 = 0x1B
 """How every linker encodes `.eh_frame_hdr`'s pointer to `.eh_frame`."""
 """How much of a file's start is compared with the core's copy of it (the ELF and program headers)."""
-SHF_COMPRESSED, ELFCOMPRESS_ZLIB = 0x800, 1
+SHF_COMPRESSED, ELFCOMPRESS_ZLIB, ELFCOMPRESS_ZSTD = 0x800, 1, 2
 CHDR = struct.Struct("<IIQQ")
 """Elf64_Chdr, before a compressed section's data: ch_type, reserved, ch_size (inflated), ch_addralign."""
 MAX_DEBUGLINK = 4096
@@ -107,6 +108,30 @@ class Image:
         return tuple(found)
 
 
+def unpacked(kind: int, packed: bytes, size: int) -> bytes:
+    """At most `size` bytes of a compressed section's data: zlib (gcc -gz, Go's linker, Debian's debug files) or
+    zstd (gcc -gz=zstd, objcopy --compress-debug-sections=zstd, as Fedora's and Arch's debug files are, which gdb 13
+    reads). ValueError for another kind or a stream that does not inflate."""
+    if kind == ELFCOMPRESS_ZLIB:
+        try:
+            return zlib.decompressobj().decompress(packed, size)
+        except zlib.error as exc:
+            raise ValueError(str(exc)) from None
+    if kind != ELFCOMPRESS_ZSTD:
+        raise ValueError(f"compression type {kind}")
+    import zstandard  # only for a zstd-compressed section
+
+    pieces, got = [], 0
+    try:
+        with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(packed)) as reader:
+            while got < size and (piece := reader.read(size - got)):
+                pieces.append(piece)
+                got += len(piece)
+    except zstandard.ZstdError as exc:
+        raise ValueError(str(exc)) from None
+    return b"".join(pieces)
+
+
 def _inflated(read: Read, sections: dict[str, elf.Section], name: str) -> tuple[Read, dict[str, elf.Section]]:
     """The image's reader and sections, with section `name` inflated in memory where it is SHF_COMPRESSED
     (Go links its DWARF, `.debug_frame` included, zlib-compressed); CfiError when it does not inflate."""
@@ -117,12 +142,11 @@ def _inflated(read: Read, sections: dict[str, elf.Section], name: str) -> tuple[
     if len(head) < CHDR.size:
         raise CfiError(f"{name} compression header cut off")
     kind, _reserved, size, _align = CHDR.unpack(head)
-    if kind != ELFCOMPRESS_ZLIB or size > MAX_CFI_SECTION:
+    if kind not in (ELFCOMPRESS_ZLIB, ELFCOMPRESS_ZSTD) or size > MAX_CFI_SECTION:
         raise CfiError(f"{name} compressed as type {kind} to {size:,} bytes: not inflated")
     try:
-        packed = read(section.offset + CHDR.size, min(section.size - CHDR.size, MAX_CFI_SECTION))
-        data = zlib.decompressobj().decompress(packed, size)
-    except zlib.error as exc:
+        data = unpacked(kind, read(section.offset + CHDR.size, min(section.size - CHDR.size, MAX_CFI_SECTION)), size)
+    except ValueError as exc:
         raise CfiError(f"{name} does not inflate ({exc})") from None
     inflated = elf.Section(name, section.type, section.addr, 0, len(data))
     return (lambda offset, length: data[offset:offset + length]), {**sections, name: inflated}

@@ -33,9 +33,10 @@ from ..text import Line, TextDoc, fence_sides
 
 NAME = "reporter-words"
 READS = ("prose",)
-ANCHORS = (b" ", b":", b"#", b"\xef\xbc\x9a", b"```", b"~~~")
-"""Every line of prose with a word break, a key or a heading (`：` is the full-width colon), and the fences of code
-blocks: prose is small, and no log is ever read by this source."""
+ANCHORS = (b" ", b":", b"#", b"\xef\xbc\x9a", "，".encode(), "。".encode(), b"```", b"~~~")
+"""Every line of prose with a word break, a key or a heading (`：` is the full-width colon), a sentence of Chinese
+(which breaks no words: its comma or full stop), and the fences of code blocks: prose is small, and no log is ever
+read by this source."""
 
 REPORTED = "reported-"
 """How the id of every signature on a reported symptom begins (signatures/reported.yaml; a test checks it)."""
@@ -50,7 +51,7 @@ _HEADING = later.compile(r"^\s{0,3}#{2,6}\s+(?P<key>.+?)\s*#*\s*$")
 _EMPHASIS = later.compile(r"[*_`]+")
 _GPU_LIST = later.compile(r"\bGPU\s++\d++:|[,;\n+]|\band\b")
 """What separates the GPUs of one answer ("GPU 0: ... GPU 1: ...", "2x RTX 4090, A100 and H100")."""
-_SENTENCE_END = later.compile(r"(?<=[.!?。！？])\s+|\n")
+_SENTENCE_END = later.compile(r"(?<=[.!?])\s+|(?<=[。！？])\s*|\n")
 _GPU_MENTION = later.compile(
     r"(?i)\b(?:nvidia\s+)?(?:geforce\s+)?(?:(?:rtx|gtx|gt|mx|quadro|titan)\s*[a-z]?\d{2,4}[a-z]{0,2}"
     r"(?:\s+(?:ti|super|ada|pro|max-q|mobile|laptop)){0,2}|(?:tesla\s+)?(?:[ahblvptk]\d{1,3}[a-z]?|gb\d{3}|gh\d{3})"
