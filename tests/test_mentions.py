@@ -966,6 +966,17 @@ RND33_WORDINGS = {
     "version'": "driver-mismatch",
 }
 
+RND36_WORDINGS = {
+    # a kernel's own architecture guard (eugr/spark-vllm-docker#143), NVML's bare failure
+    # (PaddlePaddle/FastDeploy#1106), ibverbs calls with their errno as a reporter wrote them
+    # (luxingcom/aicad-nccl-optimization#1)
+    "This kernel only supports sm120.": "arch-mismatch",
+    "# GPU发布服务错误 Error: Failed to initialize NVML": "driver-mismatch",
+    '   必然把"不在同一根缆上"的两个口配到一起 → `ibv_modify_qp 110` / `p2p.cc` 内部错误。': "nccl-comm-error",
+    "2. **内核 CMA 回归**：`7.0.0-1019-nvidia` 上 `CmaTotal: 0 kB`，导致 `ibv_reg_mr_iova2` ENOMEM（1 KB 都失败）；":
+        "nccl-comm-error",
+}
+
 RND35_WORDINGS = {
     # the driver's control node absent, and lspci's GPU on nouveau (tinygrad/tinygrad#12723,
     # negativo17/nvidia-driver#73)
@@ -981,6 +992,17 @@ RND35_WORDINGS = {
     "[TRT] [W] Requested amount of GPU memory (811032832 bytes) could not be allocated. There may not be enough free "
     "memory for allocation to succeed.": "gpu-oom",
 }
+
+
+def test_a_programs_message_pasted_into_a_reporters_sentence_is_the_programs(tmp_path):
+    """eugr/spark-vllm-docker#143 pasted vLLM's guard and CUDA's error into its prose: the guard is read as the
+    program's phrase (the root), not only as the reporter's words, which a program's launch failure would outrank."""
+    (tmp_path / "issue.md").write_text(
+        "If you're running vLLM on a DGX Spark (GB10, SM12.1) and hitting this during model warmup:\n\n"
+        "This kernel only supports sm120.\ncudaErrorLaunchFailure: unspecified launch failure\n", encoding="utf-8")
+    findings = analyze([str(tmp_path / "issue.md")]).findings
+    assert (findings[0].cause, findings[0].signature) == ("arch-mismatch", "phrase-arch-mismatch")
+    assert findings[1].cause == "launch-failure" and findings[1].consequence_of == "phrase-arch-mismatch"
 
 
 def test_a_missing_verbs_library_is_no_transport_failure():
@@ -1117,7 +1139,7 @@ CORPUS_WORDINGS = {
                                              *RND27_WORDINGS.items(), *DOCUMENTED_WORDINGS.items(),
                                              *RND28_WORDINGS.items(), *RND29_WORDINGS.items(),
                                              *RND30_WORDINGS.items(), *RND31_WORDINGS.items(), *RND32_WORDINGS.items(),
-                                             *RND33_WORDINGS.items(), *RND35_WORDINGS.items(),
+                                             *RND33_WORDINGS.items(), *RND35_WORDINGS.items(), *RND36_WORDINGS.items(),
                                              *CORPUS_WORDINGS.items()])
 def test_held_out_rounds_wordings_are_read_by_general_rules(text, cause):
     report = analyze_text(text + "\n")
@@ -1240,6 +1262,9 @@ TOLD = {
     "reported.": "nccl-timeout",
     "内存泄漏一直未被解决，标准配置下几个batch内存就会被耗光，但是相关issue已经被closed": "host-oom",
     "训练报错显存不足，参数batchsize都改成8，单卡训练，图像大小640。": "gpu-oom",
+    # round 36: a process told killed again and again, with no error (BMIRDS/deepslide#40)
+    "it appears that at the process step, the process keeps being killed after a specific svs. There is no error "
+    "being thrown however.": "host-oom",
 }
 
 

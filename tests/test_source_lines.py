@@ -109,15 +109,15 @@ def test_zstd_compressed_debug_sections_give_gdbs_lines(tmp_path):
     except subprocess.CalledProcessError:
         pytest.skip("this objcopy cannot compress with zstd")
     exe = core.parent / "inline_zstd"
-    described = subprocess.run(["readelf", "-t", str(exe)], capture_output=True, text=True).stdout
+    described = subprocess.run(["readelf", "-t", str(exe)], capture_output=True, text=True, check=True).stdout
     assert "ZSTD" in described
     expected = theirs(exe, core)
     if not any(place for rows in expected.values() for _pc, _name, place in rows):
         pytest.skip("this gdb reads no zstd-compressed DWARF")
-    ours_now = ours(core_of(core))
-    assert ours_now == expected
-    assert ours_now[next(iter(ours_now))][:2] == [(ours_now[next(iter(ours_now))][0][0], "store", "inline_crash.c:7"),
-                                                  (ours_now[next(iter(ours_now))][0][0], "twice", "inline_crash.c:8")]
+    read = ours(core_of(core))
+    assert read == expected
+    [thread] = read.values()
+    assert [row[1:] for row in thread[:2]] == [("store", "inline_crash.c:7"), ("twice", "inline_crash.c:8")]
 
 
 def test_a_compressed_section_that_does_not_inflate_is_a_value_error():

@@ -354,18 +354,20 @@ def _prose(text: str) -> bool:
     return len(text.split()) >= PROSE_WORDS
 
 
-CAUSELESS_KINDS = frozenset({"python-exception"})
-"""Events that hold an error's words without naming a cause: a traceback's exception (`OSError: [WinError 1455] ...`
-is the traceback reader's, and the words are the cause)."""
+CAUSELESS_KINDS = frozenset({"python-exception", "reported-symptom"})
+"""Events that hold an error's words without naming a cause, or name one on a person's word only: a traceback's
+exception (`OSError: [WinError 1455] ...` is the traceback reader's, and the words are the cause), a reporter's
+sentence (a program's message pasted into it is still the program's)."""
 ABORT_KINDS = frozenset({"fatal-signal", "child-failed"})
 """An abort's report holds the reason it stopped (`terminate called after throwing an instance of
 'vk::DeviceLostError'` and the exception's `what():` under it): the abort names no cause of its own."""
 
 
 def causeless(event: Event) -> bool:
-    """A CUDA error the tables give no cause (`invalid argument`), or a traceback's exception: its reader read the
-    line, yet what it read explains nothing, so a phrase on the same line (the FlashAttention-3 source path the
-    error names, Windows' paging-file error) is still read."""
+    """A CUDA error the tables give no cause (`invalid argument`), a traceback's exception, or a reporter's words: its
+    reader read the line, yet what it read explains nothing or is the weakest reading of it, so a phrase on the same
+    line (the FlashAttention-3 source path the error names, Windows' paging-file error, a kernel's own "only supports
+    sm120" pasted into an issue's prose) is still read."""
     if event.kind in CAUSELESS_KINDS or (event.kind in ABORT_KINDS and event.fields.get("signal") == "SIGABRT"):
         return True
     record = knowledge.cuda_error(event.fields.get("error") or "") if event.kind == "cuda-error" else None
