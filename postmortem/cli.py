@@ -118,6 +118,9 @@ def main(cache_dir: str | None) -> None:
               help="Root of a copy of the crashed machine's files: libraries a core names are looked up under it.")
 @click.option("--debug-dir", "debug_dirs", multiple=True, type=click.Path(exists=True, file_okay=False),
               help="Directory of separate debug files (.build-id/xx/rest.debug layout); repeatable.")
+@click.option("--exe", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="The crashed program's file, for a core that does not name its files (no NT_FILE note: qemu-user, "
+                   "kernels before 3.7) and whose program name cannot be read; as eu-stack -e.")
 @click.option("--show-env", is_flag=True, help="Show every environment variable of a core by value (may hold secrets).")
 @click.option("--lang", type=click.Choice(LANGUAGES), default=None,
               help="Language of the report's own words (evidence stays verbatim); default from LC_ALL / LANG.")
@@ -126,14 +129,14 @@ def main(cache_dir: str | None) -> None:
               help="Also list each input's lines that hold a known code or phrase but were not read, and why "
                    "(JSON always has them as `unread`).")
 def analyze(inputs: tuple[str, ...], fmt: str, output: str, fail_on: str | None, signature_dirs: tuple[Path, ...],
-            sysroot: str | None, debug_dirs: tuple[str, ...], show_env: bool, lang: str | None, no_color: bool,
-            debug: bool) -> None:
+            sysroot: str | None, debug_dirs: tuple[str, ...], exe: str | None, show_env: bool, lang: str | None,
+            no_color: bool, debug: bool) -> None:
     """Analyse crash artifacts: files, directories, archives, or - for stdin.
 
     Every input is sniffed by content; compressed files (.gz .xz .bz2 .zst)
     and archives (.tar*, .zip) are read without extracting them.
     """
-    target = None if output == "-" else checked_output(output, inputs, [*signature_dirs, *filter(None, [sysroot]),
+    target = None if output == "-" else checked_output(output, inputs, [*signature_dirs, *filter(None, [sysroot, exe]),
                                                                           *debug_dirs])
     database = _database(signature_dirs)
     if (lang or default_language()) != "en" and database is not load_default():
@@ -141,7 +144,7 @@ def analyze(inputs: tuple[str, ...], fmt: str, output: str, fail_on: str | None,
 
         for warning in check_translations(database, [lang or default_language()]).warnings:
             echo(f"postmortem: warning: {warning}", err=True)
-    options = Options(sysroot=sysroot, debug_dirs=debug_dirs, show_env=show_env)
+    options = Options(sysroot=sysroot, debug_dirs=debug_dirs, show_env=show_env, exe=exe)
     report = _with_spinner(lambda progress: run_analysis(list(inputs), database, options, progress))
     color = output == "-" and not no_color and not os.environ.get("NO_COLOR") and _is_terminal(sys.stdout)
     text = FORMATS[fmt](report, lang=lang or default_language(), color=color, debug=debug)

@@ -124,6 +124,25 @@ def cuda_error(token: str | int) -> CudaError | None:
     return _index().get(numbered.group(1) or numbered.group(2)) if numbered else None
 
 
+MISSPELT_RATIO = 0.95
+"""How like a known CUDA error name a name a person typed must be to be read as it: one letter dropped or doubled in
+a name of twenty (`cudaErrorLanchOutOfResources`), not another error's name (the closest two differ far more)."""
+
+
+def cuda_error_misspelt(name: str) -> CudaError | None:
+    """The error a person meant by a CUDA error name no table holds, typed with a letter missing, doubled or swapped:
+    the one runtime or driver name of the same prefix that is closer than MISSPELT_RATIO, else None."""
+    import difflib  # only for a name no table knows
+
+    key = name.lower()
+    prefix = "cudaerror" if key.startswith("cudaerror") else "cuda_error_" if key.startswith("cuda_error_") else None
+    if prefix is None or len(key) < 16:
+        return None
+    names = [known for known in _index() if known.startswith(prefix)]
+    close = difflib.get_close_matches(key, names, n=2, cutoff=MISSPELT_RATIO)
+    return _index()[close[0]] if len(close) == 1 else None
+
+
 def cuda_error_variant(name: str) -> CudaError | None:
     """The driver error a binding names by its enum variant: Rust's cust and RustaCUDA, .NET's ManagedCuda spell
     CUDA_ERROR_NO_BINARY_FOR_GPU as NoBinaryForGpu (or ErrorNoBinaryForGPU). A separate map: a one-word variant

@@ -231,12 +231,14 @@ class Options:
     `sysroot` is prefixed to the library paths a core names; `debug_dirs` hold
     separate debug files in the `.build-id/xx/rest.debug` layout; `show_env`
     prints every environment variable of a core by value (secrets!), not only
-    the GPU-relevant ones.
+    the GPU-relevant ones; `exe` is the program's file for a core that does not
+    name it (no NT_FILE note, no readable AT_EXECFN), as `eu-stack -e` takes it.
     """
 
     sysroot: str | None = None
     debug_dirs: tuple[str, ...] = ()
     show_env: bool = False
+    exe: str | None = None
 
 
 @dataclass(frozen=True)

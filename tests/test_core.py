@@ -20,6 +20,7 @@ import os
 import re
 import resource
 import shutil
+import struct
 import subprocess
 import sys
 import tarfile
@@ -647,3 +648,37 @@ def test_one_crash_told_by_its_core_and_by_the_shell_is_one_finding(tmp_path):
     crashes = [f for f in report.findings if f.cause == "native-crash"]
     assert len(crashes) == 1
     assert {e.kind for e in report.events if e.id in crashes[0].evidence} >= {"core-signal", "child-failed"}
+
+
+def _without_file_names(core: bytearray) -> bytearray:
+    """The core as qemu-user or a kernel before 3.7 writes it, and with its program's name unreadable: no NT_FILE
+    note, and AT_EXECFN pointing nowhere."""
+    found = [note for note in core_craft.notes(core) if note.type != core_craft.NT_FILE]
+    for note in found:
+        if note.type == core_craft.NT_AUXV:
+            pairs = [(key, 0 if key == core_craft.AT_EXECFN else value)
+                     for key, value in struct.iter_unpack("<QQ", note.desc[: len(note.desc) // 16 * 16])]
+            note.desc = b"".join(struct.pack("<QQ", key, value) for key, value in pairs)
+    core_craft.replace_notes(core, found)
+    return core
+
+
+def test_exe_names_the_program_of_a_core_that_does_not(tmp_path):
+    """A real core with no NT_FILE note and no AT_EXECFN string: nothing names its program, so its frames have no
+    symbols and a diagnostic says to pass --exe; with --exe (as eu-stack -e) the program and, through the dynamic
+    linker's list in the dump, its library give the frames their names again, from Python and from the CLI. A file
+    that is not the program is refused, not trusted."""
+    _beside(tmp_path)
+    (tmp_path / "core").write_bytes(_without_file_names(core_craft.committed("null-write")))
+    alone = analyze([str(tmp_path / "core")])
+    assert not any(f.symbol == "lib_c" for f in alone.cores[0].threads[0].frames)
+    assert any("pass --exe PATH" in d for d in alone.inputs[0].diagnostics)
+    named = analyze([str(tmp_path / "core")], options=Options(exe=str(tmp_path / "crash")))
+    assert [f.symbol for f in named.cores[0].threads[0].frames[:3]] == ["lib_c", "lib_b", "lib_a"]
+    done = subprocess.run([str(POSTMORTEM), "analyze", "--format", "json", "--exe", "crash", "core"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60, check=True)
+    assert [f["symbol"] for f in json.loads(done.stdout)["cores"][0]["threads"][0]["frames"][:3]] == [
+        "lib_c", "lib_b", "lib_a"]
+    wrong = analyze([str(tmp_path / "core")], options=Options(exe=str(tmp_path / "libcrash.so")))
+    assert not any(f.symbol == "lib_c" for f in wrong.cores[0].threads[0].frames)
+    assert any("is not the program this core ran" in d for d in wrong.inputs[0].diagnostics)

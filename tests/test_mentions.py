@@ -966,6 +966,25 @@ RND33_WORDINGS = {
     "version'": "driver-mismatch",
 }
 
+RND37_WORDINGS = {
+    # PyTorch 2.6's watchdog frame (vipshop/cache-dit#761), vLLM's free-memory check
+    # (llm-d-incubation/llm-d-fast-model-actuation#709), GPUDirect RDMA's peer-memory module
+    # (Mellanox/nv_peer_memory#79, Mellanox/gpu_direct_rdma_access#5), gVisor's driver check (google/gvisor#10605),
+    # PyTorch's OOM message that could not ask NVML (google/gvisor PR 9700, fal-ai/fal#478), a CUDA error name typed
+    # with a letter missing (cudaforengineers#11)
+    "frame #3: c10d::ProcessGroupNCCL::Watchdog::run() + 0xdf (0x7f70d245340f in /opt/conda/lib/python3.11/"
+    "site-packages/torch/lib/libtorch_cuda.so)": "nccl-timeout",
+    "ValueError: Free memory on device cuda:0 (0.41/79.18 GiB) on startup is less than desired GPU memory utilization "
+    "(0.85, 67.3 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.": "gpu-oom",
+    "# Error: nv_peer_mem: Unknown symbol ib_register_peer_memory_client": "driver-mismatch",
+    "Couldn't register GPU MR": "driver-mismatch",
+    "registering nvproxy driver: unsupported Nvidia driver version: 535.161.08": "driver-mismatch",
+    'RuntimeError: NVML_SUCCESS == r INTERNAL ASSERT FAILED at "../c10/cuda/CUDACachingAllocator.cpp":830, please '
+    "report a bug to PyTorch.": "gpu-oom",
+    "When I ran the application inside of cuda-gdb, I would get a cudaErrorLanchOutOfResources error:":
+        "launch-failure",
+}
+
 RND36_WORDINGS = {
     # a kernel's own architecture guard (eugr/spark-vllm-docker#143), NVML's bare failure
     # (PaddlePaddle/FastDeploy#1106), ibverbs calls with their errno as a reporter wrote them
@@ -1003,6 +1022,16 @@ def test_a_programs_message_pasted_into_a_reporters_sentence_is_the_programs(tmp
     findings = analyze([str(tmp_path / "issue.md")]).findings
     assert (findings[0].cause, findings[0].signature) == ("arch-mismatch", "phrase-arch-mismatch")
     assert findings[1].cause == "launch-failure" and findings[1].consequence_of == "phrase-arch-mismatch"
+
+
+def test_a_cuda_error_name_typed_with_a_letter_wrong_is_read_as_the_one_meant():
+    """One name a letter from a known one, and only one, is read as it; a name near none, or a short one, is not."""
+    from postmortem import knowledge
+
+    assert knowledge.cuda_error_misspelt("cudaErrorLanchOutOfResources").runtime_name == "cudaErrorLaunchOutOfResources"
+    assert knowledge.cuda_error_misspelt("cudaErrorIllegalAdress").runtime_name == "cudaErrorIllegalAddress"
+    assert knowledge.cuda_error_misspelt("cudaErrorFooBarBazQux") is None
+    assert knowledge.cuda_error_misspelt("cudaErrorAsert") is None  # too short to tell from a typo of another
 
 
 def test_a_missing_verbs_library_is_no_transport_failure():
@@ -1140,6 +1169,7 @@ CORPUS_WORDINGS = {
                                              *RND28_WORDINGS.items(), *RND29_WORDINGS.items(),
                                              *RND30_WORDINGS.items(), *RND31_WORDINGS.items(), *RND32_WORDINGS.items(),
                                              *RND33_WORDINGS.items(), *RND35_WORDINGS.items(), *RND36_WORDINGS.items(),
+                                             *RND37_WORDINGS.items(),
                                              *CORPUS_WORDINGS.items()])
 def test_held_out_rounds_wordings_are_read_by_general_rules(text, cause):
     report = analyze_text(text + "\n")
@@ -1262,6 +1292,8 @@ TOLD = {
     "reported.": "nccl-timeout",
     "内存泄漏一直未被解决，标准配置下几个batch内存就会被耗光，但是相关issue已经被closed": "host-oom",
     "训练报错显存不足，参数batchsize都改成8，单卡训练，图像大小640。": "gpu-oom",
+    # round 37: initcheck's findings told (cholla-hydro/cholla#197)
+    "Most of them appear to be uninitialized memory accesses in the HLLC solver": "uninitialized-read",
     # round 36: a process told killed again and again, with no error (BMIRDS/deepslide#40)
     "it appears that at the process step, the process keeps being killed after a specific svs. There is no error "
     "being thrown however.": "host-oom",

@@ -96,9 +96,11 @@ class CoreRead:
 
 
 def read_core(read: Read, size: int, path: str, sysroot: str | None = None, debug_dirs: tuple[str, ...] = (),
-              show_env: bool = False, core_dir: str | None = None, read_as: ReadAs | None = None) -> CoreRead:
+              show_env: bool = False, core_dir: str | None = None, read_as: ReadAs | None = None,
+              exe: str | None = None) -> CoreRead:
     """Read a core (or say what other ELF file this is). `read_as`: the user of the live process a snapshot's
-    core was taken from, whose files are read only as far as that user could (modules.ReadAs)."""
+    core was taken from, whose files are read only as far as that user could (modules.ReadAs); `exe`: the
+    program's file where the core does not name it (link_map.mappings)."""
     try:
         head = elf.header(read)
     except ElfError as exc:
@@ -110,14 +112,14 @@ def read_core(read: Read, size: int, path: str, sysroot: str | None = None, debu
     result = CoreRead("elf-core")
     files = Files(sysroot, core_dir, debug_dirs, read_as)
     try:
-        _read(read, size, path, head, files, show_env, result)
+        _read(read, size, path, head, files, show_env, result, exe)
     finally:
         files.close()
     return result
 
 
 def _read(read: Read, size: int, path: str, head: elf.Header, files: Files, show_env: bool,
-          result: CoreRead) -> None:
+          result: CoreRead, exe: str | None = None) -> None:
     try:
         segments = elf.segments(read, head)
     except ElfError as exc:
@@ -149,7 +151,9 @@ def _read(read: Read, size: int, path: str, head: elf.Header, files: Files, show
                                   f"{max(s.offset + s.filesz for s in segments)}; memory past the cut is missing, "
                                   "so stacks may end early")
     if not mappings and auxv:
-        mappings = link_map.mappings(auxv, Memory(read, segments, []), files, result.diagnostics)
+        mappings = link_map.mappings(auxv, Memory(read, segments, []), files, result.diagnostics, exe)
+    elif exe is not None:
+        result.diagnostics.append(f"--exe {exe} not used: this core names its files (NT_FILE), the program's too")
     memory, modules = process_memory(read, segments, mappings, files, result.diagnostics)
     vdso = vdso_module(auxv[notes.AT_SYSINFO_EHDR], memory) if notes.AT_SYSINFO_EHDR in auxv else None
     finder = _ModuleFinder(modules + ([vdso] if vdso else []))

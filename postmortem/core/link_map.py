@@ -35,19 +35,32 @@ MAX_PATH = 4096
 """Bytes of one l_name read (PATH_MAX)."""
 
 
-def mappings(auxv: dict[int, int], memory: Memory, files: Files, diagnostics: list[str]) -> list[FileMapping]:
-    """What NT_FILE would have said, for the program and each object on the dynamic linker's list."""
+def mappings(auxv: dict[int, int], memory: Memory, files: Files, diagnostics: list[str],
+             exe: str | None = None) -> list[FileMapping]:
+    """What NT_FILE would have said, for the program and each object on the dynamic linker's list. The program
+    is `exe` where the user names it (--exe), else the file AT_EXECFN names."""
     entry, execfn = auxv.get(AT_ENTRY), auxv.get(AT_EXECFN)
-    program = _string(memory, execfn) if execfn else None
-    if not entry or not program:
+    named = _string(memory, execfn) if execfn else None
+    if not entry:
         return []
-    image, path = _image(program, files)
-    if image is None or path is None:
+    if exe is not None:
+        image, program = files.image(exe), exe
+    elif named:
+        image, program = _image(named, files)[0], named
+    else:
+        diagnostics.append("the core names no mapped files (no NT_FILE note) and its program's name cannot be read "
+                           "(no AT_EXECFN string in the dump): no modules, symbols or CFI; pass --exe PATH")
+        return []
+    if image is None:
         diagnostics.append(f"the core names no mapped files (no NT_FILE note) and its program {program} is not on "
-                           "this machine: no modules, symbols or CFI; pass --sysroot DIR with the crashed "
-                           "machine's files")
+                           "this machine (or no ELF file): no modules, symbols or CFI; pass --sysroot DIR with the "
+                           "crashed machine's files, or --exe PATH")
         return []
     bias = (entry - image.head.entry) & ((1 << 64) - 1)
+    if bias % PAGE:
+        diagnostics.append(f"{program} is not the program this core ran: its entry point puts it at a load address "
+                           f"{bias:#x} off a page boundary; no modules, symbols or CFI")
+        return []
     found = _loads(program, image, bias)
     missing: list[str] = []
     for named, l_addr, l_ld in _objects(memory, _debug_pointer(memory, image, bias)):

@@ -41,7 +41,7 @@ def read(reader: ByteReader, path: str, options: Options) -> CoreResult:
         return _gpu_dump(reader, path)
     try:
         found = read_core(reader.read_at, reader.size, path, options.sysroot, tuple(options.debug_dirs),
-                          options.show_env, _core_dir(path))
+                          options.show_env, _core_dir(path), exe=options.exe)
     except Exception as exc:  # noqa: BLE001 - a reader bug must not cost the other inputs
         return CoreResult("elf-core", diagnostics=(f"core reader failed ({type(exc).__name__}: {exc})",))
     events: tuple[Event, ...] = ((_signal_event(found, path),)

@@ -469,7 +469,7 @@ def _name_event(doc: TextDoc, line: Line, hit: regex.Match, reasons: list[str]) 
         return None
     groups = hit.groupdict()
     record = (knowledge.cuda_error_variant(groups["camel"]) if groups.get("camel")
-              else knowledge.cuda_error(name) if groups.get("cuda") else None)
+              else knowledge.cuda_error(name) or knowledge.cuda_error_misspelt(name) if groups.get("cuda") else None)
     if record is not None:
         return doc.event(knowledge.cuda_error_kind(record.cause), line, {**knowledge.cuda_error_fields(record),
                                                                     "read": LOOSE})
