@@ -30,16 +30,35 @@ if TYPE_CHECKING:
     from .prefilter import Prefilter
 
 
+@dataclasses.dataclass(frozen=True)
+class _KindSources:
+    """What every input of one kind asks for: the cards of the sources that read it and the anchors that fold."""
+
+    cards: tuple[SourceCard, ...]
+    """`source_cards()` as it was when this was made: known by identity, never hashed (100,000 tar members ask)."""
+    reading: tuple[SourceCard, ...]
+    repeats: frozenset[bytes]
+
+
+_BY_KIND: dict[str, _KindSources] = {}
+
+
+def _kind_sources(kind: str) -> _KindSources:
+    """Made once per kind and per `source_cards()` tuple (a test may swap the cards), asked twice an input: kept by
+    the identity of the cards, since hashing them (37 cards, a thousand anchors) cost 2 s over a tar of 100,000
+    members."""
+    cards = source_cards()
+    held = _BY_KIND.get(kind)
+    if held is None or held.cards is not cards:
+        reading = tuple(source for source in cards if kind in source.reads)
+        held = _BY_KIND[kind] = _KindSources(cards, reading, _repeats(reading))
+    return held
+
+
 def sources_for(kind: str = "text") -> tuple[SourceCard, ...]:
     """The cards of the text sources that read inputs of `kind` (a Blob's kind: "text", or "prose" for an issue's
     text; `sources.READS`)."""
-    return _reading(kind, source_cards())
-
-
-@cache
-def _reading(kind: str, sources: tuple[SourceCard, ...]) -> tuple[SourceCard, ...]:
-    """Cached per kind and set of sources: asked twice for every input, and an archive may hold 100,000."""
-    return tuple(source for source in sources if kind in source.reads)
+    return _kind_sources(kind).reading
 
 
 @cache
@@ -53,13 +72,12 @@ def text_prefilter(kind: str = "text") -> Prefilter:
 
 def text_repeats(kind: str = "text") -> frozenset[bytes]:
     """Anchors whose identical lines fold as they are read (a source's REPEATS): only those that no source
-    without them shares, since another source may need every line of them. Cached per set of sources, so it
+    without them shares, since another source may need every line of them. Made once per set of sources, so it
     follows `source_cards` as it is now yet costs nothing per input (uncached, some 0.2 ms: 20 s over the
     100,000 members of one tar)."""
-    return _repeats(sources_for(kind))
+    return _kind_sources(kind).repeats
 
 
-@cache
 def _repeats(sources: tuple[SourceCard, ...]) -> frozenset[bytes]:
     anchors = [(frozenset(source.anchors), frozenset(source.repeats)) for source in sources]
     folding = frozenset().union(*(repeats for _, repeats in anchors))
@@ -161,7 +179,10 @@ def read_blob(blob: Blob) -> tuple[InputInfo, list[Event]]:
     unread: list[Unread] = []
     try:
         lines = doc.scan(text_prefilter(blob.kind), text_repeats(blob.kind))
+        named = set().union(*(line.groups for line in lines))
         for source in sources_for(blob.kind):
+            if source.name not in named:
+                continue
             mine = [line for line in lines if source.name in line.groups]
             if source.reads_unclaimed:
                 found = _run_source(source, doc, mine, diagnostics, earlier=events, unread=unread)

@@ -137,7 +137,7 @@ _REPEATED_TAG = later.compile(r"^\s*(?:\[[^\]]{1,40}\]\s*)?(?P<tag>[\w.-]{2,30}:
 _BLANKS = later.compile(r"[\s|]+")
 _PLACEHOLDERS = {
     "{ver}": r"\d++(?:\.\d++)++", "{num}": r"\d++", "{pci}": r"(?:[0-9a-f]{4}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]",
-    "{name}": r"\S{1,64}+", "{sep}": r"[:|=]*+", "{dir}": r"[/\\]", "{...}": r".{0,400}?",
+    "{name}": r"\S{1,64}+", "{sep}": r"[:|=]*+", "{dir}": r"[/\\]", "{...}": r".{0,400}?", "{..}": r".{0,80}?",
 }
 """Possessive where a run can never give back (a word, a number): a line of many near-misses stays linear. A name is
 bounded too: unbounded, a line of one word repeated without blanks is rescanned from each copy."""
