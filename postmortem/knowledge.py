@@ -138,9 +138,13 @@ def cuda_error_misspelt(name: str) -> CudaError | None:
     prefix = "cudaerror" if key.startswith("cudaerror") else "cuda_error_" if key.startswith("cuda_error_") else None
     if prefix is None or len(key) < 16:
         return None
-    names = [known for known in _index() if known.startswith(prefix)]
-    close = difflib.get_close_matches(key, names, n=2, cutoff=MISSPELT_RATIO)
+    close = difflib.get_close_matches(key, _names_starting(prefix), n=2, cutoff=MISSPELT_RATIO)
     return _index()[close[0]] if len(close) == 1 else None
+
+
+@cache
+def _names_starting(prefix: str) -> tuple[str, ...]:
+    return tuple(known for known in _index() if known.startswith(prefix))
 
 
 def cuda_error_variant(name: str) -> CudaError | None:
@@ -306,6 +310,14 @@ def xid(number: int) -> CatalogCode | None:
 def sxid(number: int) -> CatalogCode | None:
     """The documented NVSwitch SXid `number` (data/sxid.tsv, with its sources), or None."""
     return _catalog("sxid").get(number)
+
+
+def code_fields(number: int, switch: bool = False) -> dict[str, Any] | None:
+    """An Xid's (or, `switch`, an SXid's) event fields as the kernel log's events carry them, `xid` and `xid_name`;
+    None for a number the catalog does not document (read where no format says it is one)."""
+    documented = sxid(number) if switch else xid(number)
+    kind = "sxid" if switch else "xid"
+    return {kind: number, f"{kind}_name": documented.name} if documented is not None else None
 
 
 SIGNALS: dict[int, str] = {

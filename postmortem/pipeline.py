@@ -30,35 +30,27 @@ if TYPE_CHECKING:
     from .prefilter import Prefilter
 
 
-@dataclasses.dataclass(frozen=True)
-class _KindSources:
-    """What every input of one kind asks for: the cards of the sources that read it and the anchors that fold."""
-
-    cards: tuple[SourceCard, ...]
-    """`source_cards()` as it was when this was made: known by identity, never hashed (100,000 tar members ask)."""
-    reading: tuple[SourceCard, ...]
-    repeats: frozenset[bytes]
+_BY_KIND: dict[str, tuple[tuple[SourceCard, ...], tuple[SourceCard, ...], frozenset[bytes]]] = {}
+"""Per kind: `source_cards()` as it was (known by identity, never hashed), the cards that read the kind, and the
+anchors that fold. A plain dict, not a class: it sits on every command's start-up path."""
 
 
-_BY_KIND: dict[str, _KindSources] = {}
-
-
-def _kind_sources(kind: str) -> _KindSources:
-    """Made once per kind and per `source_cards()` tuple (a test may swap the cards), asked twice an input: kept by
-    the identity of the cards, since hashing them (37 cards, a thousand anchors) cost 2 s over a tar of 100,000
-    members."""
+def _kind_sources(kind: str) -> tuple[tuple[SourceCard, ...], frozenset[bytes]]:
+    """The cards reading `kind` and the anchors that fold, made once per kind and per `source_cards()` tuple (a test
+    may swap the cards) and asked twice an input: hashing the cards (37, with a thousand anchors) to look them up
+    cost 5 s over a tar of 100,000 members."""
     cards = source_cards()
     held = _BY_KIND.get(kind)
-    if held is None or held.cards is not cards:
+    if held is None or held[0] is not cards:
         reading = tuple(source for source in cards if kind in source.reads)
-        held = _BY_KIND[kind] = _KindSources(cards, reading, _repeats(reading))
-    return held
+        held = _BY_KIND[kind] = (cards, reading, _repeats(reading))
+    return held[1], held[2]
 
 
 def sources_for(kind: str = "text") -> tuple[SourceCard, ...]:
     """The cards of the text sources that read inputs of `kind` (a Blob's kind: "text", or "prose" for an issue's
     text; `sources.READS`)."""
-    return _kind_sources(kind).reading
+    return _kind_sources(kind)[0]
 
 
 @cache
@@ -75,7 +67,7 @@ def text_repeats(kind: str = "text") -> frozenset[bytes]:
     without them shares, since another source may need every line of them. Made once per set of sources, so it
     follows `source_cards` as it is now yet costs nothing per input (uncached, some 0.2 ms: 20 s over the
     100,000 members of one tar)."""
-    return _kind_sources(kind).repeats
+    return _kind_sources(kind)[1]
 
 
 def _repeats(sources: tuple[SourceCard, ...]) -> frozenset[bytes]:

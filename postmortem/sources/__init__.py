@@ -72,11 +72,6 @@ class SourceCard:
     reads: tuple[str, ...]
     reads_unclaimed: bool
 
-    def __hash__(self) -> int:
-        """By module and name, which tell cards apart: the generated hash would hash every anchor of every card each
-        time the pipeline's per-kind caches are asked, twice an input (2 s over a tar of 100,000 members)."""
-        return hash((self.module, self.name))
-
     def parse(self, doc: TextDoc, lines: list[Line], **extra: Any) -> Iterator[Event]:
         """The source's own parse, its module imported now (once: Python keeps it)."""
         return importlib.import_module(f"{__name__}.{self.module}").parse(doc, lines, **extra)

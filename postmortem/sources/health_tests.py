@@ -34,7 +34,7 @@ from functools import cache
 import regex
 
 from .. import later
-from ..knowledge import dash, data_rows, sxid, xid
+from ..knowledge import code_fields, dash, data_rows
 from ..model import Event
 from ..text import Line, TextDoc
 
@@ -635,11 +635,9 @@ def _named_codes(doc: TextDoc, event: Event) -> Iterator[Event]:
     if event.fields.get("error_category") != "SOFTWARE_XID" or event.fields.get("result") not in ("fail", "warn"):
         return
     for hit in _NAMED_CODE.finditer(str(event.fields.get("message", ""))):
-        switch, number = hit["word"].lower() == "sxid", int(hit["code"])
-        documented = sxid(number) if switch else xid(number)
-        if documented is None:
+        switch = hit["word"].lower() == "sxid"
+        if (code := code_fields(int(hit["code"]), switch)) is None:
             continue
-        kind = "sxid" if switch else "xid"
-        fields = {kind: number, f"{kind}_name": documented.name, "message": event.fields["message"], "tool": "dcgm",
+        fields = {**code, "message": event.fields["message"], "tool": "dcgm",
                   **{k: event.fields[k] for k in ("gpu_index", "pci", "gpu_uuid") if event.fields.get(k) is not None}}
-        yield dataclasses.replace(event, kind=kind, fields=fields)
+        yield dataclasses.replace(event, kind="sxid" if switch else "xid", fields=fields)

@@ -446,17 +446,12 @@ def _code_event(doc: TextDoc, line: Line, hit: regex.Match, reasons: list[str]) 
     if knowledge.NEGATION.search(line.text, 0, hit.start()):
         reasons.append(NEGATED)
         return None
-    number = int(hit["code"])
     switch = hit["word"].lower() == "sxid"
-    documented = knowledge.sxid(number) if switch else knowledge.xid(number)
-    if documented is None:
+    code = knowledge.code_fields(int(hit["code"]), switch)
+    if code is None:
         reasons.append(UNKNOWN_CODE)
         return None
-    fields: dict[str, Any] = {"message": line.text[hit.end():].strip(" ,:;)(-")[:200], "read": LOOSE}
-    if switch:
-        fields |= {"sxid": number, "sxid_name": documented.name}
-    else:
-        fields |= {"xid": number, "xid_name": documented.name}
+    fields: dict[str, Any] = {"message": line.text[hit.end():].strip(" ,:;)(-")[:200], "read": LOOSE, **code}
     if hit["pci"]:
         fields["pci"] = hit["pci"].lower()
     return doc.event("sxid" if switch else "xid", line, fields)
