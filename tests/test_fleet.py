@@ -269,8 +269,9 @@ def test_card_or_slot(tmp_path):
     conn = connect(db, readonly=True)
     verdicts = {m.card: m.verdict for m in fleet.card_or_slot(conn)}
     assert verdicts == {card_a: "card", card_b: "slot"}
-    nodes = {(n.kind, n.label): n.cases for n in fleet.bad_nodes(conn)}
-    assert nodes == {("host", "node05"): 2}  # card A faulted once on each of two hosts: card-or-slot names it
+    # node05's two faults of two cases are no more than the rest's rate (two of three): the swaps explain them, and
+    # the card-or-slot view names them; the bad-node list waits for a rate well above the fleet's
+    assert fleet.bad_nodes(conn) == []
     html = render(conn)
     assert "follow the card or the slot" in html and card_a in html
     conn.close()

@@ -127,7 +127,7 @@ def test_a_machine_is_one_row_with_its_gpus_in_it(tmp_path, shape):
     finally:
         conn.close()
     assert [(n.kind, n.label, n.cases) for n in nodes] == [("host", host, 2)]  # not a GPU row and a host row
-    assert nodes[0].gpus == gpus
+    assert set(nodes[0].gpus) == gpus and all(count == 2 for count in nodes[0].gpus.values())
     assert all(count <= 2 for _, count in nodes[0].signature_counts())  # a case counts once per signature
     section = page.split('id="bad-nodes"', 1)[1].split("</section>", 1)[0]
     assert section.count("<tr>") == 2  # the header and the machine
@@ -231,3 +231,105 @@ def test_table_headers_break_between_words_only(corpus_store):
     last = dict(header_rules)  # the cascade: the last rule of equal or higher specificity wins
     assert header_rules and last.get("overflow-wrap", "normal") == "normal"
     assert last.get("word-break", "normal") in ("normal", "keep-all")
+
+
+# ------------------------------------------------------------------ bad nodes by rate, versions against a contrast
+
+XID48 = next(line.split("] ", 1)[1] for line in KERN_48.read_text().splitlines() if "): 48," in line)
+XID79 = next(line for line in (ROOT / "tests/data/kernel_log/xid79-154-pf-flr-02.dmesg.txt").read_text().splitlines()
+             if "): 79," in line)
+BANNER = "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  {driver}  Mon May  5 11:36:21 UTC 2025"  # drv-api-mismatch
+LINUX = "Linux version {kernel} (buildd@lcy02-amd64-046) (gcc 13.2.0) #45-Ubuntu SMP"
+
+
+def _fleet_case(host: str, n: int, uuid: str, xid: str | None, driver: str) -> str:
+    """A machine's kernel log: its kernel and driver banners, its GPU's UUID line and maybe one real Xid line (its
+    PCI address made the GPU's), each case at its own time."""
+    stamp = f"Mar {1 + n // 24:2d} {n % 24:02d}:1{n % 10}:0{n % 7}"
+    lines = [LINUX.format(kernel="6.8.0-45-generic"), BANNER.format(driver=driver),
+             f"NVRM: GPU at PCI:0000:07:00: {uuid}"]
+    if xid:
+        lines.append(xid.replace("0000:01:00", "0000:07:00"))
+    return "".join(f"{stamp} {host} kernel: [  {21 + i}.00{n:04d}] {line}\n" for i, line in enumerate(lines))
+
+
+@pytest.fixture(scope="module")
+def rated_fleet(tmp_path_factory):
+    """40 machines with 2 hardware cases in 10 each (the fleet's rate), and node07 with 10 in 12: 8 on one card,
+    2 on its neighbour. Half the machines and node07 run driver 570.148.06, where all the hardware is; every case
+    runs one kernel."""
+    root = tmp_path_factory.mktemp("rated-fleet")
+    n = 0
+    for m in range(40):
+        host = f"node{m + 10:03d}"
+        for i in range(10):
+            uuid = f"GPU-{m:08x}-0000-0000-0000-{i:012x}"
+            _write_case(root / "archive" / f"{host}-{i}", _fleet_case(
+                host, n := n + 1, uuid, XID79 if i < 2 else None, "570.148.06" if m % 2 or i < 2 else "575.57.08"))
+    for i in range(12):
+        card = "GPU-bad00000-0000-0000-0000-00000000000a" if i < 8 else "GPU-bad00000-0000-0000-0000-00000000000b"
+        _write_case(root / "archive" / f"node007-{i}",
+                    _fleet_case("node007", n := n + 1, card, XID48 if i < 10 else None, "570.148.06"))
+    db = root / "fleet.sqlite"
+    summary = scan(root / "archive", db, jobs=2)
+    assert not summary.errors and summary.analysed == 412
+    return db
+
+
+def _write_case(folder: Path, text: str) -> None:
+    folder.mkdir(parents=True)
+    (folder / "kern.log").write_text(text)
+
+
+def test_bad_nodes_are_ranked_by_rate_against_the_fleet_with_the_bad_card_standing_out(rated_fleet):
+    conn = connect(rated_fleet, readonly=True)
+    try:
+        nodes = fleet.bad_nodes(conn)
+        page = render(conn)
+    finally:
+        conn.close()
+    # 40 machines at two hardware cases each are the fleet's rate, not 40 bad nodes
+    assert [(n.label, n.cases, n.all_cases) for n in nodes] == [("node007", 10, 12)]
+    bad = nodes[0]
+    assert bad.fleet_rate == pytest.approx(80 / 400) and bad.lift == pytest.approx((10 / 12) / 0.2)
+    assert bad.gpu_counts() == [("GPU-bad00000-0000-0000-0000-00000000000a", 8, 0.8),
+                                ("GPU-bad00000-0000-0000-0000-00000000000b", 2, 0.2)]
+    section = page.split('id="bad-nodes"', 1)[1].split("</section>", 1)[0]
+    assert section.count("<tr>") == 2 and "10 / 12" in section and "20.0 %" in section and "(×4.2)" in section
+    assert "8 (80 %)" in section and "2 (20 %)" in section
+    assert "at least 2 of its cases" in section and "2× that of the rest" in section  # the threshold, said
+
+
+def test_a_fleet_at_one_rate_has_no_bad_node_and_a_lone_machine_is_judged_on_its_count(tmp_path):
+    archive = tmp_path / "archive"
+    for m in range(64):  # the walkthrough's fleet: every node "bad" at two hardware cases each
+        for i in range(3):
+            _write_case(archive / f"n{m}-{i}", _fleet_case(f"gpu{m:02d}", m * 3 + i, f"GPU-{m:08x}-0-0-0-{i}",
+                                                           XID79 if i < 2 else None, "570.148.06"))
+    scan(archive, tmp_path / "s.sqlite", jobs=2)
+    conn = connect(tmp_path / "s.sqlite", readonly=True)
+    try:
+        assert fleet.bad_nodes(conn) == []
+    finally:
+        conn.close()
+
+
+def test_versions_go_with_a_cause_against_a_comparison_group_or_say_there_is_none(rated_fleet):
+    conn = connect(rated_fleet, readonly=True)
+    try:
+        versions = fleet.version_links(conn)
+        page = render(conn)
+    finally:
+        conn.close()
+    links = {(v.fact, v.value, v.cause): v for v in versions.links}
+    driver = next(v for (fact, value, _), v in links.items() if (fact, value) == ("driver_version", "570.148.06"))
+    # 90 hardware cases of the 252 on 570.148.06 (20 machines' 200, 2 of 10 on the 20 others, node007's 12); none of
+    # the 160 on 575.57.08
+    assert (driver.with_cause + sum(v.with_cause for (f, value, c), v in links.items()
+                                    if f == "driver_version" and value == "570.148.06" and v is not driver),
+            driver.cases, driver.others) == (90, 252, 160)
+    assert not any(value == "575.57.08" for _, value, _ in links)
+    assert versions.uniform == (("kernel_version", "6.8.0-45-generic", 412),)
+    section = page.split('id="versions"', 1)[1].split("</section>", 1)[0]
+    assert "/ 252" in section and "/ 160" in section and "only here" in section
+    assert "No contrast for kernel_version" in section and "6.8.0-45-generic" in section

@@ -6,6 +6,7 @@ draws it. Hardware causes are those of the layers in `analysis.HARDWARE_LAYERS`.
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -88,33 +89,68 @@ def _periods(start: datetime, end: datetime, unit: str) -> list[str]:
 
 # ---------------------------------------------------------------- bad nodes
 
+MIN_NODE_CASES = 2
+"""Fewest cases with hardware findings before a machine can be called bad (one fault is an event, not a pattern)."""
+MIN_NODE_LIFT = 2.0
+"""How many times the rest of the fleet's rate of hardware cases a machine's rate must be to be called bad: a fleet
+where every machine has two hardware cases has no bad machine, only a hardware rate."""
+NODE_CHANCE = 0.01
+"""Largest chance, over all the machines compared (Bonferroni), that a machine at the rest's rate would show as many
+hardware cases: with hundreds of machines some are above twice the rate by luck alone."""
+
 
 @dataclass
 class Node:
-    """A machine with hardware findings in more than one case: what an operator drains first.
+    """A machine whose cases have hardware findings far more often than the rest of the fleet's: what an operator
+    drains first.
 
     One row per machine: its host name, or for cases that name no host, the card (board serial or UUID) they
-    name; `gpus` are the GPUs at fault on it, `signatures` the cases per signature."""
+    name. `cases` of its `all_cases` have hardware findings; `fleet_rate` is that share over the other machines of
+    its kind (None where there is no other); `gpus` are the GPUs at fault on it with their cases, `signatures` the
+    cases per signature."""
 
     label: str
     kind: str  # "host", or "gpu" where no case names the host
     cases: int = 0
+    all_cases: int = 0
+    fleet_rate: float | None = None
     signatures: dict[str, int] = field(default_factory=dict)
-    gpus: set[str] = field(default_factory=set)
+    gpus: dict[str, int] = field(default_factory=dict)
     first_seen: str | None = None
     last_seen: str | None = None
+
+    @property
+    def rate(self) -> float:
+        """The share of its cases with hardware findings."""
+        return self.cases / self.all_cases if self.all_cases else 1.0
+
+    @property
+    def lift(self) -> float | None:
+        """Its rate over the rest of the fleet's (inf where the rest has none; None where there is no rest)."""
+        if self.fleet_rate is None:
+            return None
+        return self.rate / self.fleet_rate if self.fleet_rate else float("inf")
 
     def signature_counts(self) -> list[tuple[str, int]]:
         """(signature, cases with it), most cases first."""
         return sorted(self.signatures.items(), key=lambda p: (-p[1], p[0]))
 
+    def gpu_counts(self) -> list[tuple[str, int, float]]:
+        """(GPU, cases with a fault on it, its share of the machine's hardware cases), most cases first: one bad
+        card stands out from the bystanders beside it."""
+        return [(gpu, count, count / self.cases if self.cases else 0.0)
+                for gpu, count in sorted(self.gpus.items(), key=lambda p: (-p[1], p[0]))]
 
-def bad_nodes(conn: sqlite3.Connection, repeated: int = 2) -> list[Node]:
-    """Machines with hardware findings in at least `repeated` cases (times: the cases' own, from their evidence).
+
+def bad_nodes(conn: sqlite3.Connection) -> list[Node]:
+    """Machines with hardware findings in at least MIN_NODE_CASES cases, at MIN_NODE_LIFT times the rest of the
+    fleet's rate and beyond NODE_CHANCE (a lone machine, with no rest to compare, on its count alone); highest lift
+    first.
 
     A hardware fault on a GPU belongs to its case's host; without a host, to the card's serial or UUID; with
-    neither, to no machine (a bare PCI address is on every machine). SQLite gathers the hardware faults once and
-    counts the cases per machine and per signature in one statement."""
+    neither, to no machine (a bare PCI address is on every machine). A host's cases are the store's cases naming
+    it; a card's, the cases naming that card and no host. SQLite gathers the hardware faults once and counts the
+    cases per machine, per signature and per GPU in one statement."""
     marks = ",".join("?" * len(HARDWARE_LAYERS))
     faults = f"""
         SELECT CASE WHEN f.host IS NOT NULL AND f.host != '' THEN 'host' ELSE 'gpu' END AS kind,
@@ -125,34 +161,71 @@ def bad_nodes(conn: sqlite3.Connection, repeated: int = 2) -> list[Node]:
         FROM gpu_faults f JOIN cases c ON c.id = f.case_id
         UNION ALL
         SELECT 'host', c.host, f.case_id, f.signature, NULL, c.time FROM findings f JOIN cases c ON c.id = f.case_id
-        WHERE f.layer IN ({marks}) AND c.host IS NOT NULL"""
+        WHERE f.layer IN ({marks}) AND c.host IS NOT NULL AND c.host != ''"""
     nodes: dict[tuple[str, str], Node] = {}
-    signatures: list[tuple[str, str, str, int]] = []
-    gpus: list[tuple[str, str, str]] = []
+    details: list[tuple[str, str, str, str, int]] = []
     for row, kind, owner, what, count, first, last in conn.execute(f"""
             WITH hw AS MATERIALIZED ({faults})
             SELECT 'node', kind, owner, NULL, COUNT(DISTINCT case_id), MIN(NULLIF(time, '')), MAX(NULLIF(time, ''))
-            FROM hw WHERE owner IS NOT NULL GROUP BY kind, owner HAVING COUNT(DISTINCT case_id) >= ?
+            FROM hw WHERE owner IS NOT NULL GROUP BY kind, owner
             UNION ALL
             SELECT 'signature', kind, owner, signature, COUNT(DISTINCT case_id), NULL, NULL FROM hw
             WHERE owner IS NOT NULL GROUP BY kind, owner, signature
             UNION ALL
-            SELECT DISTINCT 'gpu', kind, owner, gpu, NULL, NULL, NULL FROM hw
-            WHERE owner IS NOT NULL AND gpu IS NOT NULL
-            """, (*HARDWARE_LAYERS, repeated)):
+            SELECT 'gpu', kind, owner, gpu, COUNT(DISTINCT case_id), NULL, NULL FROM hw
+            WHERE owner IS NOT NULL AND gpu IS NOT NULL GROUP BY kind, owner, gpu
+            """, HARDWARE_LAYERS):
         if row == "node":
             nodes[(kind, owner)] = Node(owner, kind, count, first_seen=first, last_seen=last)
-        elif row == "signature":
-            signatures.append((kind, owner, what, count))
         else:
-            gpus.append((kind, owner, what))
-    for kind, owner, signature, count in signatures:
-        if (node := nodes.get((kind, owner))) is not None:
-            node.signatures[signature] = count
-    for kind, owner, gpu in gpus:
-        if (node := nodes.get((kind, owner))) is not None:
-            node.gpus.add(gpu)
-    return sorted(nodes.values(), key=lambda n: (-n.cases, n.kind, n.label))
+            details.append((row, kind, owner, what, count))
+    for row, kind, owner, what, count in details:
+        node = nodes[(kind, owner)]
+        (node.signatures if row == "signature" else node.gpus)[what] = count
+    compared = max(_place_in_fleet(conn, nodes), 1)
+    bad = [n for n in nodes.values() if n.cases >= MIN_NODE_CASES and (n.fleet_rate is None or (
+        n.lift is not None and n.lift >= MIN_NODE_LIFT
+        and _chance(n.cases, n.all_cases, n.fleet_rate) * compared <= NODE_CHANCE))]
+    return sorted(bad, key=lambda n: (-min(n.lift or 0.0, 1e9), -n.cases, n.kind, n.label))
+
+
+def _chance(hits: int, trials: int, rate: float) -> float:
+    """P(X >= hits) for X ~ Binomial(trials, rate), summed from `hits` up until the terms stop counting."""
+    if hits <= 0:
+        return 1.0
+    if rate <= 0.0:
+        return 0.0
+    if rate >= 1.0:
+        return 1.0
+    term = math.exp(math.lgamma(trials + 1) - math.lgamma(hits + 1) - math.lgamma(trials - hits + 1)
+                    + hits * math.log(rate) + (trials - hits) * math.log1p(-rate))
+    total = 0.0
+    for i in range(hits, trials + 1):
+        total += term
+        if term < total * 1e-12:
+            break
+        term *= (trials - i) / (i + 1) * rate / (1 - rate)
+    return min(total, 1.0)
+
+
+def _place_in_fleet(conn: sqlite3.Connection, nodes: dict[tuple[str, str], Node]) -> int:
+    """Each node's count of all its cases and the rest of its kind's rate of hardware cases: hosts against the
+    cases naming a host, cards against the cases naming a card and no host. Returns how many machines there are."""
+    totals = {("host", host): count for host, count in conn.execute(
+        "SELECT host, COUNT(*) FROM cases WHERE status = 'ok' AND host IS NOT NULL AND host != '' GROUP BY host")}
+    totals.update((("gpu", card), count) for card, count in conn.execute(f"""
+        SELECT {gpu_label('g')}, COUNT(DISTINCT g.case_id) FROM gpus g
+        WHERE (g.host IS NULL OR g.host = '') AND ((g.serial IS NOT NULL AND g.serial != '')
+               OR (g.uuid IS NOT NULL AND g.uuid != '')) GROUP BY 1"""))
+    for (kind, owner), node in nodes.items():
+        node.all_cases = max(totals.get((kind, owner), 0), node.cases)
+    for kind in ("host", "gpu"):
+        fleet_cases = sum(count for (k, _), count in totals.items() if k == kind)
+        fleet_faulty = sum(n.cases for (k, _), n in nodes.items() if k == kind)
+        for (k, _), node in nodes.items():
+            if k == kind and (rest := fleet_cases - node.all_cases) > 0:
+                node.fleet_rate = max(fleet_faulty - node.cases, 0) / rest
+    return len(totals)
 
 
 # ---------------------------------------------------------------- card or slot
@@ -239,22 +312,40 @@ def _slot(host: str, pci: str | None) -> str:
 
 @dataclass(frozen=True)
 class VersionLink:
-    """A version seen with a cause far more often than other versions are."""
+    """A version seen with a cause far more often than other versions of the same fact are: `with_cause` of its
+    `cases` against `others_with_cause` of the `others` cases with another value."""
 
     fact: str
     value: str
     cause: str
     with_cause: int
     cases: int
-    rate: float
-    rate_elsewhere: float
+    others_with_cause: int
+    others: int
+
+    @property
+    def rate(self) -> float:
+        return self.with_cause / self.cases
+
+    @property
+    def rate_elsewhere(self) -> float:
+        return self.others_with_cause / self.others
 
     @property
     def lift(self) -> float:
         return self.rate / self.rate_elsewhere if self.rate_elsewhere else float("inf")
 
 
-def version_links(conn: sqlite3.Connection) -> list[VersionLink]:
+@dataclass(frozen=True)
+class Versions:
+    """The version links, and the facts with no contrast: one value on every case that has the fact, which can go
+    with nothing (a driver on 2,511 of 2,511 cases), as (fact, value, cases)."""
+
+    links: tuple[VersionLink, ...]
+    uniform: tuple[tuple[str, str, int], ...]
+
+
+def version_links(conn: sqlite3.Connection) -> Versions:
     """(fact, value, cause) where the cause's rate among cases with that value is MIN_LIFT times its rate
     among cases with another value of the same fact, with at least MIN_CASES_FOR_CORRELATION cases.
 
@@ -276,10 +367,13 @@ def version_links(conn: sqlite3.Connection) -> list[VersionLink]:
     for name, value, cause, hits in counted:
         cases = per_value[(name, value)]
         others = per_fact[name] - cases
-        if cause == "unknown" or hits < MIN_CASES_FOR_CORRELATION or not others:
+        if cause == "unknown" or hits < MIN_CASES_FOR_CORRELATION or others <= 0:
             continue
-        elsewhere = (per_fact_cause[(name, cause)] - hits) / others
-        link = VersionLink(name, value, cause, hits, cases, hits / cases, elsewhere)
+        link = VersionLink(name, value, cause, hits, cases, per_fact_cause[(name, cause)] - hits, others)
         if link.lift >= MIN_LIFT:
             links.append(link)
-    return sorted(links, key=lambda l: (-min(l.lift, 1e9), -l.with_cause, l.fact, l.value))
+    values = Counter(name for name, _ in per_value)
+    uniform = sorted((name, value, cases) for (name, value), cases in per_value.items()
+                     if values[name] == 1 and cases >= per_fact[name])
+    return Versions(tuple(sorted(links, key=lambda l: (-min(l.lift, 1e9), -l.with_cause, l.fact, l.value))),
+                    tuple(uniform))

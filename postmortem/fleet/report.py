@@ -66,8 +66,11 @@ def render(conn: sqlite3.Connection, title: str = "Fleet report") -> str:
         csp=CSP, title=title, version=__version__, safe=safe,
         generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         total=total, errors=errors, buckets=found, trend=trend,
-        colours=colours, bars=_bars(trend, colours), nodes=fleet.bad_nodes(conn), moves=fleet.card_or_slot(conn),
-        versions=fleet.version_links(conn), failed=_failed(conn),
+        colours=colours, bars=_bars(trend, colours), nodes=fleet.bad_nodes(conn),
+        node_rule={"cases": fleet.MIN_NODE_CASES, "lift": f"{fleet.MIN_NODE_LIFT:g}",
+                   "chance": f"{fleet.NODE_CHANCE:g}"}, moves=fleet.card_or_slot(conn),
+        versions=fleet.version_links(conn),
+        version_rule={"cases": fleet.MIN_CASES_FOR_CORRELATION, "lift": f"{fleet.MIN_LIFT:g}"}, failed=_failed(conn),
     )
 
 
