@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from . import later
 from .join import NVML_KINDS, gpu_key
 from .knowledge import cuda_error, describe_arch, gpu_arch, sm_number
 from .model import Event
@@ -25,6 +26,7 @@ FACT_FIELDS = (
     "gpu_serial",
     "driver_version",
     "cuda_version",
+    "build_cuda",
     "torch_version",
     "framework",
     "supported_archs",
@@ -144,6 +146,42 @@ def _sole_gpu(events: Iterable[Event]) -> tuple[str | None, str | None]:
         return None, None
     name = next(iter(named))[0]
     return name, next((sm for _, sm in named if sm), None)
+
+
+BUILD_FAILURE_KINDS = ("library-error",)
+"""Failures a build older than the GPU explains: a CUDA library's internal or execution error on an architecture
+its toolkit predates (cuFFT gave CUFFT_INTERNAL_ERROR on an RTX 4090 under CUDA 11.7, pytorch/pytorch#88038)."""
+_WHEEL_CUDA = later.compile(r"\+cu(?P<major>\d{2,3}?)(?P<minor>\d)(?!\d)")
+"""A wheel's local version tag (`2.0.1+cu117`): the CUDA it was built with."""
+
+
+def with_build_support(events: Sequence[Event]) -> list[Event]:
+    """The library failures, with why the build cannot know the GPU when the CUDA it was built with (`build_cuda`,
+    a torch version's `+cuNNN`) predates that GPU's architecture (data/arch.tsv's min_cuda): its libraries carry
+    neither code nor tuning for it. Judged only when the inputs name one GPU model and one build CUDA."""
+    if not any(e.kind in BUILD_FAILURE_KINDS for e in events):
+        return list(events)
+    builds = {str(e.fields["build_cuda"]) for e in events if e.fields.get("build_cuda")}
+    builds |= {f"{m['major']}.{m['minor']}" for e in events if "+cu" in str(e.fields.get("torch_version") or "")
+               and (m := _WHEEL_CUDA.search(str(e.fields["torch_version"])))}
+    if len(builds) != 1:
+        return list(events)
+    name, sm = _sole_gpu(events)
+    known = describe_arch(name, sm)
+    build = next(iter(builds))
+    newer = _version(known.get("min_cuda"))
+    if newer is None or (_version(build) or newer) >= newer:
+        return list(events)
+    added = {**known, "build_cuda": build,
+             "build_predates": f"CUDA {build} predates {known.get('gpu_model') or known['sm']} ({known['sm']}), "
+                               f"which CUDA {known['min_cuda']} first supports"}
+    return [dataclasses.replace(e, fields={**e.fields, **{k: v for k, v in added.items() if k not in e.fields}})
+            if e.kind in BUILD_FAILURE_KINDS else e for e in events]
+
+
+def _version(text: object) -> tuple[int, ...] | None:
+    parts = str(text or "").split(".")[:2]
+    return tuple(int(p) for p in parts) if parts and all(p.isdigit() for p in parts) else None
 
 
 def with_driver_support(events: Sequence[Event]) -> list[Event]:

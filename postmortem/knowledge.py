@@ -180,6 +180,15 @@ NEGATION = later.compile(r"(?i)\b(?:no|not|without|zero|never|none)\b[\w\s,/-]{0
 Searched up to the start of a hit."""
 
 
+KILLED_ON_PURPOSE = later.compile(
+    r"(?i)\bkill(?:ed|s)?+\b[^.!?\n]{0,30}?\bby\s++(?:the\s++|a\s++|an\s++)?(?:users?|me|us|hand|person|admin\w*+"
+    r"|operators?|scheduler|slurm|pbs|lsf|kubernetes|k8s|kubelet|orchestrator|controller|scancel)\b"
+    r"|\b(?:manually|I|we|had\s++to)\s++(?:\w++\s++)?kill(?:ed)?+\b")
+"""A line that says who killed the job: a person or a scheduler, not a signal out of nowhere ("All 128 training tasks
+were killed by the user", marin-community/marin#7344; "I killed it after an hour"). A kill on purpose is how a hang
+ends, never a sign of the host running out of memory."""
+
+
 CONDITIONAL = later.compile(
     r"(?i)\bif\s++(?:you|it|the\s++\w++|this|that|there\s++is)\s++(?:\w++\s++)?"
     r"(?:encounter|get|see|hit|run\s++into|experience|meet|face)(?:s|ed)?\b[^.!?\n]{0,40}+$")

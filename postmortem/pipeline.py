@@ -14,7 +14,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from . import __version__
-from .facts import collect_facts, with_arch_knowledge, with_driver_support
+from .facts import collect_facts, with_arch_knowledge, with_build_support, with_driver_support
 from .fingerprint import suspects
 from .inputs import Blob, open_inputs
 from .join import apart, incidents, incidents_note, join
@@ -125,7 +125,8 @@ def analyze_blobs(blobs: Iterable[Blob], database: Database | None = None, optio
         from .flight import with_collective_mismatches
 
         events = with_collective_mismatches(events)
-    events = with_driver_support(with_arch_knowledge(_number(_dated(join(_dated(_dedupe(events)))))))
+    events = _number(_dated(join(_dated(_dedupe(events)))))
+    events = with_build_support(with_driver_support(with_arch_knowledge(events)))
     if any(e.kind in ("library-arch", "arch-unsupported", "cuda-error") for e in events):
         from .binaries.library_arch import libraries_in_logs, with_library_verdicts
 

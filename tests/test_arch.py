@@ -100,3 +100,33 @@ def test_two_gpu_models_do_not_guess():
     assert len(report.facts["gpu_name"]) == 2
     bare = next(e for e in report.events if e.kind == "cuda-error")
     assert "gpu_model" not in bare.fields
+
+
+HELD_OUT_38 = Path(__file__).parent / "heldout" / "rnd38"
+CUFFT_ON_4090 = ("PyTorch version: 1.13.0\nCUDA used to build PyTorch: {cuda}\n"
+                 "GPU models and configuration: GPU 0: NVIDIA GeForce RTX 4090\n"
+                 "RuntimeError: cuFFT error: CUFFT_INTERNAL_ERROR\n")  # the error line of pytorch/pytorch#88038
+
+
+@pytest.mark.parametrize("case", ["rnd38e-torch-fft-rtx4090-cufft-01", "rnd38e-notsofar-nemo-stft-cufft-01"])
+def test_a_library_failing_on_a_gpu_newer_than_the_builds_cuda_is_the_builds_age(case):
+    """The build's CUDA typed as conda's `pytorch-cuda=11.7` or "torch with cuda 11.7", the GPU in the title: cuFFT's
+    internal error on an RTX 4090 (sm_89, first in CUDA 11.8) is the build's, as the threads settled."""
+    report = analyze([str(HELD_OUT_38 / case / "issue.md")])
+    top = report.findings[0]
+    assert (top.signature, top.cause) == ("library-failure-build-predates-gpu", "arch-mismatch")
+    assert "CUDA 11.7 predates RTX 4090 (sm_89), which CUDA 11.8 first supports" in top.explanation
+
+
+@pytest.mark.parametrize(("build", "signature"), [
+    ("11.7", "library-failure-build-predates-gpu"),
+    ("11.8", "library-failure"),  # a build that knows the GPU: the library's own failure
+])
+def test_the_build_gap_is_judged_from_collect_env(build, signature):
+    assert analyze_text(CUFFT_ON_4090.format(cuda=build)).findings[0].signature == signature
+
+
+def test_a_wheels_cuda_tag_is_the_builds_cuda():
+    text = CUFFT_ON_4090.replace("PyTorch version: 1.13.0\nCUDA used to build PyTorch: {cuda}\n",
+                                 "PyTorch version: 1.13.0+cu117\nIs CUDA available: True\n")
+    assert analyze_text(text).findings[0].signature == "library-failure-build-predates-gpu"

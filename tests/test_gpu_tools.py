@@ -400,3 +400,32 @@ def test_the_recovery_action_of_a_q_report_and_of_its_line_alone(database):
                          ("    GPU Recovery Action                   : NONE", None)):
         found = parse_bytes((line + "\n").encode())
         assert [e.fields.get("recovery_action") for e in found] == ([action] if action else []), line
+
+
+FABRIC_HEALTHY = ("    Fabric\n        State                             : Completed\n"
+                  "        Status                            : Success\n        CliqueId                          : 2\n"
+                  "        Health\n            Summary                       : Healthy\n"
+                  "            Bandwidth                     : Full\n")
+
+
+@pytest.mark.parametrize(("text", "fields"), [
+    # kubernetes-sigs/dra-driver-nvidia-gpu#626: a GB200 node whose fabric registered but reports itself unhealthy
+    (FABRIC_HEALTHY.replace(": Healthy", ": Unhealthy"), {"fabric_health": "Unhealthy"}),
+    # Azure/azhpc-images#506: registration completed without success (no clique, no cluster)
+    ("Fabric\n    State                             : Completed\n    Status                            : Insufficient "
+     "Resources\n    CliqueId                          : 0\n    ClusterUUID                       : "
+     "00000000-0000-0000-0000-000000000000\n", {"fabric_status": "Insufficient Resources"}),
+    # the health rows of a GB300 tray's report (NVIDIA/k8s-test-infra#677) with one fault shown
+    (FABRIC_HEALTHY.replace(": Full", ": Degraded"), {"fabric_faults": ["Bandwidth"]}),
+])
+def test_an_nvlink_fabric_unhealthy_or_not_registered_is_read_from_its_section(database, text, fields):
+    found = parse_bytes(text.encode())
+    assert [(e.kind, {k: e.fields[k] for k in fields}) for e in found] == [("gpu-state", fields)]
+    assert signatures_for(database, found) == {"nvsmi-fabric-unhealthy"}
+
+
+def test_a_healthy_or_unsupported_fabric_says_nothing():
+    assert parse_bytes(FABRIC_HEALTHY.encode()) == []
+    # gpud's table of an H100's fabric (leptonai/gpud#1108): every value "Not Supported"
+    assert parse_bytes(b"    Fabric\n        State : Not Supported\n        Status : Success\n        Health\n"
+                       b"            Summary : Not Supported\n            Bandwidth : Not Supported\n") == []

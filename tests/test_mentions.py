@@ -966,6 +966,14 @@ RND33_WORDINGS = {
     "version'": "driver-mismatch",
 }
 
+RND38_WORDINGS = {
+    # a wording of TensorFlow's out-of-memory in a person's words (NVlabs/sionna#345), a build without CUDA told by
+    # the program that aborts (shacklettbp/madrona_escape_room#3), PyTorch's own assertion of a CPU-only build
+    "# Resource exhausted error: when allocating tensor with shape[324937,4096,3,1]": "gpu-oom",
+    "Madrona was not compiled with CUDA support\nAborted (core dumped)": "unknown",
+    "AssertionError: Torch not compiled with CUDA enabled": "unknown",
+}
+
 RND37_WORDINGS = {
     # PyTorch 2.6's watchdog frame (vipshop/cache-dit#761), vLLM's free-memory check
     # (llm-d-incubation/llm-d-fast-model-actuation#709), GPUDirect RDMA's peer-memory module
@@ -1169,7 +1177,7 @@ CORPUS_WORDINGS = {
                                              *RND28_WORDINGS.items(), *RND29_WORDINGS.items(),
                                              *RND30_WORDINGS.items(), *RND31_WORDINGS.items(), *RND32_WORDINGS.items(),
                                              *RND33_WORDINGS.items(), *RND35_WORDINGS.items(), *RND36_WORDINGS.items(),
-                                             *RND37_WORDINGS.items(),
+                                             *RND37_WORDINGS.items(), *RND38_WORDINGS.items(),
                                              *CORPUS_WORDINGS.items()])
 def test_held_out_rounds_wordings_are_read_by_general_rules(text, cause):
     report = analyze_text(text + "\n")
@@ -1180,6 +1188,10 @@ def test_a_killed_word_in_prose_is_the_shells_only_when_capitalised_inside_a_sen
     assert not analyze_text("I killed the process by hand and restarted.\n").findings
     assert not analyze_text("The old job was killed by the admin yesterday.\n").findings
     assert analyze_text("it just says 'killed' after the model loads\n").findings[0].cause == "host-oom"
+    # a kill the text says a person sent ends a hang, it is no sign of memory (marin-community/marin#7344)
+    assert not analyze_text("The job is no longer running. Iris records the parent and training job as `killed` at "
+                            "`2026-08-03 23:08:13.292 UTC`. All 128 training tasks were killed by the user, with zero "
+                            "task failures and zero retries.\n").findings
 
 
 def test_a_prose_line_keeps_its_codes_for_its_own_reader():
@@ -1294,6 +1306,11 @@ TOLD = {
     "训练报错显存不足，参数batchsize都改成8，单卡训练，图像大小640。": "gpu-oom",
     # round 37: initcheck's findings told (cholla-hydro/cholla#197)
     "Most of them appear to be uninitialized memory accesses in the HLLC solver": "uninitialized-read",
+    # round 38: a hang told in Chinese beside what runs it (hiyouga/LlamaFactory#1931, #2889, #755), and a stall of a
+    # whole cluster (marin-community/marin#7344)
+    "使用Deepspeed ZERO3在4台A100上微调Mixtral-8x7B卡住，提示warning如下": "nccl-timeout",
+    "deepspeed多机训练卡住不动了": "nccl-timeout",
+    "The retained telemetry establishes a cluster-wide device-side stall:": "nccl-timeout",
     # round 36: a process told killed again and again, with no error (BMIRDS/deepslide#40)
     "it appears that at the process step, the process keeps being killed after a specific svs. There is no error "
     "being thrown however.": "host-oom",

@@ -116,6 +116,8 @@ def _torch(doc: TextDoc, line: Line) -> Iterator[Event]:
     fields: dict[str, Any] = {name: values[key] for key, name in TORCH_FIELDS.items()
                               if values.get(key, "") not in _ABSENT and not values[key].startswith("error:")}
     fields["framework"] = "pytorch"
+    if "cuda_version" in fields:  # torch.version.cuda: the CUDA this torch was built with
+        fields["build_cuda"] = fields["cuda_version"]
     archs = values.get("arch_list", "").split()
     if archs and not values["arch_list"].startswith("error:"):
         version = fields.get("torch_version")

@@ -48,6 +48,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"MiB /",  # the memory cell of a table row: a row pasted without its banner is still read
     b"ERR!",
     b"Remapped Rows", b"ECC Errors", b"Retired Pages", b"Clocks Event Reasons", b"Clocks Throttle Reasons",
+    b"Fabric",  # nvidia-smi -q's NVLink fabric section, also pasted on its own
     b"NVML: ", b"NVML error", b"NVMLError_", b"NVML_ERROR_", b"[NVML]", b"GPU is lost", b"GpuIsLost", b"GPUIsLost",
     b"GPU requires reset",
     b"GPU Recovery Action",  # nvidia-smi -q's field, also where a person quotes it
@@ -461,7 +462,8 @@ def _report(doc: TextDoc, start: Line) -> tuple[list[Event], int]:
 
 
 _SECTION_START = later.compile(
-    r"^(?P<indent>\s*)(?:Remapped Rows|ECC Errors|Retired Pages|Clocks Event Reasons|Clocks Throttle Reasons)\s*$")
+    r"^(?P<indent>\s*)(?:Remapped Rows|ECC Errors|Retired Pages|Clocks Event Reasons|Clocks Throttle Reasons|Fabric)"
+    r"\s*$")
 """A health section of `nvidia-smi -q` that people paste on its own, without the report around it."""
 EXCERPT_LINES = 120
 
@@ -556,7 +558,7 @@ def _gpu_state(doc: TextDoc, index: int, section: list[Line], header: dict, head
 def _health(tree: dict, fields: dict) -> list[Line]:
     """Every health reading of a -q section (ECC, retired pages, values, clock reasons, resets) into `fields`;
     the lines that show something wrong."""
-    collectors = (_ecc, _retired_pages, _values, _clock_reasons, _misc)
+    collectors = (_ecc, _retired_pages, _values, _clock_reasons, _fabric, _misc)
     return [line for collect in collectors for line in collect(tree, fields)]
 
 
@@ -621,6 +623,35 @@ def _clock_reasons(tree: dict, fields: dict) -> list[Line]:
     if active:
         fields["throttle_active"] = [name for name, _ in active]
     return [line for _, line in active]
+
+
+FABRIC_FAULTS = {"Bandwidth": "Degraded", "Route Recovery in progress": "True", "Route Unhealthy": "True",
+                 "Access Timeout Recovery": "True"}
+"""The `Fabric` -> `Health` rows of `nvidia-smi -q` (driver 560+; NVML's nvmlGpuFabricInfo_v3 health mask) and the
+value each shows for a fault; `Summary` sums them up as Healthy, Unhealthy or Limited Capacity
+(NVIDIA/k8s-test-infra#677, a GB300 tray's report; kubernetes-sigs/dra-driver-nvidia-gpu#626)."""
+_NOT_SAID = ("", "N/A", "[N/A]", "Not Supported", "[Not Supported]")
+
+
+def _fabric(tree: dict, fields: dict) -> list[Line]:
+    """The GPU's NVLink fabric: registration that completed without success (`Status : Insufficient Resources`,
+    Azure/azhpc-images#506) and a health summary or health row that shows a fault."""
+    evidence = []
+    state, status = tree.get(("Fabric", "State")), tree.get(("Fabric", "Status"))
+    if state is not None and status is not None and _value(state) == "Completed" and \
+            _value(status) not in (*_NOT_SAID, "Success"):
+        fields["fabric_status"] = _value(status)
+        evidence += [state, status]
+    summary = tree.get(("Fabric", "Health", "Summary"))
+    if summary is not None and _value(summary) not in (*_NOT_SAID, "Healthy"):
+        fields["fabric_health"] = _value(summary)
+        evidence.append(summary)
+    faults = [(key, line) for key, shown in FABRIC_FAULTS.items()
+              if (line := tree.get(("Fabric", "Health", key))) is not None and _value(line) == shown]
+    if faults:
+        fields["fabric_faults"] = [key for key, _ in faults]
+        evidence += [line for _, line in faults]
+    return evidence
 
 
 REPORT_VALUES: dict[tuple[str, str], tuple[str, Callable[[Line], Any]]] = {

@@ -94,6 +94,6 @@ def _packages(doc: TextDoc, header: Line, rows: list[tuple[Line, regex.Match]]) 
               match["name"].lower() in TORCH_PACKAGES]
     built = next((found["cuda"] for build in builds if (found := _BUILD_CUDA.search(build))), None)
     if cuda or built:
-        fields["cuda_version"] = built or cuda
+        fields["cuda_version"] = fields["build_cuda"] = built or cuda
     text = f"{len(packages)} packages: " + ", ".join(f"{name} {version}" for name, version in packages.items())
     return doc.event("python-packages", header, fields, last=rows[-1][0], text=text)

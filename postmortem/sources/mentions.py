@@ -144,6 +144,7 @@ bounded too: unbounded, a line of one word repeated without blanks is rescanned 
 
 # Reasons an anchored line is seen but not read (JSON `unread`).
 NEGATED = "the text says it did not happen"
+ON_PURPOSE = "a kill the text says a person or a scheduler sent"
 HEALTHY = "a success code, not an error"
 UNKNOWN_CODE = "a number the code tables do not know"
 NO_CODE = "the word stands without a code after it"
@@ -405,6 +406,8 @@ def _codes(doc: TextDoc, line: Line) -> tuple[list[Event], list[str]]:
     if not events and _holds_signal_word(text) and (crash := _SIGNALS.search(text)):
         if knowledge.NEGATION.search(text, 0, crash.start()):
             reasons.append(NEGATED)
+        elif crash["what"] is None and knowledge.KILLED_ON_PURPOSE.search(text):
+            reasons.append(ON_PURPOSE)
         else:
             words = " ".join((crash["what"] or "killed").lower().split())
             events.append(doc.event("child-failed", line, {

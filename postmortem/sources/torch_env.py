@@ -54,6 +54,8 @@ def parse(doc: TextDoc, lines: list[Line]) -> Iterator[Event]:
             fields[name] = word
     if "torch_version" in fields:
         fields["framework"] = "pytorch"
+    if "cuda_version" in fields:  # the CUDA PyTorch was built with, which facts.with_build_support weighs
+        fields["build_cuda"] = fields["cuda_version"]
     read = sorted((line for line, _ in found.values()), key=lambda l: l.number)
     yield doc.event("software-stack", read[0], fields, last=read[-1], text="\n".join(l.original for l in read))
     if GPU_KEY in found:
