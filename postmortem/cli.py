@@ -24,7 +24,17 @@ from .model import SEVERITIES, Options, Report, severity_rank, to_plain
 from .outputs import Output, OutputError, check_output, write_text_output
 from .pipeline import Progress, analyze as run_analysis
 from .render import FORMATS, LANGUAGES, default_language
-from .render.terminal import echo, is_terminal as _is_terminal, reply, terminal_text
+from .render.i18n import Translator
+from .render.terminal import (
+    TEXT_WIDTH,
+    echo,
+    is_terminal as _is_terminal,
+    reply,
+    terminal_text,
+    text_width,
+    wants_color,
+    wrap,
+)
 from .signatures import (
     Database,
     Signature,
@@ -49,6 +59,7 @@ _FEATURE_COMMANDS = {
     "scan": "fleet.commands:scan_command",
     "buckets": "fleet.commands:buckets_command",
     "report": "fleet.commands:report_command",
+    "fleet": "fleet.commands:fleet_group",
 }
 """Commands that live beside their feature, imported when named (or when --help lists them): `analyze` of one log
 does not pay for the fleet's, triage's or capture's modules (issue 28)."""
@@ -104,7 +115,7 @@ def main(cache_dir: str | None) -> None:
 
 
 @main.command()
-@click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True, allow_dash=True))
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(allow_dash=True))
 @click.option("--format", "fmt", type=click.Choice(sorted(FORMATS)), default="text", show_default=True,
               help="Output format.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, allow_dash=True), default="-",
@@ -124,7 +135,8 @@ def main(cache_dir: str | None) -> None:
 @click.option("--show-env", is_flag=True, help="Show every environment variable of a core by value (may hold secrets).")
 @click.option("--lang", type=click.Choice(LANGUAGES), default=None,
               help="Language of the report's own words (evidence stays verbatim); default from LC_ALL / LANG.")
-@click.option("--no-color", is_flag=True, help="Plain text even on a terminal (also when NO_COLOR is set).")
+@click.option("--no-color", is_flag=True, help="Plain text even on a terminal (also when NO_COLOR is set or TERM=dumb; "
+                                               "FORCE_COLOR colours a pipe).")
 @click.option("--debug", is_flag=True,
               help="Also list each input's lines that hold a known code or phrase but were not read, and why "
                    "(JSON always has them as `unread`).")
@@ -136,6 +148,8 @@ def analyze(inputs: tuple[str, ...], fmt: str, output: str, fail_on: str | None,
     Every input is sniffed by content; compressed files (.gz .xz .bz2 .zst)
     and archives (.tar*, .zip) are read without extracting them.
     """
+    if not any(path == "-" or os.path.lexists(path) for path in inputs):  # nothing at all to read: a usage error
+        raise click.BadParameter(f"no such file: {', '.join(inputs)}", param_hint="INPUTS")
     target = None if output == "-" else checked_output(output, inputs, [*signature_dirs, *filter(None, [sysroot, exe]),
                                                                           *debug_dirs])
     database = _database(signature_dirs)
@@ -146,8 +160,9 @@ def analyze(inputs: tuple[str, ...], fmt: str, output: str, fail_on: str | None,
             echo(f"postmortem: warning: {warning}", err=True)
     options = Options(sysroot=sysroot, debug_dirs=debug_dirs, show_env=show_env, exe=exe)
     report = _with_spinner(lambda progress: run_analysis(list(inputs), database, options, progress))
-    color = output == "-" and not no_color and not os.environ.get("NO_COLOR") and _is_terminal(sys.stdout)
-    text = FORMATS[fmt](report, lang=lang or default_language(), color=color, debug=debug)
+    color = output == "-" and wants_color(sys.stdout, no_color)
+    width = text_width(sys.stdout) if output == "-" else TEXT_WIDTH
+    text = FORMATS[fmt](report, lang=lang or default_language(), color=color, debug=debug, width=width)
     if target is None:
         reply(text, data=fmt != "text", nl=False, color=color)
     else:
@@ -200,24 +215,25 @@ def explain_command(tokens: tuple[str, ...], fmt: str, lang: str | None) -> None
     if fmt == "json":
         reply(json.dumps([to_plain(a) for a in answers], indent=2, ensure_ascii=False), data=True)
     else:
-        _echo_explanations(answers)
+        _echo_explanations(answers, Translator(lang or default_language()), text_width(sys.stdout))
     if not all(a.known for a in answers):
         sys.exit(1)
 
 
-def _echo_explanations(answers: list[Explanation]) -> None:
-    """Each answer as text: what the token is, then every finding with its explanation and first actions."""
+def _echo_explanations(answers: list[Explanation], t: Translator, width: int) -> None:
+    """Each answer as text in the reader's language: what the token is, then every finding with its explanation
+    (wrapped to the terminal, Chinese as Chinese is set) and first actions."""
     for answer in answers:
         echo(f"{answer.token}\n  {answer.what}")
         if answer.cuda is not None:
-            sticky = {"yes": "sticky: the CUDA context is dead, every later call fails too",
-                      "no": "not sticky: later calls can still succeed"}.get(answer.cuda.sticky, "sticky: unknown")
-            echo(f"  {sticky}")
+            sticky = answer.cuda.sticky if answer.cuda.sticky in ("yes", "no") else "unknown"
+            echo(f"  {t(f'explain_sticky_{sticky}')}")
         if not answer.findings:
-            echo("  no signature names a cause for it")
+            echo(f"  {t('explain_no_signature')}")
         for finding in answer.findings:
-            echo(f"  cause {finding.cause} [{finding.signature}], severity {finding.severity}: {finding.title}")
-            echo(textwrap.fill(finding.explanation, 88, initial_indent="    ", subsequent_indent="    "))
+            echo("  " + t("explain_finding", cause=finding.cause, signature=finding.signature,
+                          severity=finding.severity, title=finding.title))
+            echo("\n".join(f"    {line}" for line in wrap(finding.explanation, width - 4)))
             for i, action in enumerate(finding.actions[:3], 1):
                 echo(f"    {i}. {action}")
 

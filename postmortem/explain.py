@@ -39,23 +39,28 @@ class Explanation:
 def explain(token: str, database: Database | None = None, lang: str = LANGUAGES[0]) -> Explanation:
     """Explain one code or one line of log, the findings' words in `lang` (as `analyze --lang` writes them)."""
     database = database or load_default()
+    t = Translator(lang)
     if code := _XID.match(token):
         kind, number = code[1].lower(), int(code[2])
         label = f"{'Xid' if kind == 'xid' else 'SXid'} {number}"
         documented = knowledge.xid(number) if kind == "xid" else knowledge.sxid(number)
-        what = (f"{label}: {documented.name} (origin {documented.origin}; severity {documented.severity}; "
-                f"recommended action {documented.action})" if documented else f"{label}: not a documented code")
+        name = t.code_name(kind, number, documented.name) if documented else None
+        what = (t("explain_code", label=label, name=name, origin=documented.origin, severity=documented.severity,
+                  action=documented.action) if documented and name else
+                t("explain_code_unnamed", label=label, origin=documented.origin, severity=documented.severity,
+                  action=documented.action) if documented else t("explain_undocumented", label=label))
         report = _report_of(Event(kind, Location("<explain>", 1), token, {kind: number}, id="e1"), database)
         return _answer(token, what, None, report, lang, known=documented is not None or bool(report.findings))
     record = cuda_error(token)
     if record is not None:
         fields = {"error": record.runtime_name or record.driver_name, "number": record.number,
                   "message": record.message, "sticky": record.sticky}
-        what = f"CUDA error {record.number}: {record.name} ({record.driver_name or '-'}): \"{record.message}\""
+        what = t("explain_cuda", number=record.number, name=record.name, driver_name=record.driver_name or "-",
+                 message=record.message)
         report = _report_of(Event("cuda-error", Location("<explain>", 1), token, fields, id="e1"), database)
         return _answer(token, what, record, report, lang)
     report = analyze_text(token, "<explain>", database)
-    return _answer(token, _describe(report), None, report, lang, known=bool(report.events))
+    return _answer(token, _describe(report, t), None, report, lang, known=bool(report.events))
 
 
 def _report_of(event: Event, database: Database) -> Report:
@@ -74,6 +79,6 @@ def _answer(token: str, what: str, record: CudaError | None, report: Report, lan
     return Explanation(token, what, record, findings, known)
 
 
-def _describe(report: Report) -> str:
+def _describe(report: Report, t: Translator) -> str:
     kinds = sorted({e.kind for e in report.events})
-    return f"a log line ({', '.join(kinds)})" if kinds else "no code or known message recognised"
+    return t("explain_log_line", kinds=", ".join(kinds)) if kinds else t("explain_nothing")

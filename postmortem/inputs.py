@@ -283,7 +283,8 @@ def _walk(root: Path) -> Iterator[Path]:
 def _open_file(path: Path, display: str, unpack: Unpacking) -> Iterator[Blob]:
     try:
         if not path.is_file():
-            yield Blob(display, None, diagnostics=["not a regular file; skipped"])
+            why = "not a regular file" if os.path.lexists(path) else "no such file"
+            yield Blob(display, None, diagnostics=[f"{why}; skipped"])
             return
         handle = open(path, "rb")  # noqa: SIM115 - owned by the Blob; read-only: inputs are never modified
     except OSError as exc:

@@ -414,3 +414,96 @@ def test_the_terminal_gate_keeps_only_the_tools_own_colours():
     hostile = "\x1b[8mhidden\x1b[0m \x1b]0;t\x07 \u009b2J \udc9b\t\n"
     assert terminal_text(own + hostile, styled=True) == own + "\\x1b[8mhidden\x1b[0m \\x1b]0;t\\x07 \\x9b2J \\x9b\t\n"
     assert terminal_text(own) == own.replace("\x1b", "\\x1b")
+
+
+# ------------------------------------------------------------------ the terminal's width, colour and language
+
+SAMPLE_5090 = str(Path(__file__).resolve().parent.parent / "samples" / "rtx5090-sm120")
+
+
+@pytest.mark.parametrize("columns", [50, 72, 140])
+def test_prose_is_wrapped_to_the_terminal_width_and_no_identifier_is_broken(columns):
+    wide = CliRunner().invoke(main, ["analyze", SAMPLE_5090], env={"COLUMNS": "300", "NO_COLOR": "1"})
+    done = CliRunner().invoke(main, ["analyze", SAMPLE_5090], env={"COLUMNS": str(columns), "NO_COLOR": "1"})
+    assert done.exit_code == 0, done.output
+    prose = done.output.split("\n\n", 1)[1].split("\n\n", 1)[0].splitlines()  # the verdict's explanation
+    limit = max(40, min(columns, 100))
+    assert all(len(line) <= limit for line in prose), [line for line in prose if len(line) > limit]
+    words = lambda text: text.split()  # noqa: E731  # the same words, only the breaks differ
+    assert words(" ".join(prose)) == words(" ".join(wide.output.split("\n\n", 1)[1].split("\n\n", 1)[0].split()))
+
+
+def test_a_long_identifier_stays_whole_on_a_narrow_terminal():
+    from postmortem.render.terminal import wrap
+
+    text = ("the error torch.cuda.OutOfMemoryError_with_a_very_long_name_indeed came from "
+            "/opt/conda/lib/libtorch_cuda.so")
+    lines = wrap(text, 20)
+    assert "torch.cuda.OutOfMemoryError_with_a_very_long_name_indeed" in lines
+    assert "/opt/conda/lib/libtorch_cuda.so" in lines
+
+
+def test_chinese_is_wrapped_without_a_line_that_starts_with_closing_or_ends_with_opening_punctuation():
+    from postmortem.render.terminal import NO_LINE_END, NO_LINE_START, wrap
+
+    # the Chinese explanation of xid-79 (signatures/i18n), whose opening bracket before "GSP" fell at a line's end
+    text = ("GPU 在 PCIe 上停止了响应，驱动再也无法访问它。其上的所有作业都会终止，之后的错误（GSP 超时、CUDA 错误、"
+            "nvidia-smi 卡住）都源于此。典型原因是供电、过热、转接卡或插槽损坏，或 GPU 本身故障。")
+    for width in range(24, 90, 3):
+        lines = wrap(text, width)
+        assert "".join(lines).replace(" ", "") == text.replace(" ", "")
+        assert not any(line[0] in NO_LINE_START for line in lines[1:]), (width, lines)
+        assert not any(line[-1] in NO_LINE_END for line in lines), (width, lines)
+
+
+@pytest.mark.parametrize(("env", "tty", "colour"), [
+    ({}, True, True),
+    ({}, False, False),
+    ({"NO_COLOR": "1"}, True, False),
+    ({"TERM": "dumb"}, True, False),
+    ({"FORCE_COLOR": "1"}, False, True),
+    ({"FORCE_COLOR": "0"}, True, True),
+    ({"FORCE_COLOR": "1", "NO_COLOR": "1"}, False, False),  # NO_COLOR wins: a user's refusal outranks a request
+])
+def test_colour_follows_no_color_force_color_and_term(monkeypatch, env, tty, colour):
+    from postmortem.render.terminal import wants_color
+
+    for name in ("NO_COLOR", "FORCE_COLOR", "TERM"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+
+    class Stream:
+        def isatty(self) -> bool:
+            return tty
+
+    assert wants_color(Stream()) is colour  # type: ignore[arg-type]
+    assert wants_color(Stream(), refused=True) is False  # type: ignore[arg-type]
+
+
+ENGLISH_WORDS = __import__("re").compile(r"(?<![\w.-])[a-z]{3,} [a-z]{3,}(?![\w.-])")
+"""Two lowercase English words in a row: the mark of a sentence left untranslated (codes, names and paths are one
+token each: gpu-off-bus, reboot-node, nvidia-smi)."""
+
+
+@pytest.mark.parametrize("token", ["Xid 79", "Xid 48", "Xid 13", "Xid 119", "SXid 12028", "cudaErrorIllegalAddress",
+                                   "CUDA_ERROR_OUT_OF_MEMORY", "999"])
+def test_explain_in_chinese_has_no_english_sentence_in_it(token):
+    done = CliRunner().invoke(main, ["explain", token, "--lang", "zh-CN"], env={"COLUMNS": "100"})
+    assert done.exit_code == 0, done.output
+    body = "\n".join(done.output.splitlines()[1:])  # the token itself is the reader's
+    body = __import__("re").sub(r"“[^”]*”", "", body)  # CUDA's own message, quoted verbatim
+    body = __import__("re").sub(r"[（(][ -~]*[）)]", "", body)  # a command in brackets (dcgmi diag -r 3) is typed as is
+    assert not ENGLISH_WORDS.search(body), ENGLISH_WORDS.findall(body)
+
+
+def test_an_input_that_is_not_there_is_a_diagnostic_and_the_others_are_analysed(tmp_path):
+    """The README's promise for every input named on the command line, not only for those inside a directory."""
+    missing = str(tmp_path / "kern.log.1")
+    done = CliRunner().invoke(main, ["analyze", "--format", "json", missing, SAMPLE_5090])
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.output)
+    assert report["verdict"]["cause"] == "arch-mismatch"
+    assert next(i for i in report["inputs"] if i["path"] == missing)["diagnostics"] == ["no such file; skipped"]
+    alone = CliRunner().invoke(main, ["analyze", missing])
+    assert alone.exit_code == 2 and "no such file" in alone.output  # nothing at all to read is a usage error

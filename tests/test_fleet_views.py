@@ -10,6 +10,7 @@ import json
 import os
 import re
 import sqlite3
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -333,3 +334,50 @@ def test_versions_go_with_a_cause_against_a_comparison_group_or_say_there_is_non
     section = page.split('id="versions"', 1)[1].split("</section>", 1)[0]
     assert "/ 252" in section and "/ 160" in section and "only here" in section
     assert "No contrast for kernel_version" in section and "6.8.0-45-generic" in section
+
+
+# ------------------------------------------------------------------ the chart's window
+
+def _dated_case(folder: Path, moment: datetime) -> None:
+    """A real Xid 79 line (tests/data/kernel_log/xid79-154-pf-flr-02.dmesg.txt) as `dmesg -T` dates it."""
+    stamp = f"{moment:%a %b} {moment.day:2d} {moment:%H:%M:%S %Y}"
+    _write_case(folder, f"[{stamp}] {XID79}\n")
+
+
+@pytest.fixture(scope="module")
+def stray_store(tmp_path_factory):
+    """120 cases over March 2026 and one log of 2017 that was left in the archive."""
+    root = tmp_path_factory.mktemp("stray")
+    for i in range(120):
+        _dated_case(root / "archive" / f"c{i:03d}", datetime(2026, 3, 1, 6) + timedelta(hours=6 * i))
+    _dated_case(root / "archive" / "old", datetime(2017, 5, 4, 12))
+    scan(root / "archive", root / "s.sqlite", jobs=2)
+    return root / "s.sqlite"
+
+
+def test_a_few_stray_old_cases_do_not_stretch_the_chart_and_the_page_says_so(stray_store):
+    conn = connect(stray_store, readonly=True)
+    try:
+        found = fleet.trend(conn)
+        page = render(conn)
+        everything = fleet.trend(conn, since="2017-01-01")
+        first_days = fleet.trend(conn, until="2026-03-02")
+    finally:
+        conn.close()
+    assert (found.unit, found.start, found.outside, found.chosen) == ("day", "2026-03-01T06:00:00", 1, False)
+    assert found.periods[0] == "2026-03-01" and sum(sum(c.values()) for c in found.counts) == 120
+    assert "1 dated case(s) fall outside it" in page and "report --since DATE" in page
+    assert (everything.unit, everything.outside) == ("week", 0)  # asked for, the stray is drawn
+    assert first_days.chosen and first_days.periods[-1] == "2026-03-02 18:00"  # the last day, whole
+    assert sum(sum(c.values()) for c in first_days.counts) == 7 and first_days.outside == 114  # 3 + 4 cases
+
+
+def test_report_takes_since_and_until_and_says_what_a_date_is(stray_store, tmp_path):
+    runner = CliRunner()
+    page = tmp_path / "f.html"
+    done = runner.invoke(main, ["fleet", "report", "--db", str(stray_store), "-o", str(page), "--since",
+                                "2017-01-01"])
+    assert done.exit_code == 0, done.output
+    assert "the window asked for" in page.read_text()
+    wrong = runner.invoke(main, ["report", "--db", str(stray_store), "-o", str(page), "--until", "March"])
+    assert wrong.exit_code == 2 and "'March' is not a date" in wrong.output

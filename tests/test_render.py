@@ -334,10 +334,14 @@ def test_text_colour_only_when_asked():
     ((), {}, True),
     (("--no-color",), {}, False),
     ((), {"NO_COLOR": "1"}, False),
+    ((), {"TERM": "dumb"}, False),
 ])
 def test_cli_colour_on_a_terminal_only(monkeypatch, args, environ, coloured):
-    monkeypatch.setattr(cli, "_is_terminal", lambda stream: True)
-    monkeypatch.delenv("NO_COLOR", raising=False)
+    from postmortem.render import terminal
+
+    monkeypatch.setattr(terminal, "is_terminal", lambda stream: True)
+    for name in ("NO_COLOR", "FORCE_COLOR", "TERM"):
+        monkeypatch.delenv(name, raising=False)
     result = CliRunner().invoke(cli.main, ["analyze", *args, str(ROOT / "samples" / "gpu-off-bus")], env=environ)
     assert result.exit_code == 0
     assert ("\x1b[" in result.output) == coloured

@@ -115,10 +115,11 @@ def _oldest(conn: sqlite3.Connection, key: tuple) -> str | None:
 
 
 def _example(conn: sqlite3.Connection, case: str) -> tuple[str | None, str | None]:
-    """A case's first path and the first line of its first suspect event (what an unknown bucket says)."""
+    """A case's first path and the first line of its top suspect (what an unknown bucket says: the line its
+    fingerprint is made from, never an event that merely came first in the file, such as the driver's banner)."""
     path = conn.execute("SELECT MIN(path) FROM locations WHERE case_id = ?", (case,)).fetchone()[0]
-    text = conn.execute("SELECT text FROM events WHERE case_id = ? AND role = 'suspect' ORDER BY event_id LIMIT 1",
-                        (case,)).fetchone()
+    text = conn.execute("SELECT text FROM events WHERE case_id = ? AND role = 'suspect' ORDER BY rowid LIMIT 1",
+                        (case,)).fetchone()  # stored in the report's order: the first is the top suspect
     return path, (text[0] or "").split("\n", 1)[0][:300] if text is not None else None
 
 

@@ -11,6 +11,7 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import date, datetime
 from typing import TYPE_CHECKING
 
 import click
@@ -105,12 +106,25 @@ def buckets_command(db: str, fmt: str, bucket: str | None) -> None:
               if fmt == "json" else format_cases(bucket, rows), data=fmt == "json", nl=fmt == "json")
 
 
+def _iso_date(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A date or time as the store writes times (naive UTC ISO), or a usage error that says the form."""
+    if value is None:
+        return None
+    try:
+        return datetime.fromisoformat(value).isoformat(timespec="seconds") if "T" in value or " " in value \
+            else date.fromisoformat(value).isoformat()
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a date: write YYYY-MM-DD or YYYY-MM-DDTHH:MM") from None
+
+
 @click.command("report")
 @click.option("--db", default=DEFAULT_DB, show_default=True, type=click.Path(dir_okay=False))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, writable=True),
               help="The HTML file to write.")
 @click.option("--title", default="Fleet report", show_default=True)
-def report_command(db: str, output: str, title: str) -> None:
+@click.option("--since", metavar="DATE", callback=_iso_date, help="Draw the chart from this date (YYYY-MM-DD[THH:MM]).")
+@click.option("--until", metavar="DATE", callback=_iso_date, help="Draw the chart up to this date, included.")
+def report_command(db: str, output: str, title: str, since: str | None, until: str | None) -> None:
     """The fleet report as one self-contained HTML page: trends, bad nodes, card or slot, versions, buckets."""
     from ..cli import checked_output, output_step
     from ..outputs import write_text_output
@@ -118,7 +132,7 @@ def report_command(db: str, output: str, title: str) -> None:
 
     target = checked_output(output, [db])
     with _reading(db) as conn:
-        html = render(conn, title)
+        html = render(conn, title, since, until)
     output_step(lambda: write_text_output(target, html))
     echo(f"wrote {output}")
 
@@ -136,3 +150,8 @@ def _reading(db: str) -> Iterator[sqlite3.Connection]:
         finally:
             conn.close()
 
+
+
+fleet_group = click.Group("fleet", commands=[scan_command, buckets_command, report_command], help=(
+    "The fleet's commands under one name: `postmortem fleet scan`, `fleet buckets` and `fleet report` are "
+    "`postmortem scan`, `buckets` and `report`."))

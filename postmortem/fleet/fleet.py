@@ -28,26 +28,47 @@ MIN_LIFT = 2.0
 # ---------------------------------------------------------------- counts over time
 
 
+STRAY_SHARE = 0.01
+"""The share of dated cases that may lie before the default window: a few old files (a 2017 log in a 2026 archive)
+must not stretch the chart over years of nothing."""
+MIN_CASES_TO_TRIM = 10
+"""Fewer dated cases than this are all drawn, however far apart."""
+
+
 @dataclass(frozen=True)
 class Trend:
-    """Cases per cause per period: `counts[i][cause]` for `periods[i]` (ISO date or date-hour)."""
+    """Cases per cause per period: `counts[i][cause]` for `periods[i]` (ISO date or date-hour), over the window
+    `start`..`end`; `outside` dated cases fall outside it (before a default start that left strays out, or beyond a
+    --since / --until), `undated` have no date."""
 
     unit: str
     periods: tuple[str, ...]
     causes: tuple[str, ...]
     counts: tuple[dict[str, int], ...]
     undated: int
+    start: str | None = None
+    end: str | None = None
+    outside: int = 0
+    chosen: bool = False  # the window was asked for (--since / --until), not found
 
 
-def trend(conn: sqlite3.Connection) -> Trend:
+def trend(conn: sqlite3.Connection, since: str | None = None, until: str | None = None) -> Trend:
     """Cases per cause per day (per hour when all fall within three days, per week beyond 180 days): SQLite counts
     them per hour (a case's time is a naive UTC `YYYY-MM-DDTHH:MM:SS`), a few thousand rows are summed into periods
-    here; causes most frequent first, ties in the order the store first holds them."""
-    first = conn.execute("SELECT MIN(time) FROM cases WHERE status = 'ok' AND time IS NOT NULL").fetchone()[0]
-    last = conn.execute("SELECT MAX(time) FROM cases WHERE status = 'ok' AND time IS NOT NULL").fetchone()[0]
+    here; causes most frequent first, ties in the order the store first holds them.
+
+    The window is `since`..`until` (ISO dates or times) where given; else from the first case, or, where the oldest
+    STRAY_SHARE of the cases lie more than a window's length before the rest, from the first case after them."""
+    dated = "status = 'ok' AND time IS NOT NULL"
     undated = conn.execute("SELECT COUNT(*) FROM cases WHERE status = 'ok' AND time IS NULL").fetchone()[0]
+    total = conn.execute(f"SELECT COUNT(*) FROM cases WHERE {dated}").fetchone()[0]
+    low = since or _default_start(conn, total)
+    high = (until + "\uffff") if until and len(until) <= 10 else until  # a date includes its whole day
+    bounds, values = _bounds(low, high)
+    first, last, inside = conn.execute(
+        f"SELECT MIN(time), MAX(time), COUNT(*) FROM cases WHERE {dated}{bounds}", values).fetchone()
     if first is None:
-        return Trend("day", (), (), (), undated)
+        return Trend("day", (), (), (), undated, outside=total, chosen=bool(since or until))
     start, end = datetime.fromisoformat(first), datetime.fromisoformat(last)
     span = end - start
     unit = "hour" if span <= timedelta(days=3) else "week" if span > timedelta(days=180) else "day"
@@ -56,12 +77,32 @@ def trend(conn: sqlite3.Connection) -> Trend:
     counts: list[Counter] = [Counter() for _ in periods]
     totals: Counter = Counter()
     for hour, cause, count in conn.execute(
-            "SELECT substr(time, 1, 13), cause, COUNT(*) FROM cases WHERE status = 'ok' AND time IS NOT NULL "
-            "GROUP BY 1, 2 ORDER BY MIN(rowid)"):
+            f"SELECT substr(time, 1, 13), cause, COUNT(*) FROM cases WHERE {dated}{bounds} "
+            "GROUP BY 1, 2 ORDER BY MIN(rowid)", values):
         counts[index[_period(datetime.fromisoformat(hour), unit)]][cause] += count
         totals[cause] += count
     causes = tuple(sorted(totals, key=lambda cause: -totals[cause]))
-    return Trend(unit, tuple(periods), causes, tuple(dict(c) for c in counts), undated)
+    return Trend(unit, tuple(periods), causes, tuple(dict(c) for c in counts), undated, first, last,
+                 total - inside, bool(since or until))
+
+
+def _bounds(low: str | None, high: str | None) -> tuple[str, tuple[str, ...]]:
+    """The SQL condition and its values for a window with either end open."""
+    said = [(clause, value) for clause, value in ((" AND time >= ?", low), (" AND time <= ?", high)) if value]
+    return "".join(clause for clause, _ in said), tuple(value for _, value in said)
+
+
+def _default_start(conn: sqlite3.Connection, total: int) -> str | None:
+    """The first time after the oldest STRAY_SHARE of the dated cases, when those strays lie further before it than
+    the rest of the window is long; else None (from the first case)."""
+    if total < MIN_CASES_TO_TRIM:
+        return None
+    rows = conn.execute("SELECT MIN(time), MAX(time) FROM cases WHERE status = 'ok' AND time IS NOT NULL").fetchone()
+    cut = conn.execute(  # the hour of the first case kept, read in order from the store's index of hours
+        "SELECT substr(time, 1, 13) FROM cases WHERE status = 'ok' AND time IS NOT NULL ORDER BY substr(time, 1, 13) "
+        "LIMIT 1 OFFSET ?", (max(1, int(total * STRAY_SHARE)),)).fetchone()[0]
+    first, last, kept = (datetime.fromisoformat(t) for t in (*rows, cut))
+    return cut if kept - first > last - kept else None
 
 
 def _period(moment: datetime, unit: str) -> str:

@@ -14,8 +14,9 @@ from functools import cache
 from pathlib import Path
 
 import jinja2
+from markupsafe import Markup, escape
 
-from .. import __version__
+from .. import __version__, later
 from ..names import safe
 from ..render.html_report import CSP
 from . import fleet
@@ -51,14 +52,26 @@ def environment() -> jinja2.Environment:
     """Fleet templates first, then the single-case report's (for its stylesheet); autoescape everywhere."""
     here = Path(__file__).parent / "templates"
     shared = Path(__file__).parent.parent / "render" / "templates"
-    return jinja2.Environment(loader=jinja2.FileSystemLoader([here, shared]), autoescape=True,
-                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader([here, shared]), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters["path_breaks"] = path_breaks
+    return env
 
 
-def render(conn: sqlite3.Connection, title: str = "Fleet report") -> str:
-    """The fleet report of the store behind `conn` as one HTML document."""
+_AFTER_SEPARATOR = later.compile(r"(?<=[/\\])")
+
+
+def path_breaks(path: str) -> Markup:
+    """A path escaped, with a line-break opportunity after each separator: a narrow column wraps it between
+    folders, never inside a name (the page's `.path` breaks a word only when one name is wider than the column)."""
+    return Markup("<wbr>").join(escape(part) for part in _AFTER_SEPARATOR.split(safe(path)))
+
+
+def render(conn: sqlite3.Connection, title: str = "Fleet report", since: str | None = None,
+           until: str | None = None) -> str:
+    """The fleet report of the store behind `conn` as one HTML document; the chart over `since`..`until`."""
     found, errors = buckets(conn)
-    trend = fleet.trend(conn)
+    trend = fleet.trend(conn, since, until)
     total = conn.execute("SELECT COUNT(*) FROM cases").fetchone()[0]
     undated = tuple(dict.fromkeys(b.cause for b in found if b.cause not in trend.causes))
     colours = cause_colours(trend.causes + undated)

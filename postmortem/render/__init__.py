@@ -17,21 +17,24 @@ Renderer = Callable[..., str]
 _MODULES = {"text": "text_report", "json": "json_report", "markdown": "markdown_report", "html": "html_report"}
 
 
-def render(fmt: str, report: Report, lang: str = "en", color: bool = False, debug: bool = False) -> str:
+def render(fmt: str, report: Report, lang: str = "en", color: bool = False, debug: bool = False,
+           width: int = 88) -> str:
     """The report in format `fmt` (one of FORMATS); JSON is one language (the contract's), never coloured, and
-    always holds what `debug` adds to the text (each input's lines seen but not read)."""
+    always holds what `debug` adds to the text (each input's lines seen but not read); the text's prose is wrapped
+    at `width` columns."""
     module = importlib.import_module(f"{__name__}.{_MODULES[fmt]}")
     if fmt == "json":
         return module.render(report)
     if fmt == "text":
-        return module.render(report, lang=lang, color=color, debug=debug)
+        return module.render(report, lang=lang, color=color, debug=debug, width=width)
     return module.render(report, lang=lang, color=color)
 
 
 FORMATS: dict[str, Renderer] = {
-    fmt: (lambda report, lang="en", color=False, debug=False, fmt=fmt: render(fmt, report, lang, color, debug))
+    fmt: (lambda report, lang="en", color=False, debug=False, width=88, fmt=fmt:
+          render(fmt, report, lang, color, debug, width))
     for fmt in _MODULES
 }
-"""Output format name -> function(report, lang="en", color=False, debug=False) -> str."""
+"""Output format name -> function(report, lang="en", color=False, debug=False, width=88) -> str."""
 
 __all__ = ["FORMATS", "LANGUAGES", "default_language", "render"]

@@ -9,18 +9,15 @@ the already-made-safe input text; the words come in the reader's language.
 
 from __future__ import annotations
 
-import textwrap
-import unicodedata
 from collections.abc import Callable
 
 import click
 
-from .. import later
 from ..model import YEARLESS, Event, Finding, Report
 from ..names import safe
 from .frames import frame_line
 from .i18n import Translator
-from .terminal import terminal_text
+from .terminal import terminal_text, wrap
 from .view import (
     fact_value,
     gpu_summary,
@@ -50,7 +47,7 @@ SEVERITY_COLOURS = {"critical": "red", "error": "red", "warning": "yellow", "inf
 Style = Callable[..., str]
 
 
-def render(report: Report, lang: str = "en", color: bool = False, debug: bool = False) -> str:
+def render(report: Report, lang: str = "en", color: bool = False, debug: bool = False, width: int = 88) -> str:
     """The whole terminal report as one string; `color` adds ANSI styles for a terminal; `debug` lists each input's
     lines that hold a known code or phrase but were not read, with why."""
     t = Translator(lang)
@@ -61,7 +58,7 @@ def render(report: Report, lang: str = "en", color: bool = False, debug: bool = 
         out.append(style(t("verdict_unknown"), bold=True))
         out.extend(_nothing_known(report, t, style))
     else:
-        out.extend(_verdict(report, verdict, t, style))
+        out.extend(_verdict(report, verdict, t, style, width))
         out.extend(_evidence(report, verdict, t, style))
     out.extend(_suspects(report, t, style))
     others = report.others
@@ -79,7 +76,7 @@ def render(report: Report, lang: str = "en", color: bool = False, debug: bool = 
             first = _first_event(report, finding)
             if first is not None:
                 out.append(f"      {style(_where(first), fg='cyan')}  {_one_line(first.text)}")
-    out.extend(_timeline(report, t, style))
+    out.extend(_timeline(report, t, style, width))
     for core in report.cores:
         out.extend(_core(core, t, style))
     out.extend(_facts(report, t, style))
@@ -95,7 +92,7 @@ def _heading(text: str, style: Style) -> str:
     return style(text + (":" if text.isascii() else "："), bold=True)
 
 
-def _verdict(report: Report, finding: Finding, t: Translator, style: Style) -> list[str]:
+def _verdict(report: Report, finding: Finding, t: Translator, style: Style, width: int = 88) -> list[str]:
     words = t.words(finding, report)
     colour = SEVERITY_COLOURS.get(finding.severity)
     counted = tally_words(tallies(report, finding), t)
@@ -106,7 +103,7 @@ def _verdict(report: Report, finding: Finding, t: Translator, style: Style) -> l
         *([f"  {counted}"] if counted else []),
         *_gpus(report, t, style),
         "",
-        *(f"  {line}" for line in _wrap(safe(words.explanation))),
+        *(f"  {line}" for line in wrap(safe(words.explanation), width - 2)),
     ]
     if words.actions:
         lines.append("")
@@ -135,25 +132,6 @@ def _counted(words: str) -> str:
     return f" — {words}" if words else ""
 
 
-_TOKENS = later.compile(r"[!-~]+|\s+|.")
-"""Wrapping units: a run of printable ASCII (a word, a path, a flag) stays whole; any other character stands alone."""
-
-
-def _wrap(text: str, width: int = 88) -> list[str]:
-    """Wrap at `width` columns; CJK text has no spaces, so it may break between any two wide characters."""
-    if text.isascii():
-        return textwrap.wrap(text, width)
-    lines, line, used = [], "", 0
-    for token in _TOKENS.findall(text):
-        size = sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in token)
-        if used + size > width and line:
-            lines.append(line.rstrip())
-            line, used = "", 0
-        if line or not token.isspace():
-            line, used = line + token, used + size
-    return lines + [line] if line else lines
-
-
 def _evidence(report: Report, finding: Finding, t: Translator, style: Style) -> list[str]:
     events = [e for e in (report.event(i) for i in finding.evidence) if e is not None]
     lines = ["", _heading(t("evidence"), style)]
@@ -170,7 +148,7 @@ TIMELINE_SHOWN = 12
 """Events listed in the terminal's timeline, earliest first; the HTML report draws them all."""
 
 
-def _timeline(report: Report, t: Translator, style: Style) -> list[str]:
+def _timeline(report: Report, t: Translator, style: Style, width: int = 88) -> list[str]:
     """The timeline as the HTML report draws it (same axis and notes), as a list: time, lane, kind, place; then the
     year-less events left off the axis, in input order, with their stamps as written."""
     line = timeline(report)
@@ -178,7 +156,7 @@ def _timeline(report: Report, t: Translator, style: Style) -> list[str]:
     notes += [t("yearless", count=line.yearless)] if line.yearless else []
     if not notes:
         return []
-    lines = ["", _heading(t("timeline"), style), *(f"  {part}" for part in _wrap(" ".join(notes)))]
+    lines = ["", _heading(t("timeline"), style), *(f"  {part}" for part in wrap(" ".join(notes), width - 2))]
     placed = {m.event.id for m in line.marks}
     rows = [(m.label, line.lanes[m.lane], m.event) for m in line.marks]
     rows += [(str(when(e)), lane_of(e), e) for e in report.events if e.id not in placed and e.clock == YEARLESS]

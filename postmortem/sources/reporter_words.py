@@ -33,10 +33,12 @@ from ..text import Line, TextDoc, fence_sides
 
 NAME = "reporter-words"
 READS = ("prose",)
-ANCHORS = (b" ", b":", b"#", b"\xef\xbc\x9a", "，".encode(), "。".encode(), b"```", b"~~~")
+ANCHORS = (b" ", b":", b"#", b"\xef\xbc\x9a", "，".encode(), "。".encode(), b"```", b"~~~",
+           *(word.encode() for word in ("卡住", "卡死", "卡在", "卡着", "不动")))
 """Every line of prose with a word break, a key or a heading (`：` is the full-width colon), a sentence of Chinese
-(which breaks no words: its comma or full stop), and the fences of code blocks: prose is small, and no log is ever
-read by this source."""
+(which breaks no words: its comma or full stop), a Chinese title with neither, by the hang words it is read for
+("deepspeed多机训练卡住不动了", hiyouga/LlamaFactory#2889), and the fences of code blocks: prose is small, and no log
+is ever read by this source."""
 
 REPORTED = "reported-"
 """How the id of every signature on a reported symptom begins (signatures/reported.yaml; a test checks it)."""

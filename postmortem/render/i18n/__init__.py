@@ -86,6 +86,13 @@ class Translator:
         causes = self._signatures.get("causes", {}) if self._signatures else cause_summaries()
         return str(causes.get(cause, ""))
 
+    def code_name(self, kind: str, number: int, english: str) -> str | None:
+        """An Xid's or SXid's catalog name in this language (Xids: signatures/i18n/xid-names.<lang>.tsv; the English
+        one in English), or None where no table has it (the finding's translated title names it then)."""
+        if self.lang == LANGUAGES[0]:
+            return english
+        return xid_names(self.lang).get(number) if kind == "xid" else None
+
     def words(self, finding: Finding, report: Report) -> Words:
         """The finding's sentences; the explanation is refilled from its first evidence event."""
         entry = self._signatures.get("signatures", {}).get(finding.signature) if self._signatures else None
@@ -125,6 +132,16 @@ def signature_catalog(lang: str, directory: Path | None = None) -> Mapping[str, 
         for part in merged:
             merged[part].update(document.get(part) or {})
     return merged
+
+
+@cache
+def xid_names(lang: str) -> Mapping[int, str]:
+    """Xid number -> its catalog name in `lang`, from the translators' table beside the signatures' words."""
+    path = default_directory() / "i18n" / f"xid-names.{lang}.tsv"
+    if not path.is_file():
+        return {}
+    rows = [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines()[1:] if line.strip()]
+    return {int(row[0]): row[2] for row in rows if len(row) > 2 and row[0].isdigit() and row[2]}
 
 
 @cache
