@@ -1311,6 +1311,12 @@ TOLD = {
     "使用Deepspeed ZERO3在4台A100上微调Mixtral-8x7B卡住，提示warning如下": "nccl-timeout",
     "deepspeed多机训练卡住不动了": "nccl-timeout",
     "The retained telemetry establishes a cluster-wide device-side stall:": "nccl-timeout",
+    # round 39: an uncorrectable ECC error told (NVIDIA/k8s-device-plugin#267), a container told it cannot reach the
+    # GPU (jellyfin/jellyfin#2722, NVIDIA/nvidia-container-toolkit#32)
+    "when one GPU on the host is abnormal due to Uncorrectable ECC Error, k8s-device-plugin seems to think it "
+    "healthy.": "gpu-memory-ecc",
+    "After updating host and nvidia driver, transcoding fail cause container cant access GPU": "driver-mismatch",
+    "Cannot access GPUs from inside a container after rebooting a host machine": "driver-mismatch",
     # round 36: a process told killed again and again, with no error (BMIRDS/deepslide#40)
     "it appears that at the process step, the process keeps being killed after a specific svs. There is no error "
     "being thrown however.": "host-oom",
@@ -1325,6 +1331,17 @@ def test_a_reporters_words_in_a_markdown_file_are_a_weak_finding(tmp_path, sente
     assert [f.cause for f in report.findings][:1] == [cause]
     assert report.findings[0].signature.startswith("reported-")
     assert not [f for f in analyze([str(tmp_path / "report.txt")]).findings if f.signature.startswith("reported-")]
+
+
+def test_a_line_that_names_the_gpu_model_keeps_its_codes_for_the_universal_reader(tmp_path):
+    """The reporter's reader takes "H100" from the line as the machine's GPU; the Xids on the same line are still
+    read (gpustack/runtime#26: a card whose GSP stopped answering, told in a sentence that also names the node)."""
+    (tmp_path / "pr.md").write_text(
+        "## Summary\n\nOn an 8x H100 node, a card whose GSP firmware stopped answering RPCs (Xid 119 timeout \u2192 "
+        "Xid 154 GPU Reset Required) showed `ERR!`/`N/A` telemetry in `nvidia-smi`.\n", encoding="utf-8")
+    report = analyze([str(tmp_path / "pr.md")])
+    assert {e.fields["xid"] for e in report.events if e.kind == "xid"} == {119, 154}
+    assert report.findings[0].cause == "gpu-firmware"
 
 
 def test_two_symptoms_of_one_title_are_two_events_and_the_named_memory_wins(tmp_path):

@@ -355,10 +355,12 @@ def _prose(text: str) -> bool:
     return len(text.split()) >= PROSE_WORDS
 
 
-CAUSELESS_KINDS = frozenset({"python-exception", "reported-symptom"})
-"""Events that hold an error's words without naming a cause, or name one on a person's word only: a traceback's
-exception (`OSError: [WinError 1455] ...` is the traceback reader's, and the words are the cause), a reporter's
-sentence (a program's message pasted into it is still the program's)."""
+CAUSELESS_KINDS = frozenset({"python-exception", "reported-symptom", "cuda-device", "software-stack"})
+"""Events that hold an error's words without naming a cause, name one on a person's word only, or only state the
+machine: a traceback's exception (`OSError: [WinError 1455] ...` is the traceback reader's, and the words are the
+cause), a reporter's sentence (a program's message pasted into it is still the program's), a GPU model or versions
+read from a line that also tells what happened ("On an 8x H100 node, a card ... (Xid 119 timeout -> Xid 154 GPU Reset
+Required)", gpustack/runtime#26)."""
 ABORT_KINDS = frozenset({"fatal-signal", "child-failed"})
 """An abort's report holds the reason it stopped (`terminate called after throwing an instance of
 'vk::DeviceLostError'` and the exception's `what():` under it): the abort names no cause of its own."""
