@@ -140,9 +140,12 @@ def main(cache_dir: str | None) -> None:
 @click.option("--debug", is_flag=True,
               help="Also list each input's lines that hold a known code or phrase but were not read, and why "
                    "(JSON always has them as `unread`).")
+@click.option("--threads", type=click.Choice(["crashed", "all"]), default="crashed", show_default=True,
+              help="A core's threads shown in text: the crashing one, or every thread (as gdb's `thread apply all "
+                   "bt` and pystack show them; JSON always holds them all).")
 def analyze(inputs: tuple[str, ...], fmt: str, output: str, fail_on: str | None, signature_dirs: tuple[Path, ...],
             sysroot: str | None, debug_dirs: tuple[str, ...], exe: str | None, show_env: bool, lang: str | None,
-            no_color: bool, debug: bool) -> None:
+            no_color: bool, debug: bool, threads: str) -> None:
     """Analyse crash artifacts: files, directories, archives, or - for stdin.
 
     Every input is sniffed by content; compressed files (.gz .xz .bz2 .zst)
@@ -162,7 +165,8 @@ def analyze(inputs: tuple[str, ...], fmt: str, output: str, fail_on: str | None,
     report = _with_spinner(lambda progress: run_analysis(list(inputs), database, options, progress))
     color = output == "-" and wants_color(sys.stdout, no_color)
     width = text_width(sys.stdout) if output == "-" else TEXT_WIDTH
-    text = FORMATS[fmt](report, lang=lang or default_language(), color=color, debug=debug, width=width)
+    text = FORMATS[fmt](report, lang=lang or default_language(), color=color, debug=debug, width=width,
+                        all_threads=threads == "all")
     if target is None:
         reply(text, data=fmt != "text", nl=False, color=color)
     else:

@@ -159,6 +159,28 @@ def test_segv_fields(cores):
     assert core["signal"]["mapping"] is None
 
 
+def test_the_text_shows_every_thread_when_asked_as_gdb_thread_apply_all_bt_does(cores):
+    """A real 5-thread program that aborts: by default the crashing thread and a count of the others; with
+    `--threads all` every thread's frames, the crashing one first, each under its own heading (gdb the oracle)."""
+    from click.testing import CliRunner
+
+    from postmortem.cli import main
+
+    core = core_of(cores["mt_abort"])
+    crashed = CliRunner().invoke(main, ["analyze", "--no-color", str(cores["mt_abort"])])
+    every = CliRunner().invoke(main, ["analyze", "--no-color", "--threads", "all", str(cores["mt_abort"])])
+    assert crashed.exit_code == every.exit_code == 0, every.output
+    assert "4 other thread(s): --threads all shows them" in crashed.output
+    headings = [line.strip() for line in every.output.splitlines() if line.strip().startswith(("Crashing thread",
+                                                                                               "Thread "))]
+    assert len(headings) == 5 and headings[0].startswith("Crashing thread")
+    assert {int(h.rstrip(":").split()[-1]) for h in headings} == {t["tid"] for t in core["threads"]}
+    assert "other thread(s)" not in every.output
+    if GDB:  # each thread's innermost frames of our own code, as gdb names them
+        for frames in our_frames(core).values():
+            assert any(name in every.output for name in frames[:1])
+
+
 def test_abort_names_sender_and_frame_below_abort(cores):
     core = core_of(cores["mt_abort"])
     assert core["signal"]["code_meaning"] == "SI_TKILL: sent by tkill/abort()"

@@ -249,8 +249,8 @@ def _thread(thread, t: Translator, title: str) -> list[str]:
         lines += [f"      py {_python_frame(f)}" for f in run.cycle[0].python_frames[:THREAD_FRAMES]]
     if rest:
         lines.append(t("more_frames", count=f"{rest:,}"))
-    if thread.python_merge:
-        lines += ["", f"[{view.safe(thread.python_merge)}]"]
+    if note := view.merge_note(thread):
+        lines += ["", f"[{view.safe(note)}]"]
     if thread.python_frames and sum(len(frame.python_frames) for frame in thread.frames) < len(
             thread.python_frames):  # some Python frames sit on no eval-loop frame: list them all
         lines += ["", f"{t('python_stack')}:"]

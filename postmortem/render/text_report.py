@@ -23,6 +23,7 @@ from .view import (
     gpu_summary,
     lane_of,
     link_note,
+    merge_note,
     module_groups,
     nothing_known,
     run_words,
@@ -47,7 +48,8 @@ SEVERITY_COLOURS = {"critical": "red", "error": "red", "warning": "yellow", "inf
 Style = Callable[..., str]
 
 
-def render(report: Report, lang: str = "en", color: bool = False, debug: bool = False, width: int = 88) -> str:
+def render(report: Report, lang: str = "en", color: bool = False, debug: bool = False, width: int = 88,
+           all_threads: bool = False) -> str:
     """The whole terminal report as one string; `color` adds ANSI styles for a terminal; `debug` lists each input's
     lines that hold a known code or phrase but were not read, with why."""
     t = Translator(lang)
@@ -78,7 +80,7 @@ def render(report: Report, lang: str = "en", color: bool = False, debug: bool = 
                 out.append(f"      {style(_where(first), fg='cyan')}  {_one_line(first.text)}")
     out.extend(_timeline(report, t, style, width))
     for core in report.cores:
-        out.extend(_core(core, t, style))
+        out.extend(_core(core, t, style, all_threads))
     out.extend(_facts(report, t, style))
     out.extend(_inputs(report, t, style, debug))
     return terminal_text("\n".join(out) + "\n", styled=color)  # the gate, whichever field above forgot `safe`
@@ -168,8 +170,9 @@ def _timeline(report: Report, t: Translator, style: Style, width: int = 88) -> l
     return lines
 
 
-def _core(core, t: Translator, style: Style) -> list[str]:
-    """A core file as a debugger user reads it: process, signal, the crashing stack, GPU libraries."""
+def _core(core, t: Translator, style: Style, all_threads: bool = False) -> list[str]:
+    """A core file as a debugger user reads it: process, signal, the crashing stack (every thread's with
+    `all_threads`, as `thread apply all bt` and pystack show them), GPU libraries."""
     lines = ["", _heading(t("core_file", path=safe(core.path)), style)]
     lines.append(f"  {t('process')} {core.pid}: {safe(core.executable or '?')}"
                  + (f"  ({safe(core.command_line)})" if core.command_line else ""))
@@ -184,15 +187,15 @@ def _core(core, t: Translator, style: Style) -> list[str]:
         lines.append(f"  {t('original_fault')} {style(fault.signal.name, fg='red', bold=True)} "
                      f"({fault.signal.code_meaning}){f' @ {fault.signal.address}' if fault.signal.address else ''}: "
                      + t("reraised_by", handler=safe(fault.handler)))
-    live = core.signal is None  # a snapshot of a live process: every thread is shown, none crashed
-    for thread in core.threads:
+    live = core.signal is None or all_threads  # a snapshot of a live process: every thread is shown, none crashed
+    for thread in sorted(core.threads, key=lambda th: not th.crashed):  # the crashing thread first
         if not (thread.crashed or live):
             continue
         lines.append(f"  {t('crashing_thread' if thread.crashed else 'thread', tid=thread.tid)}:")
         stack = _stack(thread, t)
         lines.extend(stack)
-        if thread.python_merge:
-            lines.append(f"    [{safe(thread.python_merge)}]")
+        if note := merge_note(thread):
+            lines.append(f"    [{safe(note)}]")
         if thread.python_frames and sum(line.startswith(PYTHON_UNDER_NATIVE) for line in stack) < len(
                 thread.python_frames):  # some Python frames sit on no shown eval-loop frame: list them all
             lines.append(f"    {t('python_stack')}:")

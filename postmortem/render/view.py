@@ -25,12 +25,28 @@ from .i18n import Translator
 if TYPE_CHECKING:
     import regex
 
-    from ..core.report import Thread
+    from ..core.report import Frame, Thread
 
 GPU_KINDS = ("nvidia-driver", "cuda-library", "framework")
 EXTENSION_KINDS = ("user-extension",)
 """Compiled extension modules from site-packages or the job's directory: a custom op, or numpy's; never listed
 as GPU libraries (the interpreter's own, lib-dynload's, are `python-stdlib` and listed with neither)."""
+
+
+def merge_note(thread: Thread) -> str | None:
+    """How a thread's Python frames were put on its eval-loop frames, where that is worth a reader's attention:
+    only when it is a guess (some Python frames on no eval-loop frame, or an eval-loop frame with none); a certain
+    pairing goes unsaid (the JSON keeps the note)."""
+    placed = sum(len(frame.python_frames) for frame in thread.frames)
+    loops_without = any(not frame.python_frames for frame in thread.frames if _runs_python(frame))
+    certain = thread.python_frames is not None and placed == len(thread.python_frames) and not loops_without
+    return None if certain or not thread.python_merge else thread.python_merge
+
+
+def _runs_python(frame: Frame) -> bool:
+    from ..core.python_stack import is_eval_loop  # a core's view only
+
+    return is_eval_loop(frame.symbol)
 
 
 def module_groups(modules: Sequence[Any]) -> list[tuple[str, list[Any]]]:
