@@ -229,14 +229,22 @@ def _abort_message(root: Finding, rs: _Scope, follower: Finding, fs: _Scope) -> 
     return _abort_after_error(root, rs, follower, fs, inside_only=True)
 
 
+LOAD_FAILURE_CRASHES = ("SIGSEGV", "SIGBUS")
+"""Crashes that end a process which said it could not load its input (a root of cause `unknown`: a model file it
+could not parse, data of the wrong shape) and went on: it dereferences what it never loaded ("Parse onnx failed."
+then a segfault, NVIDIA-AI-IOT/Lidar_AI_Solution#62), so the crash is the failed load's last step, as an abort is."""
+
+
 def _abort_after_error(root: Finding, rs: _Scope, follower: Finding, fs: _Scope,
                        inside_only: bool = False) -> str | None:
     """A process that reports an error and then aborts (a failed CHECK on the error, an uncaught exception, a
-    fatal-error handler) died of the error: the abort is its last step. Both in one input, the error at most
+    fatal-error handler) died of the error: the abort is its last step (and so is a crash after a failed load of its
+    input, LOAD_FAILURE_CRASHES). Both in one input, the error at most
     ABORT_REACH lines before the abort or inside the abort's own lines (`terminate called after throwing ...` and the
     exception's `what():` under it; only there when `inside_only`), and no pid that tells them apart."""
+    ends = ("SIGABRT", *LOAD_FAILURE_CRASHES) if root.cause == "unknown" else ("SIGABRT",)
     aborts = [e for e in fs.events
-              if e.kind in ("fatal-signal", "child-failed") and e.fields.get("signal") == "SIGABRT"]
+              if e.kind in ("fatal-signal", "child-failed") and e.fields.get("signal") in ends]
     if not aborts or len(aborts) != len(fs.events) or root.role == "consequence" or root.cause == follower.cause:
         return None
     for abort in aborts:

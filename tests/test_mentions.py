@@ -203,11 +203,11 @@ RND5_WORDINGS = {
     # DCGM's profiling module on a GSP fault (NVIDIA/dcgm-exporter#148, #319)
     "time=\"2023-08-01T02:47:46Z\" level=fatal msg=\"Failed to watch metrics: Error watching fields: The third-party "
     "Profiling module returned an unrecoverable error\"": "gpu-firmware",
-    # ctypes' access violation after a model that did not load: the program's crash on its error path
-    # (LostRuins/koboldcpp#1026)
+    # ctypes' access violation after a model that did not load: the failed load's last step, the model file the cause
+    # (LostRuins/koboldcpp#1026, whose thread found a converter newer than the loader)
     "llama_model_load: error loading model: done_getting_tensors: wrong number of tensors; expected 292, got 291\n"
     "llama_load_model_from_file: failed to load model\n"
-    "OSError: exception: access violation reading 0x0000000000001894": "native-crash",
+    "OSError: exception: access violation reading 0x0000000000001894": "unknown",
     "llama_model_load: error loading model: done_getting_tensors: wrong number of tensors; expected 292, got 291\n"
     "llama_load_model_from_file: failed to load model": "unknown",
 }
@@ -966,6 +966,25 @@ RND33_WORDINGS = {
     "version'": "driver-mismatch",
 }
 
+RND40_WORDINGS = {
+    # nvidia-modprobe's UVM module (broadinstitute/cromwell#4935), slurmd's device file (fgci-org/ansible-role-cuda#3),
+    # the driver's module failing to compile against the kernel, plain and under DKMS (microsoft/pai#2446), NVML's
+    # and CUDA's driver libraries absent (sirius-db/sirius#459, rapidsai/cudf#11941), TensorRT's ONNX parser
+    # (NVIDIA-AI-IOT/Lidar_AI_Solution#62; trtexec's own wording)
+    "2019/05/03 14:40:50 E: command failed: nvidia-docker | 2019/05/03 14:40:50 Error: Could not load UVM kernel "
+    "module. Is nvidia-modprobe installed?": "driver-mismatch",
+    "Jul  8 15:11:23 gpu slurmd[5421]: fatal: can't stat gres.conf file /dev//nvidia0: No such file or directory":
+        "driver-mismatch",
+    "   /root/drivers/NVIDIA-Linux-x86_64-384.111/kernel/common/inc/nv-mm.h:44:9: error: too many arguments to "
+    "function 'get_user_pages'": "driver-mismatch",
+    "/var/lib/dkms/nvidia/550.54.14/build/nvidia/nv-mmap.c:123:5: error: implicit declaration of function "
+    "'vm_flags_set'": "driver-mismatch",
+    "1. **`NVML not available: failed to load libnvidia-ml.so.1`** — printed on every DuckDB launch": "driver-mismatch",
+    "RuntimeError: Failed to dlopen libcuda.so": "driver-mismatch",
+    "Parse onnx failed.": "unknown",
+    "[06/13/2024-10:02:11] [E] Failed to parse onnx file": "unknown",
+}
+
 RND38_WORDINGS = {
     # a wording of TensorFlow's out-of-memory in a person's words (NVlabs/sionna#345), a build without CUDA told by
     # the program that aborts (shacklettbp/madrona_escape_room#3), PyTorch's own assertion of a CPU-only build
@@ -1177,7 +1196,7 @@ CORPUS_WORDINGS = {
                                              *RND28_WORDINGS.items(), *RND29_WORDINGS.items(),
                                              *RND30_WORDINGS.items(), *RND31_WORDINGS.items(), *RND32_WORDINGS.items(),
                                              *RND33_WORDINGS.items(), *RND35_WORDINGS.items(), *RND36_WORDINGS.items(),
-                                             *RND37_WORDINGS.items(), *RND38_WORDINGS.items(),
+                                             *RND37_WORDINGS.items(), *RND38_WORDINGS.items(), *RND40_WORDINGS.items(),
                                              *CORPUS_WORDINGS.items()])
 def test_held_out_rounds_wordings_are_read_by_general_rules(text, cause):
     report = analyze_text(text + "\n")
@@ -1202,6 +1221,19 @@ def test_a_prose_line_keeps_its_codes_for_its_own_reader():
     report = analyze_text(text + "\n")
     assert [f.cause for f in report.findings][:1] == ["driver-mismatch"]
     assert not [e for e in report.events if e.kind == "nvml-error" and e.fields.get("read") == LOOSE]
+
+
+def test_a_segfault_after_a_failed_load_of_the_input_is_the_loads_last_step_and_only_after_one():
+    """NVIDIA-AI-IOT/Lidar_AI_Solution#62: the ONNX model could not be parsed (a download cut short), the program went
+    on and segfaulted (段错误) seven lines later; the crash is the failed load's consequence. A segfault with no
+    such line before it stays the root."""
+    text = ("Total 2\nParse onnx failed.\n\n<<<<<<<<<<<\nload file: ../data/test/3615d82e7e8546fea5f181157f42e30b.bin\n"
+            "find points num: 267057\n[TIME] Voxelization:            3.36592 ms\nvalid_num: 106004\n段错误\n")
+    report = analyze_text(text)
+    assert report.findings[0].signature == "phrase-input-error"
+    assert [f.consequence_of for f in report.findings if f.cause == "native-crash"] == ["phrase-input-error"]
+    alone = analyze_text(text.replace("Parse onnx failed.\n", ""))
+    assert alone.findings[0].cause == "native-crash" and alone.findings[0].consequence_of is None
 
 
 def test_an_abort_after_a_model_file_error_is_the_model_files_verdict_not_a_native_crash():
@@ -1317,6 +1349,10 @@ TOLD = {
     "healthy.": "gpu-memory-ecc",
     "After updating host and nvidia driver, transcoding fail cause container cant access GPU": "driver-mismatch",
     "Cannot access GPUs from inside a container after rebooting a host machine": "driver-mismatch",
+    # round 40: a driver told too old for the CUDA it names, in a sentence with the version between
+    # (sirius-db/sirius#459)
+    "Installing a driver that only supports CUDA 12.2 (driver 535.x, commonly installed via `apt`) is insufficient.":
+        "driver-mismatch",
     # round 36: a process told killed again and again, with no error (BMIRDS/deepslide#40)
     "it appears that at the process step, the process keeps being killed after a specific svs. There is no error "
     "being thrown however.": "host-oom",
