@@ -966,6 +966,12 @@ RND33_WORDINGS = {
     "version'": "driver-mismatch",
 }
 
+RND41_WORDINGS = {
+    # Kaldi's CUDA allocator (kaldi-asr/kaldi#4374), ManagedCuda's NPP image allocation (kunzmi/ImageStackAlignator)
+    "# Failed to allocate a memory region during nnet3-chain-train2": "gpu-oom",
+    "it shows the exception: ManagedCuda.NPP.NPPException:\u201cDevice allocation error\u201d .": "gpu-oom",
+}
+
 RND40_WORDINGS = {
     # nvidia-modprobe's UVM module (broadinstitute/cromwell#4935), slurmd's device file (fgci-org/ansible-role-cuda#3),
     # the driver's module failing to compile against the kernel, plain and under DKMS (microsoft/pai#2446), NVML's
@@ -1197,6 +1203,7 @@ CORPUS_WORDINGS = {
                                              *RND30_WORDINGS.items(), *RND31_WORDINGS.items(), *RND32_WORDINGS.items(),
                                              *RND33_WORDINGS.items(), *RND35_WORDINGS.items(), *RND36_WORDINGS.items(),
                                              *RND37_WORDINGS.items(), *RND38_WORDINGS.items(), *RND40_WORDINGS.items(),
+                                             *RND41_WORDINGS.items(),
                                              *CORPUS_WORDINGS.items()])
 def test_held_out_rounds_wordings_are_read_by_general_rules(text, cause):
     report = analyze_text(text + "\n")
