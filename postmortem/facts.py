@@ -166,22 +166,19 @@ def with_build_support(events: Sequence[Event]) -> list[Event]:
                and (m := _WHEEL_CUDA.search(str(e.fields["torch_version"])))}
     if len(builds) != 1:
         return list(events)
+    from .binaries.fatbin import version_numbers  # the version reader of the driver tables: only past the checks
+
     name, sm = _sole_gpu(events)
     known = describe_arch(name, sm)
     build = next(iter(builds))
-    newer = _version(known.get("min_cuda"))
-    if newer is None or (_version(build) or newer) >= newer:
+    newer = version_numbers(known.get("min_cuda"))
+    if not newer or (version_numbers(build) or newer) >= newer:
         return list(events)
     added = {**known, "build_cuda": build,
              "build_predates": f"CUDA {build} predates {known.get('gpu_model') or known['sm']} ({known['sm']}), "
                                f"which CUDA {known['min_cuda']} first supports"}
     return [dataclasses.replace(e, fields={**e.fields, **{k: v for k, v in added.items() if k not in e.fields}})
             if e.kind in BUILD_FAILURE_KINDS else e for e in events]
-
-
-def _version(text: object) -> tuple[int, ...] | None:
-    parts = str(text or "").split(".")[:2]
-    return tuple(int(p) for p in parts) if parts and all(p.isdigit() for p in parts) else None
 
 
 def with_driver_support(events: Sequence[Event]) -> list[Event]:

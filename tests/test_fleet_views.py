@@ -282,13 +282,17 @@ def _write_case(folder: Path, text: str) -> None:
     (folder / "kern.log").write_text(text)
 
 
-def test_bad_nodes_are_ranked_by_rate_against_the_fleet_with_the_bad_card_standing_out(rated_fleet):
-    conn = connect(rated_fleet, readonly=True)
+def _views(db: Path, *views):
+    """Each view function's answer over the store at `db`, read-only, then the fleet page."""
+    conn = connect(db, readonly=True)
     try:
-        nodes = fleet.bad_nodes(conn)
-        page = render(conn)
+        return [view(conn) for view in views], render(conn)
     finally:
         conn.close()
+
+
+def test_bad_nodes_are_ranked_by_rate_against_the_fleet_with_the_bad_card_standing_out(rated_fleet):
+    [nodes], page = _views(rated_fleet, fleet.bad_nodes)
     # 40 machines at two hardware cases each are the fleet's rate, not 40 bad nodes
     assert [(n.label, n.cases, n.all_cases) for n in nodes] == [("node007", 10, 12)]
     bad = nodes[0]
@@ -301,27 +305,19 @@ def test_bad_nodes_are_ranked_by_rate_against_the_fleet_with_the_bad_card_standi
     assert "at least 2 of its cases" in section and "2× that of the rest" in section  # the threshold, said
 
 
-def test_a_fleet_at_one_rate_has_no_bad_node_and_a_lone_machine_is_judged_on_its_count(tmp_path):
+def test_a_fleet_at_one_rate_has_no_bad_node(tmp_path):
     archive = tmp_path / "archive"
     for m in range(64):  # the walkthrough's fleet: every node "bad" at two hardware cases each
         for i in range(3):
             _write_case(archive / f"n{m}-{i}", _fleet_case(f"gpu{m:02d}", m * 3 + i, f"GPU-{m:08x}-0-0-0-{i}",
                                                            XID79 if i < 2 else None, "570.148.06"))
     scan(archive, tmp_path / "s.sqlite", jobs=2)
-    conn = connect(tmp_path / "s.sqlite", readonly=True)
-    try:
-        assert fleet.bad_nodes(conn) == []
-    finally:
-        conn.close()
+    [nodes], _ = _views(tmp_path / "s.sqlite", fleet.bad_nodes)
+    assert nodes == []  # (a lone machine, with no rest to compare, is judged on its count: test_a_machine_is_one_row)
 
 
 def test_versions_go_with_a_cause_against_a_comparison_group_or_say_there_is_none(rated_fleet):
-    conn = connect(rated_fleet, readonly=True)
-    try:
-        versions = fleet.version_links(conn)
-        page = render(conn)
-    finally:
-        conn.close()
+    [versions], page = _views(rated_fleet, fleet.version_links)
     links = {(v.fact, v.value, v.cause): v for v in versions.links}
     driver = next(v for (fact, value, _), v in links.items() if (fact, value) == ("driver_version", "570.148.06"))
     # 90 hardware cases of the 252 on 570.148.06 (20 machines' 200, 2 of 10 on the 20 others, node007's 12); none of
@@ -356,14 +352,9 @@ def stray_store(tmp_path_factory):
 
 
 def test_a_few_stray_old_cases_do_not_stretch_the_chart_and_the_page_says_so(stray_store):
-    conn = connect(stray_store, readonly=True)
-    try:
-        found = fleet.trend(conn)
-        page = render(conn)
-        everything = fleet.trend(conn, since="2017-01-01")
-        first_days = fleet.trend(conn, until="2026-03-02")
-    finally:
-        conn.close()
+    [found, everything, first_days], page = _views(stray_store, fleet.trend,
+                                                   lambda conn: fleet.trend(conn, since="2017-01-01"),
+                                                   lambda conn: fleet.trend(conn, until="2026-03-02"))
     assert (found.unit, found.start, found.outside, found.chosen) == ("day", "2026-03-01T06:00:00", 1, False)
     assert found.periods[0] == "2026-03-01" and sum(sum(c.values()) for c in found.counts) == 120
     assert "1 dated case(s) fall outside it" in page and "report --since DATE" in page

@@ -385,7 +385,7 @@ def first_branches() -> dict[int, int]:
 
 def driver_predates(target: int, driver: str | None) -> str | None:
     """Why `driver` runs nothing on sm_`target` (its branch is older than the architecture), else None."""
-    branch, first = (_version(driver) or (None,))[0], first_branches().get(target)
+    branch, first = (version_numbers(driver) or (None,))[0], first_branches().get(target)
     if branch is None or first is None or branch >= first:
         return None
     return f"driver {driver} predates sm_{target} (first supported by R{first}): nothing runs"
@@ -399,7 +399,8 @@ def ptx_drivers() -> dict[str, tuple[str, str]]:
     return {row["ptx_isa"]: (row["cuda"], row["min_linux_driver"]) for row in rows}
 
 
-def _version(text: str | None) -> tuple[int, ...]:
+def version_numbers(text: str | None) -> tuple[int, ...]:
+    """The leading dotted numbers of a version (`570.124.06` -> (570, 124, 6), `11.7` -> (11, 7)); () for none."""
     parts = []
     for part in str(text or "").split("."):
         if not part.isdigit():
@@ -442,11 +443,11 @@ def verdict(images: Iterable[tuple[str, int, str, str | None]], target: int,
         sm, variant = sass[-1]
         return Verdict(NATIVE, f"sm_{sm}{variant}")
     ptx = sorted(((sm, variant, isa) for kind, sm, variant, isa in images
-                  if kind == "ptx" and ptx_usable(sm, variant, target)), key=lambda p: (_version(p[2]), p[0]))
+                  if kind == "ptx" and ptx_usable(sm, variant, target)), key=lambda p: (version_numbers(p[2]), p[0]))
     too_new: list[str] = []
     for sm, variant, isa in reversed(ptx):
         needs = ptx_drivers().get(isa or "", (None, None))[1]
-        if driver and needs and _version(driver) < _version(needs):
+        if driver and needs and version_numbers(driver) < version_numbers(needs):
             too_new.append(f"compute_{sm}{variant} is PTX ISA {isa}, which needs driver >= {needs}")
             continue
         return Verdict(PTX_JIT, f"compute_{sm}{variant}", needs)
