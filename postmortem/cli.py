@@ -143,9 +143,12 @@ def main(cache_dir: str | None) -> None:
 @click.option("--threads", type=click.Choice(["crashed", "all"]), default="crashed", show_default=True,
               help="A core's threads shown in text: the crashing one, or every thread (as gdb's `thread apply all "
                    "bt` and pystack show them; JSON always holds them all).")
+@click.option("--one-incident", is_flag=True,
+              help="Read a directory of many folders or archives as one incident; without it such a directory (a "
+                   "fleet's crash archive) is refused with the `fleet scan` command that analyses each case.")
 def analyze(inputs: tuple[str, ...], fmt: str, output: str, fail_on: str | None, signature_dirs: tuple[Path, ...],
             sysroot: str | None, debug_dirs: tuple[str, ...], exe: str | None, show_env: bool, lang: str | None,
-            no_color: bool, debug: bool, threads: str) -> None:
+            no_color: bool, debug: bool, threads: str, one_incident: bool) -> None:
     """Analyse crash artifacts: files, directories, archives, or - for stdin.
 
     Every input is sniffed by content; compressed files (.gz .xz .bz2 .zst)
@@ -153,6 +156,8 @@ def analyze(inputs: tuple[str, ...], fmt: str, output: str, fail_on: str | None,
     """
     if not any(path == "-" or os.path.lexists(path) for path in inputs):  # nothing at all to read: a usage error
         raise click.BadParameter(f"no such file: {', '.join(inputs)}", param_hint="INPUTS")
+    if not one_incident:
+        _refuse_a_fleet(inputs)
     target = None if output == "-" else checked_output(output, inputs, [*signature_dirs, *filter(None, [sysroot, exe]),
                                                                           *debug_dirs])
     database = _database(signature_dirs)
@@ -173,6 +178,19 @@ def analyze(inputs: tuple[str, ...], fmt: str, output: str, fail_on: str | None,
         output_step(lambda: write_text_output(target, text))
     if fail_on and any(severity_rank(f.severity) >= severity_rank(fail_on) for f in report.findings):
         sys.exit(1)
+
+
+def _refuse_a_fleet(inputs: tuple[str, ...]) -> None:
+    """A usage error naming `fleet scan` when an input directory holds many separate cases (inputs.SEPARATE_CASES)."""
+    from .inputs import SEPARATE_CASES, separate_cases
+
+    for path in inputs:
+        if os.path.isdir(path) and separate_cases(path) > SEPARATE_CASES:
+            raise click.UsageError(
+                f"{path} holds more than {SEPARATE_CASES} folders or archives, each a case of its own, and `analyze` "
+                f"reads one incident. To analyse every case and see the fleet: postmortem fleet scan {path} --db "
+                f"cases.sqlite, then postmortem fleet report --db cases.sqlite -o fleet.html. To read them all as one "
+                f"incident anyway: postmortem analyze --one-incident {path}")
 
 
 def _database(extra: tuple[Path, ...]) -> Database:

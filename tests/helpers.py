@@ -15,6 +15,8 @@ from postmortem.signatures import Database, load
 from postmortem.text import TextDoc
 
 SIGNATURES = Path(__file__).parent.parent / "signatures"
+GIVEN = Path(__file__).parent / "given"
+"""The project's given corpus, spec vocabulary, reference tables and peers' test data, copied in (given/README.md)."""
 
 
 def parse_alone(source: ModuleType, raw: bytes, name: str = "<test>", use_hyperscan: bool = True) -> list[Event]:

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -507,3 +508,29 @@ def test_an_input_that_is_not_there_is_a_diagnostic_and_the_others_are_analysed(
     assert next(i for i in report["inputs"] if i["path"] == missing)["diagnostics"] == ["no such file; skipped"]
     alone = CliRunner().invoke(main, ["analyze", missing])
     assert alone.exit_code == 2 and "no such file" in alone.output  # nothing at all to read is a usage error
+
+
+def test_a_fleets_crash_archive_is_refused_with_the_command_that_reads_it(tmp_path):
+    """analyze of a directory of many case folders and archives names `fleet scan`; --one-incident reads it anyway;
+    a directory of many logs (one per rank) is one job's and is read (issue 30)."""
+    archive = tmp_path / "archive"
+    line = "[  5.000000] NVRM: Xid (PCI:0000:01:00): 79, pid=1, GPU has fallen off the bus.\n"
+    for n in range(40):
+        (archive / f"case{n}").mkdir(parents=True)
+        (archive / f"case{n}" / "dmesg.txt").write_text(line)
+    for n in range(25):  # tarballs count as cases too, whatever their names
+        with tarfile.open(archive / f"bundle{n}.bin", "w:gz") as tar:
+            tar.add(archive / "case0" / "dmesg.txt", arcname="dmesg.txt")
+    refused = CliRunner().invoke(main, ["analyze", str(archive)])
+    assert refused.exit_code == 2
+    assert f"postmortem fleet scan {archive} --db cases.sqlite" in " ".join(refused.output.split())
+    (archive / "bundle0.bin").unlink()  # 64 left: at the threshold, one incident
+    assert CliRunner().invoke(main, ["analyze", str(archive)]).exit_code == 0
+    (archive / "bundle0.bin").write_bytes((archive / "bundle1.bin").read_bytes())
+    merged = CliRunner().invoke(main, ["analyze", "--one-incident", "--format", "json", str(archive)])
+    assert merged.exit_code == 0 and json.loads(merged.output)["findings"][0]["cause"] == "gpu-off-bus"
+    ranks = tmp_path / "job"
+    ranks.mkdir()
+    for n in range(100):
+        (ranks / f"rank{n}.log").write_text(line)
+    assert CliRunner().invoke(main, ["analyze", str(ranks)]).exit_code == 0

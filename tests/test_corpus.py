@@ -1,4 +1,4 @@
-"""The corpora of real cases: ../shared/corpus (given) and tests/corpus (harvested from public threads).
+"""The corpora of real cases: tests/given/corpus (the given cases, copied in) and tests/corpus (harvested).
 
 Each case is a directory of artifacts and a case.yaml labelled from what its thread established
 (`expected_causes`, first = the root; `must_mention`: strings a correct analysis surfaces). This is
@@ -18,17 +18,17 @@ import pytest
 import regex
 import yaml
 
+from helpers import GIVEN
 from postmortem import knowledge
 from postmortem.model import Report
 from postmortem.pipeline import analyze
 from postmortem.render.json_report import as_dict
 from postmortem.sources import mentions
-from shared_checkout import SHARED, needs
 
 HERE = Path(__file__).parent
-CORPORA = {"shared": SHARED / "corpus" / "cases", "harvested": HERE / "corpus"}
-TOP1_FLOOR = {"shared": 1.0, "harvested": 0.969}
-MENTION_FLOOR = {"shared": 1.0, "harvested": 0.89}
+CORPORA = {"given": GIVEN / "corpus" / "cases", "harvested": HERE / "corpus"}
+TOP1_FLOOR = {"given": 1.0, "harvested": 0.969}
+MENTION_FLOOR = {"given": 1.0, "harvested": 0.89}
 KNOWN_MISSES = yaml.safe_load((HERE / "corpus" / "MISSES.yaml").read_text(encoding="utf-8"))
 """Harvested cases missed today, each with why (tests/corpus/MISSES.yaml): any other miss is a regression."""
 
@@ -80,7 +80,7 @@ def test_harvested_cases_are_labelled_from_their_thread():
         assert all(str(m) in text for m in case.get("must_mention") or []), case_dir.name
 
 
-@pytest.mark.parametrize("corpus", ["harvested", pytest.param("shared", marks=needs(CORPORA["shared"]))])
+@pytest.mark.parametrize("corpus", ["harvested", "given"])
 def test_corpus_verdicts(corpus):
     cases = _cases(corpus)
     if not cases:
@@ -122,7 +122,7 @@ def _holds_known(line: str) -> bool:
         any(p.pattern.search(line) for p in mentions.phrases())
 
 
-@pytest.mark.parametrize("corpus", ["harvested", pytest.param("shared", marks=needs(CORPORA["shared"]))])
+@pytest.mark.parametrize("corpus", ["harvested", "given"])
 def test_nothing_known_goes_unread(corpus):
     """Every line of every text artifact that holds a known code or table phrase is read into an event or kept as
     an `unread` line with its reason (issue 26: the measure of generality that does not depend on which cases

@@ -14,13 +14,13 @@ import pytest
 import regex
 from click.testing import CliRunner
 
+from helpers import GIVEN
 from postmortem.cli import main
 from postmortem.render.i18n import LANGUAGES, signature_catalog
 from postmortem.signatures import bare_placeholders, load_default, render_explanation
-from shared_checkout import SHARED, needs
 
 DATA = Path(__file__).parent / "data"
-PEERS = SHARED / "peer-data"
+PEERS = GIVEN / "peer-data"
 
 LEFTOVER = regex.compile(r"\?|？|[{}]|<\w+>|(?<!\w)\(\s*\)|（\s*）|\bNone\b| [ ,.;:)]|^\s|\s$")
 """What a dropped or unfilled field would leave behind: `?`, a brace, `<name>`, empty brackets, doubled or dangling
@@ -70,7 +70,6 @@ def _explanations(path: Path) -> dict[str, str]:
     return {f["signature"]: f["explanation"] for f in json.loads(result.output)["findings"]}
 
 
-@needs(PEERS / "gpud" / "cases.json")
 def test_fatal_machine_check_without_bank_keeps_the_cpu(tmp_path: Path) -> None:
     """gpud's kmsg test case: a panic naming the CPU but printing no MCE bank line."""
     cases = json.loads((PEERS / "gpud" / "cases.json").read_text())
@@ -87,7 +86,6 @@ def test_panic_with_a_bank_shows_bank_and_cpu() -> None:
     assert regex.search(r"\(bank \d+, CPU \d+\)", explanation), explanation
 
 
-@needs(PEERS / "azurehpc" / "test" / "data" / "bad_nvsmi8_output.txt")
 def test_nvidia_smi_ecc_counts_absent_drop_their_clause() -> None:
     explanation = _explanations(PEERS / "azurehpc" / "test" / "data" / "bad_nvsmi8_output.txt")[
         "nvsmi-ecc-uncorrectable"]

@@ -14,14 +14,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import parse_alone
+from helpers import GIVEN, parse_alone
 from postmortem import model, pipeline
 from postmortem.model import Event, to_plain
 from postmortem.sources import card_of, kernel_log
-from shared_checkout import SHARED, needs
 
 DATA = Path(__file__).parent / "data" / "kernel_log"
-CORPUS = SHARED / "corpus" / "cases"
+CORPUS = GIVEN / "corpus" / "cases"
 
 
 def parse_text(text: str) -> list[Event]:
@@ -283,7 +282,6 @@ def test_odd_lines_never_raise():
 CASES = sorted({p.name.split(".")[0] for p in DATA.glob("*-0[0-9].*.txt")})
 
 
-@needs(CORPUS)
 @pytest.mark.parametrize("case", CASES)
 def test_corpus_case_top1_and_mentions(case, monkeypatch):
     monkeypatch.setattr(pipeline, "source_cards", lambda: (card_of(kernel_log),))

@@ -1,6 +1,6 @@
 """Layout does not change a verdict: every real case, re-laid out the ways text reaches us.
 
-Each case of ../shared/corpus and tests/corpus is quoted, indented, given a gutter, CRLF line
+Each case of tests/given/corpus and tests/corpus is quoted, indented, given a gutter, CRLF line
 ends, or the prefix of a relay (kubectl --timestamps, docker compose, torchrun, srun), and must
 get the same root cause as the text as posted; the evidence still shows the lines as written,
 at their line numbers. The normalising step (postmortem.normalise) is what makes this hold for
@@ -20,7 +20,7 @@ from postmortem.pipeline import analyze_blobs, analyze_text
 from postmortem.reader import BytesReader
 
 HERE = Path(__file__).parent
-ROOTS = (HERE.parents[1] / "shared" / "corpus" / "cases", HERE / "corpus")
+ROOTS = (HERE / "given" / "corpus" / "cases", HERE / "corpus")
 
 LAYOUTS = {
     "indented": lambda line, i, n: "    " + line,

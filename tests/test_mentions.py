@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from helpers import GIVEN
 from postmortem.cli import main
 from postmortem.model import LOOSE
 from postmortem.pipeline import analyze, analyze_text
 from postmortem.sources import mentions
-from shared_checkout import SHARED
 
 HERE = Path(__file__).parent
 DEVICE_PLUGIN = HERE / "corpus" / "vale-xid94-contained-sm-akash-k8s-01" / "nvdp-device-plugin.log"
@@ -42,9 +42,8 @@ def test_an_xid_in_a_device_plugins_health_line_is_an_xid_event_read_loosely():
 def test_negated_and_codeless_mentions_are_kept_as_unread_with_their_reason():
     """gpud's negative test wordings: "Regular log content without Xid errors", "no XID error"."""
     texts = ["Regular log content without Xid errors", "no XID error"]
-    peer = SHARED / "peer-data" / "gpud" / "cases.json"
-    if peer.is_file():  # where the shared checkout is here, the wordings are gpud's own
-        assert all(t in peer.read_text(encoding="utf-8") for t in texts)
+    peer = GIVEN / "peer-data" / "gpud" / "cases.json"
+    assert all(t in peer.read_text(encoding="utf-8") for t in texts)  # the wordings are gpud's own
     report = analyze_text("\n".join(texts) + "\n")
     assert not report.findings
     assert not [e for e in report.events if e.kind == "xid"]
@@ -966,6 +965,16 @@ RND33_WORDINGS = {
     "version'": "driver-mismatch",
 }
 
+RND42_WORDINGS = {
+    # xFormers' older kernel check (TheLastBen/fast-stable-diffusion#71, #33), beside its newer range form
+    "FATAL: this function is for sm80, but was built for sm700": "arch-mismatch",
+    "FATAL: kernel `fmha_cutlassF_f32_aligned_64x64_rf_sm80` is for sm80-sm100, but was built for sm37":
+        "arch-mismatch",
+    # PyTorch's NLL check as the CUDA kernel asserts it (tests/corpus valj-device-assert-mmdet-copyif-02)
+    "/pytorch/aten/src/THCUNN/ClassNLLCriterion.cu:57: void ClassNLLCriterion_updateOutput_no_reduce_kernel(int): "
+    "block: [0,0,0], thread: [9,0,0] Assertion `cur_target >= 0 && cur_target < n_classes` failed.": "device-assert",
+}
+
 RND41_WORDINGS = {
     # Kaldi's CUDA allocator (kaldi-asr/kaldi#4374), ManagedCuda's NPP image allocation (kunzmi/ImageStackAlignator)
     "# Failed to allocate a memory region during nnet3-chain-train2": "gpu-oom",
@@ -1203,7 +1212,7 @@ CORPUS_WORDINGS = {
                                              *RND30_WORDINGS.items(), *RND31_WORDINGS.items(), *RND32_WORDINGS.items(),
                                              *RND33_WORDINGS.items(), *RND35_WORDINGS.items(), *RND36_WORDINGS.items(),
                                              *RND37_WORDINGS.items(), *RND38_WORDINGS.items(), *RND40_WORDINGS.items(),
-                                             *RND41_WORDINGS.items(),
+                                             *RND41_WORDINGS.items(), *RND42_WORDINGS.items(),
                                              *CORPUS_WORDINGS.items()])
 def test_held_out_rounds_wordings_are_read_by_general_rules(text, cause):
     report = analyze_text(text + "\n")
@@ -1360,6 +1369,13 @@ TOLD = {
     # (sirius-db/sirius#459)
     "Installing a driver that only supports CUDA 12.2 (driver 535.x, commonly installed via `apt`) is insufficient.":
         "driver-mismatch",
+    # round 42: a power supply told at fault, in its limiter and in plain words (NVIDIA/cudf#10336,
+    # tensorflow/tensorflow#8858), and PCIe slots lowered from Gen5 to Gen4 (vllm-project/vllm#14628)
+    "It is a hardware PSU issue.": "gpu-thermal-power",
+    "it turns out that it has an (undocumented) power draw down limiter on the rails to prevent damage to the "
+    "components": "gpu-thermal-power",
+    "Our issue turned out to be an issue with power supply as well.": "gpu-thermal-power",
+    "**Fix:** BIOS update (1805→2306, AGESA 1.3.0.1b) + **forcing both GPU slots from Auto to Gen4**.": "pcie-bus",
     # round 36: a process told killed again and again, with no error (BMIRDS/deepslide#40)
     "it appears that at the process step, the process keeps being killed after a specific svs. There is no error "
     "being thrown however.": "host-oom",
@@ -1495,3 +1511,23 @@ def test_opencvs_gpu_modules_out_of_memory_is_not_the_hosts():
     text = ("cv2.error: OpenCV(4.8.0) /io/opencv/modules/core/src/cuda/gpu_mat.cu:116: error: (-217:Gpu API call) "
             "out of memory in function 'allocate'\n")
     assert "host-oom" not in [f.cause for f in analyze_text(text).findings]
+
+
+@pytest.mark.parametrize("text", [
+    # the NLL check as the CPU makes it: a RuntimeError on the host, not a kernel's assert (azavea/raster-vision#1072)
+    "RuntimeError: Assertion `cur_target >= 0 && cur_target < n_classes' failed.  at "
+    "/pytorch/aten/src/THNN/generic/SpatialClassNLLCriterion.c:111",
+])
+def test_a_device_assert_phrase_in_its_cpu_form_is_no_device_assert(text):
+    assert "device-assert" not in [f.cause for f in analyze_text(text + "\n").findings]
+
+
+@pytest.mark.parametrize("sentence", [
+    # a power supply only suspected, or ruled out (AUTOMATIC1111/stable-diffusion-webui#15226,
+    # NVIDIA/open-gpu-kernel-modules#1151)
+    "I am reading about it being a potential power supply issue.",
+    "Tried two different 1600W PSUs from different brands so I doubt it is the PSU.",
+])
+def test_a_power_supply_suspected_or_ruled_out_is_not_told(tmp_path, sentence):
+    (tmp_path / "report.md").write_text(f"### Describe the bug\n\n{sentence}\n", encoding="utf-8")
+    assert "gpu-thermal-power" not in [f.cause for f in analyze([str(tmp_path / "report.md")]).findings]

@@ -63,6 +63,10 @@ attack's fourteen: 1 to over 20 s). A slow line gets two more tries, against noi
 GIVE_UP_S = 1.0
 """Where a search of the regex engine is cut short (its `timeout`): far past the bound, it only keeps a
 superlinear pattern from holding the run for minutes."""
+GROWTH_BOUND = 8.0
+"""Most a search over the bound may grow from a quarter of the line to the whole: a linear pattern grows about 4x,
+one that rescans from every position 16x. The ratio, not the time, is what a busy machine (pytest-xdist's workers,
+CI under load) leaves alone: both searches slow down together."""
 
 Pattern = regex.Pattern | re.Pattern
 _CALLS = {"compile", "search", "match", "fullmatch", "sub", "subn", "findall", "finditer", "split"}
@@ -304,23 +308,36 @@ def test_lines_are_built_from_the_pattern():
     assert built["'on' + ' ' run"] == "on" + " " * (LINE - 2)
 
 
+def superlinear(pattern: Pattern, line: str) -> str | None:
+    """Why one search of `line` shows the pattern superlinear, or None: a search over LINE_BOUND_S (the fastest of
+    three) that reached GIVE_UP_S, or grew more than GROWTH_BOUND from a quarter of the line."""
+    if search_time(pattern, line) <= LINE_BOUND_S:
+        return None
+    took = min(search_time(pattern, line), search_time(pattern, line))
+    if took <= LINE_BOUND_S:
+        return None
+    quarter = min(search_time(pattern, line[:len(line) // 4]), search_time(pattern, line[:len(line) // 4]))
+    if took < GIVE_UP_S and quarter < GIVE_UP_S and took <= GROWTH_BOUND * max(quarter, 0.001):
+        return None  # slow only because the machine is busy: it grew as a linear search grows
+    return f"{took * 1000:.0f} ms, a quarter of the line {quarter * 1000:.0f} ms"
+
+
 def test_the_lines_catch_the_attacks_patterns():
-    """Two of the patterns the attack found slow, as they were: some line of each is over the bound (the 8 KB lines
-    of anchors and runs did not catch them)."""
+    """Two of the patterns the attack found slow, as they were: some line of each shows them superlinear (the 8 KB
+    lines of anchors and runs did not catch them)."""
     for text in (r"(?i)(?:cuda\s+failure|cuda\s+error|runtime\s+error|error\s+code|error|code)\s*[:=]?\s*\(?"
                  r"(\d{1,5})(?!\d)\)?|==\s*cudaSuccess\s*\((\d{1,5}) vs\. 0\)",
                  r"(?:INFO: )?\btask (?P<task>.+?):(?P<pid>\d+) blocked for more than (?P<seconds>\d+) seconds"):
         pattern = regex.compile(text)
-        assert any(search_time(pattern, line) > LINE_BOUND_S for _, line in lines(pattern)), text
+        assert any(superlinear(pattern, line) for _, line in lines(pattern)), text
 
 
 @pytest.mark.parametrize("where", sorted(PATTERNS))
 def test_pattern_is_linear_on_adversarial_lines(where):
     pattern = PATTERNS[where]
     for label, line in lines(pattern):
-        if search_time(pattern, line) > LINE_BOUND_S:
-            took = min(search_time(pattern, line), search_time(pattern, line))
-            assert took <= LINE_BOUND_S, f"{where} /{_text(pattern)}/ is superlinear: {label}: {took * 1000:.0f} ms"
+        why = superlinear(pattern, line)
+        assert why is None, f"{where} /{_text(pattern)}/ is superlinear: {label}: {why}"
 
 
 # ---------------------------------------------------------------- the signature window and the lint check

@@ -30,8 +30,8 @@ from postmortem.signatures import load_default
 
 ROOT = Path(__file__).parent.parent
 SAMPLES = sorted(p for p in (ROOT / "samples").iterdir() if p.is_dir())
-CORPUS = ROOT.parent / "shared" / "corpus" / "cases"
-CASES = sorted(p for p in CORPUS.iterdir() if p.is_dir()) if CORPUS.is_dir() else []
+CORPUS = ROOT / "tests" / "given" / "corpus" / "cases"
+CASES = sorted(p for p in CORPUS.iterdir() if p.is_dir())
 TELEMETRY = ROOT / "tests" / "data" / "gpu_telemetry" / "query-gpu-h200.csv"
 
 # A real Xid 79 line (samples/gpu-off-bus/dmesg.txt) with markup appended, and a catalog Xid whose

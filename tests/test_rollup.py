@@ -1,5 +1,5 @@
 """Issue 15: counts and per-GPU rollups in the text and HTML reports, one finding per fault, one spelling of a PCI
-address — each on real logs of tests/corpus and ../shared/corpus."""
+address — each on real logs of tests/corpus and tests/given/corpus."""
 
 from __future__ import annotations
 
@@ -7,27 +7,26 @@ from pathlib import Path
 
 import pytest
 
+from helpers import GIVEN
 from postmortem.join import gpu_key
 from postmortem.pipeline import analyze
 from postmortem.render import html_report, markdown_report, text_report
 from postmortem.render.view import gpu_summary
-from shared_checkout import SHARED, needs
 
 CORPUS = Path(__file__).parent / "corpus"
-CASES = SHARED / "corpus" / "cases"
+CASES = GIVEN / "corpus" / "cases"
 
 OFF_BUS = [  # NVRM prints `Xid (PCI:0000:01:00): 79` and then `GPU 0000:01:00.0: GPU has fallen off the bus`
     pytest.param(CORPUS / "valm-xid79-titanv-overheat-dmesg-t-01", "0000:02:00.0", id="titanv-dmesg-t"),
     pytest.param(CORPUS / "valg-offbus-dying-1050ti-proton-journal-01", "0000:01:00.0", id="1050ti-journal"),
     pytest.param(CORPUS / "drv-xid79-nvsmi-unknown-error-k8s-01", "0000:a1:00.0", id="k8s-nvidia-smi"),
-    pytest.param(CASES / "xid79-154-pf-flr-02", "0000:01:00.0", id="pf-flr",
-                 marks=needs(CASES / "xid79-154-pf-flr-02")),
+    pytest.param(CASES / "xid79-154-pf-flr-02", "0000:01:00.0", id="pf-flr"),
 ]
 
 TWO_GPUS = [  # several GPUs, each with its own fault
     pytest.param(CASES / "ecc-xid63-64-training-chronicle-01",
                  {"ip-26-0-147-135 0000:90:1c.0": "xid-64", "ip-26-0-146-100 0000:10:1c.0": "xid-63"},
-                 id="ecc-two-hosts", marks=needs(CASES / "ecc-xid63-64-training-chronicle-01")),
+                 id="ecc-two-hosts"),
     pytest.param(CORPUS / "vale-xid94-contained-sm-akash-k8s-01",
                  {"0000:00:08.0": "xid-94", "0000:00:07.0": "xid-31", "0000:00:05.0": "xid-43"}, id="xid94-k8s"),
     pytest.param(CORPUS / "drv-xid119-gsp-rpc-525-01",
@@ -71,8 +70,7 @@ def test_xid_79_and_its_fallen_off_the_bus_line_are_one_finding(case, pci):
 @pytest.mark.parametrize("case", [
     pytest.param(CORPUS / "drv-nvls-multicast-fabricmanager-h100-01", id="nvls"),
     pytest.param(CORPUS / "drv-xid149-145-nvlink-xid45-01", id="xid45-after-nvlink"),
-    pytest.param(CASES / "nvlink-fabricmanager-12028-03", id="fabric-manager",
-                 marks=needs(CASES / "nvlink-fabricmanager-12028-03")),
+    pytest.param(CASES / "nvlink-fabricmanager-12028-03", id="fabric-manager"),
 ])
 def test_two_readings_of_the_same_events_are_one_finding(case):
     report = analyze([str(case)])
@@ -114,8 +112,7 @@ def test_one_sick_gpu_needs_no_gpu_block(case, pci):
 
 @pytest.mark.parametrize(("case", "words"), [
     pytest.param(CORPUS / "drv-xid119-gsp-rpc-525-01", "Xid 119 x 7 on 0000:61:00.0", id="xid119"),
-    pytest.param(CASES / "xid13-graphics-exc-vllm-02", "Xid 13 x 6 on 0000:43:00.0", id="xid13",
-                 marks=needs(CASES / "xid13-graphics-exc-vllm-02")),
+    pytest.param(CASES / "xid13-graphics-exc-vllm-02", "Xid 13 x 6 on 0000:43:00.0", id="xid13"),
     pytest.param(CORPUS / "inf-nvlink-xid74-vllm-talos-01", "Xid 45 x 2 on 0000:48:00.0", id="xid45-other"),
 ])
 def test_counts_per_gpu_are_in_the_text_html_and_markdown_reports(case, words):

@@ -25,6 +25,7 @@ from click.testing import CliRunner
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
+from helpers import GIVEN
 from postmortem import facts, model, signatures
 from postmortem.binaries import fatbin
 from postmortem.cli import main
@@ -34,7 +35,6 @@ from postmortem.fleet import buckets, store
 from postmortem.fleet.scan import scan
 from postmortem.pipeline import analyze
 from postmortem.render import json_report
-from shared_checkout import SHARED
 from test_core import python_core  # noqa: F401 - the fixture: a real core of this interpreter under faulthandler
 
 HERE = Path(__file__).parent
@@ -76,7 +76,7 @@ NOT_INPUTS = frozenset({".md", ".py", ".sh", ".c", ".cc", ".cu", ".go", ".rs"})
 def _cases() -> list[tuple[str, list[str]]]:
     """(name, inputs) of every sample, corpus case and committed test input (cores, telemetry, logs, fatbins)."""
     found = [(f"samples/{p.name}", [str(p)]) for p in sorted((ROOT / "samples").iterdir()) if p.is_dir()]
-    for corpus in (HERE / "corpus", HERE / "heldout", SHARED / "corpus" / "cases"):
+    for corpus in (HERE / "corpus", HERE / "heldout", GIVEN / "corpus" / "cases"):
         for case in sorted(p.parent for p in corpus.rglob("case.yaml")) if corpus.is_dir() else []:
             files = sorted(str(p) for p in case.iterdir() if p.is_file() and p.name != "case.yaml")
             found.append((f"{corpus.parent.name}/{case.name}", files))

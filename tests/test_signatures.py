@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from helpers import GIVEN
 from postmortem import lint
 from postmortem.signatures import SignatureError, default_directory, load, load_default
-from shared_checkout import SHARED, needs, skip_reason
 
 DATABASE = load_default()
 ROOT = Path(__file__).parent.parent
-CAUSES_MD = SHARED / "spec" / "causes.md"
+CAUSES_MD = GIVEN / "spec" / "causes.md"
 
 
 def fired(example) -> list[str]:
@@ -49,7 +49,6 @@ def test_database_covers_the_required_causes():
     assert required <= causes
 
 
-@needs(CAUSES_MD)
 def test_cause_vocabulary_matches_the_spec():
     spec = {line.split("`")[1] for line in CAUSES_MD.read_text().splitlines() if line.startswith("| `")}
     assert set(DATABASE.causes) == spec
@@ -114,10 +113,9 @@ def test_invalid_yaml_is_named(tmp_path):
         load(directory)
 
 
-XID_TABLE = SHARED / "reference" / "xid.tsv"
+XID_TABLE = GIVEN / "reference" / "xid.tsv"
 
 
-@needs(XID_TABLE)
 def test_generated_xid_catalog_is_up_to_date():
     import subprocess
     import sys
@@ -128,8 +126,6 @@ def test_generated_xid_catalog_is_up_to_date():
 
 
 def test_every_documented_xid_with_a_cause_has_a_signature():
-    if not XID_TABLE.exists():
-        pytest.skip(skip_reason(XID_TABLE))
     import csv
 
     from postmortem.model import Event, Location
@@ -142,7 +138,7 @@ def test_every_documented_xid_with_a_cause_has_a_signature():
         assert any(s.condition(event) for s in DATABASE.signatures), xid
 
 
-REFERENCE = SHARED / "reference"
+REFERENCE = GIVEN / "reference"
 
 
 READ_OTHERWISE = {"cudaErrorContained": "gpu-nvlink"}
@@ -152,7 +148,6 @@ invalid access of peer memory over NVLink first and a hardware error second; the
 reading and the Xid 94/95 that would show it."""
 
 
-@needs(REFERENCE)
 def test_every_documented_code_has_an_entry():
     """Each Xid, SXid and CUDA error of the reference tables is known; each one with a cause is explained by it."""
     import csv

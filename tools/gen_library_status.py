@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Write postmortem/data/library-status.tsv: every status code of the CUDA math and communication libraries.
 
-cuBLAS, cuDNN (8 and 9 numberings) and NCCL come from the reference tables in ../shared/reference
+cuBLAS, cuDNN (8 and 9 numberings) and NCCL come from the reference tables in tests/given/reference
 (each row keeps its sources); cuFFT, cuSOLVER, cuSPARSE and cuRAND from NVIDIA's published enums
 (nvmath-python's bindings document the values; cited per row); cuTENSOR, NVRTC, nvJPEG and NVENC from their
 libraries' documentation and headers. `cause` is given only where the
 status alone names one: an allocation failure is GPU memory, an architecture mismatch is the build.
 
-usage: python3 tools/gen_library_status.py [--reference ../shared/reference] [--check]
+usage: python3 tools/gen_library_status.py [--reference tests/given/reference] [--check]
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def render(reference: Path) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--reference", type=Path, default=ROOT.parent / "shared" / "reference")
+    parser.add_argument("--reference", type=Path, default=ROOT / "tests" / "given" / "reference")
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args()
     return write_or_check(OUT, render(args.reference), args.check)
