@@ -534,3 +534,12 @@ def test_a_fleets_crash_archive_is_refused_with_the_command_that_reads_it(tmp_pa
     for n in range(100):
         (ranks / f"rank{n}.log").write_text(line)
     assert CliRunner().invoke(main, ["analyze", str(ranks)]).exit_code == 0
+
+
+@pytest.mark.parametrize(("lang", "said"), [("en", "core.zst, byte "), ("zh-CN", "core.zst，第 ")])
+def test_a_cores_evidence_is_placed_by_its_byte_in_words_not_at_signs(lang, said):
+    """The text and Markdown reports name a binary input's evidence as a path and a byte offset in the report's
+    language, not `core.zst@2220` (issue 30: jargon a newcomer could not read)."""
+    for fmt in ("text", "markdown"):
+        done = run("analyze", "--lang", lang, "--format", fmt, str(SAMPLES / "native-crash-core"))
+        assert said in done.output and "core.zst@" not in done.output, done.output

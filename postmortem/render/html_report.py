@@ -60,7 +60,7 @@ def render(report: Report, lang: str = "en", color: bool = False) -> str:
         plots=view.telemetry_plots(report),
         cores=[_core(core) for core in report.cores],
         facts=[(name, "; ".join(view.fact_value(v) for v in _values(values))) for name, values in report.facts.items()],
-        where=view.where,
+        where=lambda event: view.where(event, t),
         when=view.when,
         suspects=[event for event in map(report.event, report.suspects) if event is not None],
         safe=view.safe,

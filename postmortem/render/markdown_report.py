@@ -169,7 +169,7 @@ def evidence_block(event: Event, t: Translator) -> list[str]:
         for line in lines
     )
     repeat = f" ({text(t('reported_times', count=event.count))})" if event.count > 1 else ""
-    return [f"{code(view.where(event))} {code(event.kind)}{repeat}", "", fence(body), ""]
+    return [f"{code(view.where(event, t))} {code(event.kind)}{repeat}", "", fence(body), ""]
 
 
 def _folded(summary: str, body: list[str]) -> list[str]:

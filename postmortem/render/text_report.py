@@ -77,7 +77,7 @@ def render(report: Report, lang: str = "en", color: bool = False, debug: bool = 
             )
             first = _first_event(report, finding)
             if first is not None:
-                out.append(f"      {style(_where(first), fg='cyan')}  {_one_line(first.text)}")
+                out.append(f"      {style(_where(first, t), fg='cyan')}  {_one_line(first.text)}")
     out.extend(_timeline(report, t, style, width))
     for core in report.cores:
         out.extend(_core(core, t, style, all_threads))
@@ -139,7 +139,7 @@ def _evidence(report: Report, finding: Finding, t: Translator, style: Style) -> 
     lines = ["", _heading(t("evidence"), style)]
     for event in events[:EVIDENCE_SHOWN]:
         repeat = f" (x{event.count})" if event.count > 1 else ""
-        lines.append(f"  {style(_where(event), fg='cyan')}{repeat}")
+        lines.append(f"  {style(_where(event, t), fg='cyan')}{repeat}")
         lines.extend(f"    {safe(text)}" for text in event.text.splitlines()[:6])
     if len(events) > EVIDENCE_SHOWN:
         lines.append("  " + t("more_events", count=len(events) - EVIDENCE_SHOWN))
@@ -163,7 +163,7 @@ def _timeline(report: Report, t: Translator, style: Style, width: int = 88) -> l
     rows = [(m.label, line.lanes[m.lane], m.event) for m in line.marks]
     rows += [(str(when(e)), lane_of(e), e) for e in report.events if e.id not in placed and e.clock == YEARLESS]
     width = max((len(label) for label, _, _ in rows[:TIMELINE_SHOWN]), default=0)
-    lines.extend(f"  {label:>{width}}  {safe(lane)}  {e.kind}  {style(_where(e), fg='cyan')}"
+    lines.extend(f"  {label:>{width}}  {safe(lane)}  {e.kind}  {style(_where(e, t), fg='cyan')}"
                  for label, lane, e in rows[:TIMELINE_SHOWN])
     if len(rows) > TIMELINE_SHOWN:
         lines.append("  " + t("more_timeline", count=len(rows) - TIMELINE_SHOWN))
@@ -270,7 +270,7 @@ def _suspects(report: Report, t: Translator, style: Style) -> list[str]:
         return []
     lines = ["", _heading(t("suspects"), style)]
     for event in events:
-        lines.append(f"  {style(_where(event), fg='cyan')}  {event.kind}: {_one_line(event.text)}")
+        lines.append(f"  {style(_where(event, t), fg='cyan')}  {event.kind}: {_one_line(event.text)}")
     return lines
 
 

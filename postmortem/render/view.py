@@ -65,11 +65,12 @@ def fact_value(value: Any) -> str:
     return safe(str(value))
 
 
-def where(event: Event) -> str:
-    """`path:line-end` (archive member included in the path), or `path@offset` for binary inputs."""
+def where(event: Event, t: Translator) -> str:
+    """`path:line-end` (archive member included in the path), or the path and the byte offset in it of a binary
+    input's evidence (a core's note) in the reader's words."""
     place = event.where
     if place.line is None:
-        return safe(place.path) + (f"@{place.offset}" if place.offset is not None else "")
+        return safe(place.path) if place.offset is None else t("at_byte", path=safe(place.path), offset=place.offset)
     span = f"-{place.end_line}" if place.end_line and place.end_line != place.line else ""
     section = getattr(place, "section", None)
     return f"{safe(place.path)}:{place.line}{span}" + (f" [{safe(str(section))}]" if section else "")
