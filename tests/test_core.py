@@ -174,7 +174,9 @@ def test_the_text_shows_every_thread_when_asked_as_gdb_thread_apply_all_bt_does(
     headings = [line.strip() for line in every.output.splitlines() if line.strip().startswith(("Crashing thread",
                                                                                                "Thread "))]
     assert len(headings) == 5 and headings[0].startswith("Crashing thread")
-    assert {int(h.rstrip(":").split()[-1]) for h in headings} == {t["tid"] for t in core["threads"]}
+    assert {int(re.search(r"hread (\d+)", h)[1]) for h in headings} == {t["tid"] for t in core["threads"]}
+    # the main thread is named by the core (NT_PRPSINFO's comm of the thread group leader); the others are not
+    assert sum(h.endswith(" (mt_abort):") for h in headings) == 1
     assert "other thread(s)" not in every.output
     if GDB:  # each thread's innermost frames of our own code, as gdb names them
         for frames in our_frames(core).values():

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from gdb_oracle import GDB, gdb_threads, on_the_stack, pairs
 from hung import (
@@ -42,8 +43,10 @@ from hung import (
 from postmortem.capture.collect import Plan
 from postmortem.capture.redact import Redactor
 from postmortem.capture.snapshot import job_processes, read_stacks, snapshot, snapshot_process
+from postmortem.cli import main
 from postmortem.core.python_stack import PythonFrame
 from postmortem.debugging import short_name
+from postmortem.model import to_plain
 from postmortem.pipeline import analyze as _analyze
 from test_python_stack import VERSIONS, interpreter
 
@@ -1112,3 +1115,39 @@ def test_one_process_taken_by_two_snapshots_is_one_process_of_the_hang(tmp_path)
     assert len([e for e in report.events if e.kind == "process-snapshot"]) == 2
     hang = next(e for e in report.events if e.kind == "job-hang")
     assert hang.fields["processes"] == 1 and hang.fields["waiting_members"] == f"pid {hung.pid}", hang.fields
+
+
+NAMED_THREADS = """
+import ctypes, sys, threading
+libc = ctypes.CDLL(None)
+started = threading.Barrier(3)
+def named(comm):
+    libc.prctl(15, comm, 0, 0, 0)  # PR_SET_NAME: what /proc/PID/task/TID/comm then says
+    started.wait()
+    threading.Event().wait()
+for comm in (b"data-loader", b"pin-memory-thre"):
+    threading.Thread(target=named, args=(comm,), daemon=True).start()
+started.wait()
+print("ready", flush=True)
+threading.Event().wait()
+"""
+
+
+def test_a_snapshots_core_names_every_thread_as_proc_does(tmp_path):
+    """The kernel writes no thread's name in a core; a snapshot's core carries each thread's comm (NT_THREAD_NAMES)
+    and the report heads each thread with it, as /proc/PID/task/TID/comm (the oracle) says (issue 30)."""
+    with _ready_child(NAMED_THREADS, dict(os.environ)) as child:
+        comms = {int(tid): Path(f"/proc/{child.pid}/task/{tid}/comm").read_text().strip()
+                 for tid in os.listdir(f"/proc/{child.pid}/task")}
+        _snapshot(child.pid, tmp_path)
+    assert sorted(comms.values())[:2] == ["data-loader", "pin-memory-thre"]
+    core = to_plain(_analyze([str(tmp_path / f"core.{child.pid}")]))["cores"][0]
+    assert {t["tid"]: t["name"] for t in core["threads"]} == comms
+    shown = CliRunner().invoke(main, ["analyze", "--threads", "all", str(tmp_path / f"core.{child.pid}")]).output
+    assert all(f"{tid} ({name}):" in shown for tid, name in comms.items()), shown
+
+
+def test_a_kernels_core_names_its_main_thread_only():
+    """NT_PRPSINFO's pr_fname is the thread group leader's comm: the main thread's name; no other thread has one."""
+    core = to_plain(_analyze([str(Path(__file__).parents[1] / "samples" / "native-crash-core")]))["cores"][0]
+    assert [(t["tid"] == core["pid"], t["name"]) for t in core["threads"]] == [(True, "crash")]

@@ -362,7 +362,8 @@ def _take_process(pid: int, folder: Path, redactor: Redactor, budget: live.ByteB
         blanked, in_arguments = _blank_secrets(copied, pid)
         command = state["command"]
         note = core_writer.ProcessNote(pid, state["ppid"] or 0, state["uid"], state["gid"],
-                                       (command[0] if command else "?")[-15:], " ".join(command))
+                                       (command[0] if command else "?")[-15:], " ".join(command),
+                                       {t["tid"]: t["name"] for t in state.get("threads") or [] if t.get("name")})
         core = folder / f"core.{pid}"
         try:
             handle = create_in(folder, core.name, 0o600)  # never over an earlier snapshot's

@@ -55,7 +55,7 @@ MAX_NOTE_BYTES = 64 << 20
 """Note bytes read from one core, all PT_NOTE segments together. Real notes take a few MiB: about 3 KiB
 of registers a thread, 100 bytes an NT_FILE mapping."""
 USED_NOTES = frozenset({notes.NT_PRSTATUS, notes.NT_PRPSINFO, notes.NT_SIGINFO, notes.NT_AUXV, notes.NT_FILE,
-                        notes.NT_ARM_PAC_MASK})
+                        notes.NT_ARM_PAC_MASK, notes.NT_THREAD_NAMES})
 """The notes read; the others (floating-point and xsave registers) are not kept in memory."""
 MAX_MODULES = 20_000
 """Mapped files read as modules (headers, build-id, the file on disk): a PyTorch process maps a few thousand."""
@@ -166,8 +166,9 @@ def _read(read: Read, size: int, path: str, head: elf.Header, files: Files, show
     symbolized, names = _symbolize(raw_threads, finder)
     plain = demangle(names)
     made: dict[tuple, Frame] = {}
+    named = _thread_names(found, process)
     threads = [Thread(tid, crashed, {k: hex(v) for k, v in regs.items()},
-                      tuple(_named(frame, plain, made) for frame in frames))
+                      tuple(_named(frame, plain, made) for frame in frames), name=named.get(tid))
                for tid, crashed, regs, frames in symbolized]
     threads = [_cut_short(thread, done) for thread, done in zip(threads, unwound)]
     argv, environ = _argv_environ(memory, auxv, result.diagnostics)
@@ -223,6 +224,15 @@ def process_memory(read: Read, segments: list[elf.Segment], mappings: list[notes
     modules = [load_module(p, group, dumped, files) for p, group in groups[:MAX_MODULES]]
     sources = {m.path: source for m in modules if (source := memory_source(m, dumped, files))}
     return Memory(read, segments, mappings, sources), modules
+
+
+def _thread_names(found: list[elf.Note], process: notes.ProcessInfo | None) -> dict[int, str]:
+    """Thread id -> name: every thread's from a snapshot's NT_THREAD_NAMES; else the main thread's alone, from
+    NT_PRPSINFO's pr_fname (the kernel fills it with the thread group leader's comm: fs/binfmt_elf.c fill_psinfo)."""
+    for note in found:
+        if note.type == notes.NT_THREAD_NAMES and note.name == notes.THREAD_NAMES_OWNER:
+            return notes.thread_names(note.desc)
+    return {process.pid: process.fname} if process is not None and process.fname else {}
 
 
 def _notes(read: Read, size: int, segments: list[elf.Segment], result: CoreRead) -> list[elf.Note]:

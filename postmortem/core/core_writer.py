@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from . import elf, notes
@@ -45,6 +45,8 @@ class ProcessNote:
     gid: int
     command: str
     arguments: str
+    thread_names: dict[int, str] = field(default_factory=dict)
+    """Each thread's name (/proc/PID/task/TID/comm), written as NT_THREAD_NAMES: the kernel writes none."""
 
 
 def _note(name: bytes, kind: int, desc: bytes) -> bytes:
@@ -97,6 +99,8 @@ def write(out: BinaryIO, taken: Stopped, process: ProcessNote) -> int:
     body += _note(b"CORE", notes.NT_PRPSINFO, _prpsinfo(process))
     body += _note(b"CORE", notes.NT_AUXV, taken.auxv)
     body += _note(b"CORE", notes.NT_FILE, _nt_file(taken.vmas))
+    if process.thread_names:
+        body += _note(notes.THREAD_NAMES_OWNER, notes.NT_THREAD_NAMES, notes.thread_names_desc(process.thread_names))
     loads = list(_loads(taken.vmas, taken.pages))
     if len(loads) + 1 >= PN_XNUM:
         loads = [load for load in loads if load[3]][: PN_XNUM - 2]

@@ -16,6 +16,13 @@ from .arch import Arch
 NT_PRSTATUS, NT_PRFPREG, NT_PRPSINFO, NT_AUXV = 1, 2, 3, 6
 NT_SIGINFO, NT_FILE = 0x53494749, 0x46494C45
 NT_ARM_PAC_MASK = 0x406
+NT_THREAD_NAMES = 0x4E4D5450
+"""A note of this package's own (owner THREAD_NAMES_OWNER, type "PTMN"): every thread's name as /proc/PID/task/TID/comm
+said when `snapshot` took the process. The kernel writes no thread's name in a Linux core (FreeBSD's NT_THRMISC
+does); readers that do not know the owner skip the note, as gdb does."""
+THREAD_NAMES_OWNER = b"POSTMORTEM"
+_THREAD_NAME = struct.Struct("<I16s")
+"""One thread of NT_THREAD_NAMES: its id and its comm (TASK_COMM_LEN bytes, NUL-padded)."""
 """aarch64's pointer-authentication masks (owner LINUX): which bits of a data and a code pointer hold the signature."""
 
 PR_REG = 112
@@ -180,6 +187,17 @@ def code_meaning(number: int, code: int) -> str:
     name = signal_name(number)
     meaning = _FAULT_CODES.get(name, {}).get(code) if code > 0 and code != 0x80 else None
     return meaning or _SENDER_CODES.get(code, f"si_code {code}")
+
+
+def thread_names_desc(names: dict[int, str]) -> bytes:
+    """NT_THREAD_NAMES's bytes: (tid, comm) pairs, each name cut to the kernel's 15 characters."""
+    return b"".join(_THREAD_NAME.pack(tid, name.encode("utf-8", "replace")[:15]) for tid, name in names.items())
+
+
+def thread_names(desc: bytes) -> dict[int, str]:
+    """Thread id -> name, from NT_THREAD_NAMES's bytes (a torn last entry is dropped)."""
+    return {tid: _cstr(name) for tid, name in _THREAD_NAME.iter_unpack(desc[:len(desc) - len(desc) % _THREAD_NAME.size])
+            if _cstr(name)}
 
 
 def _cstr(raw: bytes) -> str:

@@ -71,6 +71,9 @@ class Thread:
     python_locks: tuple[PythonLock, ...] = ()
     """The threading locks its Python frames' value stacks refer to (PythonThread.locks): what a thread waiting in a
     lock waits for, and the `with` blocks it is in."""
+    name: str | None = None
+    """The thread's name (its comm): every thread's where a snapshot wrote them (notes.NT_THREAD_NAMES), else only
+    the main thread's (NT_PRPSINFO); Linux cores name no other thread."""
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,7 @@ def render(report: Report, lang: str = "en", color: bool = False) -> str:
         cores=[_core(core) for core in report.cores],
         facts=[(name, "; ".join(view.fact_value(v) for v in _values(values))) for name, values in report.facts.items()],
         where=lambda event: view.where(event, t),
+        thread_label=view.thread_label,
         when=view.when,
         suspects=[event for event in map(report.event, report.suspects) if event is not None],
         safe=view.safe,

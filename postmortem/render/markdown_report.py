@@ -223,9 +223,9 @@ def _core(core, t: Translator) -> list[str]:
     crashed = [thread for thread in core.threads if thread.crashed]
     others = [thread for thread in core.threads if not thread.crashed]
     for thread in crashed:
-        body += _thread(thread, t, t("crashing_thread", tid=thread.tid))
+        body += _thread(thread, t, t("crashing_thread", tid=view.thread_label(thread)))
     for thread in others[:OTHER_THREADS]:
-        title = t("thread", tid=thread.tid)
+        title = t("thread", tid=view.thread_label(thread))
         body += _folded(title, _thread(thread, t, title))
     if len(others) > OTHER_THREADS:
         body += ["", text(t("more_threads", count=len(others) - OTHER_THREADS))]

@@ -31,6 +31,7 @@ from .view import (
     stack_notes,
     tallies,
     tally_words,
+    thread_label,
     timeline,
     when,
     where as _where,
@@ -191,7 +192,7 @@ def _core(core, t: Translator, style: Style, all_threads: bool = False) -> list[
     for thread in sorted(core.threads, key=lambda th: not th.crashed):  # the crashing thread first
         if not (thread.crashed or live):
             continue
-        lines.append(f"  {t('crashing_thread' if thread.crashed else 'thread', tid=thread.tid)}:")
+        lines.append(f"  {t('crashing_thread' if thread.crashed else 'thread', tid=thread_label(thread))}:")
         stack = _stack(thread, t)
         lines.extend(stack)
         if note := merge_note(thread):

@@ -43,6 +43,11 @@ def merge_note(thread: Thread) -> str | None:
     return None if certain or not thread.python_merge else thread.python_merge
 
 
+def thread_label(thread: Thread) -> str:
+    """A thread as its heading names it: its id, and its name where the core holds one (`31717 (data-loader)`)."""
+    return f"{thread.tid} ({safe(thread.name)})" if thread.name else str(thread.tid)
+
+
 def _runs_python(frame: Frame) -> bool:
     from ..core.python_stack import is_eval_loop  # a core's view only
 
