@@ -965,6 +965,15 @@ RND33_WORDINGS = {
     "version'": "driver-mismatch",
 }
 
+RND43_WORDINGS = {
+    # SageAttention's dispatch (lllyasviel/FramePack#384), Kokkos' architecture checks (kokkos/kokkos#1944; the later
+    # wording as Idefix's documentation quotes it)
+    "ValueError: Unsupported CUDA architecture: sm75": "arch-mismatch",
+    "Kokkos::Cuda::initialize ERROR: running kernels compiled for compute capability 0.0 (< 5.0) on device with "
+    "compute capability 5.0 (>=5.0), this would give incorrect results!": "arch-mismatch",
+    "Kokkos::Cuda::initialize ERROR: likely mismatch of architecture": "arch-mismatch",
+}
+
 RND42_WORDINGS = {
     # xFormers' older kernel check (TheLastBen/fast-stable-diffusion#71, #33), beside its newer range form
     "FATAL: this function is for sm80, but was built for sm700": "arch-mismatch",
@@ -1212,7 +1221,7 @@ CORPUS_WORDINGS = {
                                              *RND30_WORDINGS.items(), *RND31_WORDINGS.items(), *RND32_WORDINGS.items(),
                                              *RND33_WORDINGS.items(), *RND35_WORDINGS.items(), *RND36_WORDINGS.items(),
                                              *RND37_WORDINGS.items(), *RND38_WORDINGS.items(), *RND40_WORDINGS.items(),
-                                             *RND41_WORDINGS.items(), *RND42_WORDINGS.items(),
+                                             *RND41_WORDINGS.items(), *RND42_WORDINGS.items(), *RND43_WORDINGS.items(),
                                              *CORPUS_WORDINGS.items()])
 def test_held_out_rounds_wordings_are_read_by_general_rules(text, cause):
     report = analyze_text(text + "\n")
@@ -1514,12 +1523,15 @@ def test_opencvs_gpu_modules_out_of_memory_is_not_the_hosts():
 
 
 @pytest.mark.parametrize("text", [
+    # Kokkos' warning for a build older than the GPU: the kernels run, JIT-compiled from PTX (a performance note)
+    "Kokkos::Cuda::initialize WARNING: running kernels compiled for compute capability 5.0 on device with compute "
+    "capability 8.9, this will likely reduce potential performance.",
     # the NLL check as the CPU makes it: a RuntimeError on the host, not a kernel's assert (azavea/raster-vision#1072)
     "RuntimeError: Assertion `cur_target >= 0 && cur_target < n_classes' failed.  at "
     "/pytorch/aten/src/THNN/generic/SpatialClassNLLCriterion.c:111",
 ])
-def test_a_device_assert_phrase_in_its_cpu_form_is_no_device_assert(text):
-    assert "device-assert" not in [f.cause for f in analyze_text(text + "\n").findings]
+def test_a_phrase_in_its_harmless_or_cpu_form_is_no_finding(text):
+    assert not analyze_text(text + "\n").findings
 
 
 @pytest.mark.parametrize("sentence", [
