@@ -246,6 +246,21 @@ def _decompressor(head: bytes) -> Opener | None:
     return None
 
 
+COMPRESSED_MAGIC = (b"\x1f\x8b", b"\xfd7zXZ\x00", b"BZh", b"\x28\xb5\x2f\xfd")
+"""Leading bytes of gzip, xz, bzip2 and zstd (`_decompressor` opens each)."""
+
+
+def is_archive_file(path: str | Path) -> bool:
+    """Whether the file starts as a compressed stream, a tar or a zip does: what `open_inputs` unpacks (by content,
+    whatever its name), and what a fleet's `--case-mode archive` takes as a case."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(262)
+    except OSError:
+        return False
+    return head.startswith(COMPRESSED_MAGIC) or _is_tar(head) or _is_zip(head)
+
+
 def _is_tar(head: bytes) -> bool:
     return len(head) >= 262 and head[257:262] == b"ustar"
 
@@ -274,9 +289,7 @@ def separate_cases(path: str, limit: int = SEPARATE_CASES) -> int:
                 if entry.is_dir(follow_symlinks=False):
                     found += 1
                 elif entry.is_file(follow_symlinks=False):
-                    with open(entry.path, "rb") as handle:
-                        head = handle.read(262)
-                    found += _decompressor(head) is not None or _is_tar(head) or _is_zip(head)
+                    found += is_archive_file(entry.path)
             except OSError:
                 continue
             if found > limit:

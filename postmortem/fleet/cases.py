@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..inputs import is_archive_file
 from ..reader import FileReader, core_digest
 
 CASE_MODES = {
@@ -25,8 +26,6 @@ CASE_MODES = {
 }
 """--case-mode values and what each means (shown by `postmortem scan --help`)."""
 
-ARCHIVE_MAGIC = (b"\x1f\x8b", b"\xfd7zXZ\x00", b"BZh", b"\x28\xb5\x2f\xfd", b"PK\x03\x04", b"PK\x05\x06")
-"""Leading bytes of gzip, xz, bzip2, zstd and zip; tar is recognised at offset 257."""
 
 SAMPLED_ABOVE = 64 * 1024 * 1024
 """ELF files (cores) larger than this are digested by samples and their notes (`reader.core_digest`, as
@@ -58,7 +57,7 @@ def discover(root: str | Path, mode: str = "dir") -> Iterator[Case]:
                 yield _case(entry, files)
         return
     for path in _files_under(root):
-        if mode == "file" or _is_archive(path):
+        if mode == "file" or is_archive_file(path):
             yield _case(path, [path])
 
 
@@ -87,14 +86,6 @@ def _case(path: Path, files: list[Path]) -> Case:
 def _relative(file: Path, case_path: Path) -> str:
     return file.name if file == case_path else str(file.relative_to(case_path))
 
-
-def _is_archive(path: Path) -> bool:
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(262)
-    except OSError:
-        return False
-    return head.startswith(ARCHIVE_MAGIC) or head[257:262] == b"ustar"
 
 
 def case_digest(case: Case) -> str:
